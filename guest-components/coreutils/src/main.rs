@@ -1,0 +1,175 @@
+//! The multi-call coreutils program of the base image. `argv[0]` names the applet (`ls`,
+//! `/bin/ls`); `coreutils APPLET ARGS...` works too.
+//!
+//! Most applets are uutils; `env`, `printenv`, `true`, `false`, `yes`, `mkdir` and `mv` are
+//! our own (uutils' `env` does not build for WASI, its `mkdir -p /abs/path` and `mv` fail
+//! there, and `yes` must end quietly on a broken pipe).
+
+mod own;
+
+use std::ffi::OsString;
+use std::io::{ErrorKind, Write};
+
+type Main = fn(std::vec::IntoIter<OsString>) -> i32;
+
+fn applet(name: &str) -> Option<Main> {
+    Some(match name {
+        "cat" => uu_cat::uumain,
+        "cp" => uu_cp::uumain,
+        "cut" => uu_cut::uumain,
+        "echo" => uu_echo::uumain,
+        "head" => uu_head::uumain,
+        "ls" => uu_ls::uumain,
+        "ln" => uu_ln::uumain,
+        "mkdir" => own::mkdir,
+        "mv" => own::mv,
+        "pwd" => uu_pwd::uumain,
+        "rm" => uu_rm::uumain,
+        "seq" => uu_seq::uumain,
+        "sleep" => uu_sleep::uumain,
+        "sort" => uu_sort::uumain,
+        "tail" => uu_tail::uumain,
+        "touch" => uu_touch::uumain,
+        "tr" => uu_tr::uumain,
+        "uniq" => uu_uniq::uumain,
+        "wc" => uu_wc::uumain,
+        "env" => env,
+        "printenv" => printenv,
+        "true" => |_| 0,
+        "false" => |_| 1,
+        "yes" => yes,
+        _ => return None,
+    })
+}
+
+fn main() {
+    guest_support::start();
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let mut name = base_name(args.first());
+    if name == "coreutils" {
+        args.remove(0);
+        name = base_name(args.first());
+    }
+    let code = match applet(&name) {
+        Some(main) => main(args.into_iter()),
+        None => {
+            eprintln!("coreutils: {name}: no such applet");
+            127
+        }
+    };
+    guest_support::exit(code);
+}
+
+fn base_name(arg: Option<&OsString>) -> String {
+    let s = arg.map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    s.rsplit('/').next().unwrap_or_default().to_string()
+}
+
+/// `yes [STRING]...`: repeats its arguments (or `y`) until the reader goes away.
+fn yes(args: std::vec::IntoIter<OsString>) -> i32 {
+    let words: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    let line = if words.is_empty() { "y".to_string() } else { words.join(" ") } + "\n";
+    let block = line.repeat((8192 / line.len()).max(1));
+    let mut out = std::io::stdout().lock();
+    loop {
+        if let Err(e) = out.write_all(block.as_bytes()) {
+            // Like a process killed by SIGPIPE.
+            return if e.kind() == ErrorKind::BrokenPipe { 141 } else { 1 };
+        }
+    }
+}
+
+/// `env [-i] [-u NAME]... [NAME=VALUE]... [COMMAND [ARG]...]`.
+fn env(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    let mut vars: Vec<(String, String)> = std::env::vars().collect();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-i" | "--ignore-environment" | "-" => vars.clear(),
+            "-u" | "--unset" => {
+                i += 1;
+                let Some(name) = args.get(i) else {
+                    eprintln!("env: option requires an argument -- 'u'");
+                    return 125;
+                };
+                vars.retain(|(k, _)| k != name);
+            }
+            "-0" | "--null" => {}
+            "--" => {
+                i += 1;
+                break;
+            }
+            a if a.starts_with('-') && a.len() > 1 => {
+                eprintln!("env: invalid option -- '{}'", &a[1..]);
+                return 125;
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    while let Some((k, v)) = args.get(i).and_then(|a| a.split_once('=')) {
+        vars.retain(|(key, _)| key != k);
+        vars.push((k.to_string(), v.to_string()));
+        i += 1;
+    }
+    if i >= args.len() {
+        let mut out = std::io::stdout().lock();
+        for (k, v) in vars {
+            if writeln!(out, "{k}={v}").is_err() {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    run_command(&args[i..], vars)
+}
+
+/// Runs a command with exactly `vars` as its environment and returns its status.
+fn run_command(argv: &[String], vars: Vec<(String, String)>) -> i32 {
+    use guest_support::process::{self, Command, Error, Stdio};
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    let mut env: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k != "PWD").collect();
+    env.push(("PWD".into(), cwd.clone()));
+    let _ = std::io::stdout().flush();
+    match process::spawn(&Command {
+        argv: argv.to_vec(),
+        env,
+        cwd,
+        stdin: Stdio::Inherit,
+        stdout: Stdio::Inherit,
+        stderr: Stdio::Inherit,
+    }) {
+        Ok(pid) => process::wait(pid),
+        Err(Error::NotFound(_)) => {
+            eprintln!("env: '{}': No such file or directory", argv[0]);
+            127
+        }
+        Err(Error::Limit(m) | Error::Io(m)) => {
+            eprintln!("env: {m}");
+            126
+        }
+        Err(Error::BadHandle) => 126,
+    }
+}
+
+/// `printenv [NAME]...`.
+fn printenv(args: std::vec::IntoIter<OsString>) -> i32 {
+    let names: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    if names.is_empty() {
+        for (k, v) in std::env::vars() {
+            println!("{k}={v}");
+        }
+        return 0;
+    }
+    let mut code = 0;
+    for n in names {
+        match std::env::var(&n) {
+            Ok(v) => println!("{v}"),
+            Err(_) => code = 1,
+        }
+    }
+    code
+}

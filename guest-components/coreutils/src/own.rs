@@ -1,0 +1,230 @@
+//! Applets written for wasbox where the uutils versions fail on WASI: `mkdir` (absolute
+//! paths with `-p`) and `mv`. Options and messages follow GNU coreutils.
+
+use std::ffi::OsString;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+fn strings(args: std::vec::IntoIter<OsString>) -> Vec<String> {
+    args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
+}
+
+/// GNU's wording for an I/O error.
+pub fn reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        ErrorKind::NotFound => "No such file or directory".into(),
+        ErrorKind::PermissionDenied => "Permission denied".into(),
+        ErrorKind::AlreadyExists => "File exists".into(),
+        ErrorKind::NotADirectory => "Not a directory".into(),
+        ErrorKind::IsADirectory => "Is a directory".into(),
+        ErrorKind::DirectoryNotEmpty => "Directory not empty".into(),
+        _ => {
+            let s = e.to_string();
+            if s.contains("apabilit") {
+                "Permission denied".into()
+            } else {
+                s.split(" (os error").next().unwrap_or(&s).to_string()
+            }
+        }
+    }
+}
+
+/// Splits `-abc` style flags from operands; `--` ends options.
+fn flags_and_operands(args: Vec<String>, with_value: &[char]) -> (Vec<(char, Option<String>)>, Vec<String>) {
+    let mut flags = Vec::new();
+    let mut operands = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            operands.extend(it.by_ref());
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let (name, val) = match long.split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                None => (long.to_string(), None),
+            };
+            let c = match name.as_str() {
+                "parents" => 'p',
+                "verbose" => 'v',
+                "mode" => 'm',
+                "force" => 'f',
+                "interactive" => 'i',
+                "no-clobber" => 'n',
+                "no-target-directory" => 'T',
+                "target-directory" => 't',
+                "update" => 'u',
+                _ => '?',
+            };
+            let val = if with_value.contains(&c) && val.is_none() { it.next() } else { val };
+            flags.push((c, val));
+            continue;
+        }
+        if a.len() > 1 && a.starts_with('-') {
+            let chars: Vec<char> = a[1..].chars().collect();
+            let mut k = 0;
+            while k < chars.len() {
+                let c = chars[k];
+                if with_value.contains(&c) {
+                    let rest: String = chars[k + 1..].iter().collect();
+                    let v = if rest.is_empty() { it.next() } else { Some(rest) };
+                    flags.push((c, v));
+                    break;
+                }
+                flags.push((c, None));
+                k += 1;
+            }
+            continue;
+        }
+        operands.push(a);
+    }
+    (flags, operands)
+}
+
+pub fn mkdir(args: std::vec::IntoIter<OsString>) -> i32 {
+    let (flags, dirs) = flags_and_operands(strings(args), &['m']);
+    let parents = flags.iter().any(|(c, _)| *c == 'p');
+    let verbose = flags.iter().any(|(c, _)| *c == 'v');
+    if let Some((c, _)) = flags.iter().find(|(c, _)| !matches!(c, 'p' | 'v' | 'm')) {
+        eprintln!("mkdir: invalid option -- '{c}'");
+        return 1;
+    }
+    if dirs.is_empty() {
+        eprintln!("mkdir: missing operand\nTry 'mkdir --help' for more information.");
+        return 1;
+    }
+    let mut status = 0;
+    for d in dirs {
+        let result = if parents { create_all(Path::new(&d), verbose) } else { std::fs::create_dir(&d) };
+        match result {
+            Ok(()) => {
+                if verbose && !parents {
+                    println!("mkdir: created directory '{d}'");
+                }
+            }
+            Err(e) => {
+                eprintln!("mkdir: cannot create directory '{d}': {}", reason(&e));
+                status = 1;
+            }
+        }
+    }
+    status
+}
+
+/// `mkdir -p`: creates each missing component, never touching the components that exist
+/// (so an absolute path under the workspace works without reaching `/`).
+fn create_all(path: &Path, verbose: bool) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    let mut missing: Vec<&Path> = Vec::new();
+    let mut p = Some(path);
+    while let Some(cur) = p {
+        if cur.as_os_str().is_empty() || cur.is_dir() {
+            break;
+        }
+        missing.push(cur);
+        p = cur.parent();
+    }
+    for dir in missing.into_iter().rev() {
+        match std::fs::create_dir(dir) {
+            Ok(()) => {
+                if verbose {
+                    println!("mkdir: created directory '{}'", dir.display());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
+    let (flags, mut operands) = flags_and_operands(strings(args), &['t', 'S']);
+    let mut no_clobber = false;
+    let mut verbose = false;
+    let mut no_target_dir = false;
+    let mut target_dir: Option<String> = None;
+    for (c, v) in flags {
+        match c {
+            'f' | 'i' => no_clobber = false,
+            'n' => no_clobber = true,
+            'v' => verbose = true,
+            'T' => no_target_dir = true,
+            't' => target_dir = v,
+            'u' | 'b' | 'S' => {}
+            other => {
+                eprintln!("mv: invalid option -- '{other}'\nTry 'mv --help' for more information.");
+                return 1;
+            }
+        }
+    }
+    let dest = match target_dir {
+        Some(t) => t,
+        None => {
+            if operands.is_empty() {
+                eprintln!("mv: missing file operand\nTry 'mv --help' for more information.");
+                return 1;
+            }
+            if operands.len() == 1 {
+                eprintln!(
+                    "mv: missing destination file operand after '{}'\nTry 'mv --help' for more information.",
+                    operands[0]
+                );
+                return 1;
+            }
+            operands.pop().unwrap_or_default()
+        }
+    };
+    let dest_is_dir = !no_target_dir && Path::new(&dest).is_dir();
+    if operands.len() > 1 && !dest_is_dir {
+        eprintln!("mv: target '{dest}' is not a directory");
+        return 1;
+    }
+    let mut status = 0;
+    for src in operands {
+        let src_path = Path::new(&src);
+        if std::fs::symlink_metadata(src_path).is_err() {
+            eprintln!("mv: cannot stat '{src}': No such file or directory");
+            status = 1;
+            continue;
+        }
+        let target: PathBuf = if dest_is_dir {
+            let name = src_path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+            Path::new(&dest).join(name)
+        } else {
+            PathBuf::from(&dest)
+        };
+        if no_clobber && std::fs::symlink_metadata(&target).is_ok() {
+            continue;
+        }
+        if let (Ok(a), Ok(b)) = (std::fs::canonicalize(src_path), std::fs::canonicalize(&target)) {
+            if a == b {
+                eprintln!("mv: '{src}' and '{}' are the same file", target.display());
+                status = 1;
+                continue;
+            }
+        }
+        if src_path.is_dir() && target.starts_with(src_path) {
+            eprintln!(
+                "mv: cannot move '{src}' to a subdirectory of itself, '{}'",
+                target.display()
+            );
+            status = 1;
+            continue;
+        }
+        match std::fs::rename(src_path, &target) {
+            Ok(()) => {
+                if verbose {
+                    println!("renamed '{src}' -> '{}'", target.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("mv: cannot move '{src}' to '{}': {}", target.display(), reason(&e));
+                status = 1;
+            }
+        }
+    }
+    status
+}

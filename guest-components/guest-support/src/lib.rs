@@ -1,0 +1,36 @@
+//! What every wasbox guest program needs: start-up in the right directory, exit codes that
+//! survive to the host, and (for programs that start others) the `wasbox:sandbox/process`
+//! import.
+
+use std::io::Write;
+
+#[allow(clippy::all, missing_docs)]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit/sandbox",
+        world: "process-user",
+    });
+}
+
+/// The `wasbox:sandbox/process` import.
+pub use bindings::wasbox::sandbox::process;
+
+/// Call first in `main`: moves to the working directory the host gave in `PWD` (WASI
+/// programs otherwise start in `/`).
+pub fn start() {
+    if let Ok(pwd) = std::env::var("PWD") {
+        let _ = std::env::set_current_dir(&pwd);
+    }
+}
+
+/// Ends the program with `code`, which reaches the host intact (plain `std::process::exit`
+/// turns every non-zero code into 1 on wasm32-wasip2).
+pub fn exit(code: i32) -> ! {
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    if code == 0 {
+        std::process::exit(0);
+    }
+    wasip2::cli::exit::exit_with_code(code.clamp(1, 255) as u8);
+    std::process::exit(1)
+}

@@ -1,0 +1,151 @@
+//! Arithmetic expansion: `$((...))`, `((...))` and `for ((...))`, on 64-bit integers with
+//! bash's operators.
+
+use brush_parser::ast::{
+    ArithmeticExpr as E, ArithmeticTarget, BinaryOperator as B, UnaryAssignmentOperator as UA,
+    UnaryOperator as U,
+};
+
+use crate::shell::Shell;
+
+pub fn eval_str(sh: &mut Shell, text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(0);
+    }
+    let expr = brush_parser::arithmetic::parse(text)
+        .map_err(|_| format!("{text}: syntax error in expression"))?;
+    eval(sh, &expr)
+}
+
+fn target_name(sh: &mut Shell, t: &ArithmeticTarget) -> Result<String, String> {
+    Ok(match t {
+        ArithmeticTarget::Variable(n) => n.clone(),
+        ArithmeticTarget::ArrayElement(n, idx) => {
+            let i = eval(sh, idx)?;
+            format!("{n}[{i}]")
+        }
+    })
+}
+
+fn read_var(sh: &mut Shell, name: &str) -> Result<i64, String> {
+    let v = sh.get_var(name).unwrap_or_default();
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(0);
+    }
+    if let Ok(n) = parse_number(v) {
+        return Ok(n);
+    }
+    // A variable holding an expression is evaluated (bash does this recursively).
+    eval_str(sh, v)
+}
+
+fn parse_number(s: &str) -> Result<i64, String> {
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let n = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16)
+    } else if let Some((base, digits)) = s.split_once('#') {
+        let base: u32 = base.parse().map_err(|_| s.to_string())?;
+        i64::from_str_radix(digits, base)
+    } else if s.len() > 1 && s.starts_with('0') {
+        i64::from_str_radix(&s[1..], 8)
+    } else {
+        s.parse()
+    }
+    .map_err(|_| format!("{s}: value too great for base"))?;
+    Ok(if neg { -n } else { n })
+}
+
+pub fn eval(sh: &mut Shell, e: &E) -> Result<i64, String> {
+    Ok(match e {
+        E::Literal(n) => *n,
+        E::Reference(t) => {
+            let name = target_name(sh, t)?;
+            read_var(sh, &name)?
+        }
+        E::UnaryOp(op, x) => {
+            let v = eval(sh, x)?;
+            match op {
+                U::UnaryPlus => v,
+                U::UnaryMinus => v.wrapping_neg(),
+                U::BitwiseNot => !v,
+                U::LogicalNot => (v == 0) as i64,
+            }
+        }
+        E::BinaryOp(B::LogicalAnd, a, b) => (eval(sh, a)? != 0 && eval(sh, b)? != 0) as i64,
+        E::BinaryOp(B::LogicalOr, a, b) => (eval(sh, a)? != 0 || eval(sh, b)? != 0) as i64,
+        E::BinaryOp(op, a, b) => {
+            let x = eval(sh, a)?;
+            let y = eval(sh, b)?;
+            binary(*op, x, y)?
+        }
+        E::Conditional(c, a, b) => {
+            if eval(sh, c)? != 0 {
+                eval(sh, a)?
+            } else {
+                eval(sh, b)?
+            }
+        }
+        E::Assignment(t, x) => {
+            let v = eval(sh, x)?;
+            let name = target_name(sh, t)?;
+            sh.set_var(&name, v.to_string());
+            v
+        }
+        E::BinaryAssignment(op, t, x) => {
+            let name = target_name(sh, t)?;
+            let cur = read_var(sh, &name)?;
+            let y = eval(sh, x)?;
+            let v = binary(*op, cur, y)?;
+            sh.set_var(&name, v.to_string());
+            v
+        }
+        E::UnaryAssignment(op, t) => {
+            let name = target_name(sh, t)?;
+            let cur = read_var(sh, &name)?;
+            let (new, result) = match op {
+                UA::PrefixIncrement => (cur + 1, cur + 1),
+                UA::PrefixDecrement => (cur - 1, cur - 1),
+                UA::PostfixIncrement => (cur + 1, cur),
+                UA::PostfixDecrement => (cur - 1, cur),
+            };
+            sh.set_var(&name, new.to_string());
+            result
+        }
+    })
+}
+
+fn binary(op: B, x: i64, y: i64) -> Result<i64, String> {
+    Ok(match op {
+        B::Power => {
+            if y < 0 {
+                return Err("exponent less than 0".into());
+            }
+            x.wrapping_pow(y as u32)
+        }
+        B::Multiply => x.wrapping_mul(y),
+        B::Divide | B::Modulo if y == 0 => return Err("division by 0".into()),
+        B::Divide => x.wrapping_div(y),
+        B::Modulo => x.wrapping_rem(y),
+        B::Comma => y,
+        B::Add => x.wrapping_add(y),
+        B::Subtract => x.wrapping_sub(y),
+        B::ShiftLeft => x.wrapping_shl(y as u32),
+        B::ShiftRight => x.wrapping_shr(y as u32),
+        B::LessThan => (x < y) as i64,
+        B::LessThanOrEqualTo => (x <= y) as i64,
+        B::GreaterThan => (x > y) as i64,
+        B::GreaterThanOrEqualTo => (x >= y) as i64,
+        B::Equals => (x == y) as i64,
+        B::NotEquals => (x != y) as i64,
+        B::BitwiseAnd => x & y,
+        B::BitwiseXor => x ^ y,
+        B::BitwiseOr => x | y,
+        B::LogicalAnd => (x != 0 && y != 0) as i64,
+        B::LogicalOr => (x != 0 || y != 0) as i64,
+    })
+}

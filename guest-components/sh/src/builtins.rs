@@ -1,0 +1,532 @@
+//! Builtin commands: those that must change the shell itself (`cd`, `export`, `set`, ...)
+//! and the common ones that are cheaper inside it (`echo`, `printf`, `test`).
+
+use crate::io::{Io, read_line};
+use crate::shell::{BUILTINS, Ctl, Shell, Status, io_message};
+
+pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
+    let args = &argv[1..];
+    let name = argv[0].as_str();
+    let err = |sh: &Shell, msg: &str| sh.error(io, &format!("{name}: {msg}"));
+    match name {
+        ":" | "true" => Ok(0),
+        "false" => Ok(1),
+        "echo" => Ok(echo(args, io)),
+        "printf" => printf(sh, args, io),
+        "pwd" => {
+            io.stdout.write_str(&format!("{}\n", sh.cwd));
+            Ok(0)
+        }
+        "cd" => Ok(cd(sh, args, io)),
+        "test" => Ok(test_status(sh, args, io, name)),
+        "[" => {
+            if args.last().map(String::as_str) != Some("]") {
+                err(sh, "missing `]'");
+                return Ok(2);
+            }
+            Ok(test_status(sh, &args[..args.len() - 1], io, name))
+        }
+        "exit" => {
+            let code = match args.first() {
+                Some(a) => match a.parse::<i64>() {
+                    Ok(n) => (n & 0xff) as i32,
+                    Err(_) => {
+                        err(sh, &format!("{a}: numeric argument required"));
+                        2
+                    }
+                },
+                None => sh.last_status,
+            };
+            Err(Ctl::Exit(code))
+        }
+        "return" => {
+            let code = args
+                .first()
+                .and_then(|a| a.parse::<i64>().ok())
+                .map(|n| (n & 0xff) as i32)
+                .unwrap_or(sh.last_status);
+            Err(Ctl::Return(code))
+        }
+        "break" | "continue" => {
+            let n = args.first().and_then(|a| a.parse::<usize>().ok()).unwrap_or(1).max(1);
+            if sh.loop_depth == 0 {
+                // bash: only meaningful in a loop; ignored otherwise.
+                return Ok(0);
+            }
+            let n = n.min(sh.loop_depth);
+            Err(if name == "break" { Ctl::Break(n) } else { Ctl::Continue(n) })
+        }
+        "export" | "readonly" => {
+            let mut unexport = false;
+            let mut any = false;
+            for a in args {
+                match a.as_str() {
+                    "-n" => unexport = true,
+                    "-p" | "-f" => {}
+                    _ => {
+                        any = true;
+                        let (k, v) = match a.split_once('=') {
+                            Some((k, v)) => (k, Some(v)),
+                            None => (a.as_str(), None),
+                        };
+                        if !valid_name(k) {
+                            err(sh, &format!("`{a}': not a valid identifier"));
+                            return Ok(1);
+                        }
+                        if let Some(v) = v {
+                            sh.set_var(k, v.to_string());
+                        }
+                        if name == "export" {
+                            if unexport {
+                                if let Some(var) = sh.vars.get_mut(k) {
+                                    var.exported = false;
+                                }
+                            } else {
+                                sh.export(k);
+                            }
+                        }
+                    }
+                }
+            }
+            if !any {
+                let mut names: Vec<(&String, &crate::shell::Var)> =
+                    sh.vars.iter().filter(|(_, v)| v.exported).collect();
+                names.sort_by(|a, b| a.0.cmp(b.0));
+                let mut out = String::new();
+                for (k, v) in names {
+                    out.push_str(&format!("declare -x {k}=\"{}\"\n", v.value.replace('"', "\\\"")));
+                }
+                io.stdout.write_str(&out);
+            }
+            Ok(0)
+        }
+        "local" => {
+            if sh.locals.is_empty() {
+                err(sh, "can only be used in a function");
+                return Ok(1);
+            }
+            for a in args {
+                let (k, v) = match a.split_once('=') {
+                    Some((k, v)) => (k, Some(v)),
+                    None => (a.as_str(), None),
+                };
+                if k.starts_with('-') {
+                    continue;
+                }
+                sh.make_local(k);
+                match v {
+                    Some(v) => sh.set_var(k, v.to_string()),
+                    None => {
+                        if sh.get_var(k).is_none() {
+                            sh.set_var(k, String::new());
+                        }
+                    }
+                }
+            }
+            Ok(0)
+        }
+        "unset" => {
+            let mut functions = false;
+            for a in args {
+                match a.as_str() {
+                    "-f" => functions = true,
+                    "-v" => functions = false,
+                    n if functions => {
+                        sh.functions.remove(n);
+                    }
+                    n => sh.unset_var(n),
+                }
+            }
+            Ok(0)
+        }
+        "shift" => {
+            let n = args.first().and_then(|a| a.parse::<usize>().ok()).unwrap_or(1);
+            if n > sh.positional.len() {
+                return Ok(1);
+            }
+            sh.positional.drain(..n);
+            Ok(0)
+        }
+        "set" => Ok(set(sh, args, io)),
+        "eval" => {
+            let script = args.join(" ");
+            sh.run_script(&script, io)
+        }
+        "." | "source" => {
+            let Some(file) = args.first() else {
+                err(sh, "filename argument required");
+                return Ok(2);
+            };
+            let path = sh.abs_path(file);
+            match std::fs::read_to_string(&path) {
+                Ok(script) => {
+                    let saved = if args.len() > 1 {
+                        Some(std::mem::replace(&mut sh.positional, args[1..].to_vec()))
+                    } else {
+                        None
+                    };
+                    let r = match sh.run_script(&script, io) {
+                        Err(Ctl::Return(s)) => Ok(s),
+                        other => other,
+                    };
+                    if let Some(p) = saved {
+                        sh.positional = p;
+                    }
+                    r
+                }
+                Err(e) => {
+                    sh.error(io, &format!("{file}: {}", io_message(&e)));
+                    Ok(1)
+                }
+            }
+        }
+        "read" => Ok(read(sh, args, io)),
+        "type" => {
+            let mut status = 0;
+            for a in args.iter().filter(|a| !a.starts_with('-')) {
+                let line = if sh.functions.contains_key(a) {
+                    format!("{a} is a function\n")
+                } else if BUILTINS.contains(&a.as_str()) {
+                    format!("{a} is a shell builtin\n")
+                } else if guest_support::process::has_program(a) {
+                    format!("{a} is /usr/bin/{a}\n")
+                } else {
+                    err(sh, &format!("{a}: not found"));
+                    status = 1;
+                    continue;
+                };
+                io.stdout.write_str(&line);
+            }
+            Ok(status)
+        }
+        "command" => {
+            let mut rest = args;
+            let mut describe = false;
+            while let Some(a) = rest.first() {
+                match a.as_str() {
+                    "-v" | "-V" => describe = true,
+                    "-p" => {}
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+            let Some(cmd) = rest.first() else { return Ok(0) };
+            if describe {
+                if BUILTINS.contains(&cmd.as_str()) || sh.functions.contains_key(cmd) {
+                    io.stdout.write_str(&format!("{cmd}\n"));
+                    return Ok(0);
+                }
+                if guest_support::process::has_program(cmd) {
+                    io.stdout.write_str(&format!("/usr/bin/{cmd}\n"));
+                    return Ok(0);
+                }
+                return Ok(1);
+            }
+            if BUILTINS.contains(&cmd.as_str()) {
+                return run(sh, rest, io);
+            }
+            match sh.launch(rest, &[], io) {
+                Ok(l) => Ok(sh.finish(l)),
+                Err(s) => Ok(s),
+            }
+        }
+        "exec" => {
+            if args.is_empty() {
+                return Ok(0);
+            }
+            let status = match sh.launch(args, &[], io) {
+                Ok(l) => sh.finish(l),
+                Err(s) => s,
+            };
+            Err(Ctl::Exit(status))
+        }
+        "wait" => {
+            let mut status = 0;
+            for pid in std::mem::take(&mut sh.background) {
+                status = guest_support::process::wait(pid);
+            }
+            Ok(status)
+        }
+        _ => {
+            err(sh, "not a builtin");
+            Ok(127)
+        }
+    }
+}
+
+pub fn valid_name(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(f) if f == '_' || f.is_ascii_alphabetic())
+        && c.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+fn test_status(sh: &Shell, args: &[String], io: &Io, name: &str) -> i32 {
+    match crate::test::test(sh, args) {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(msg) => {
+            sh.error(io, &format!("{name}: {msg}"));
+            2
+        }
+    }
+}
+
+fn echo(args: &[String], io: &Io) -> i32 {
+    let mut newline = true;
+    let mut escapes = false;
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        let flags = a.strip_prefix('-').filter(|f| !f.is_empty() && f.chars().all(|c| matches!(c, 'n' | 'e' | 'E')));
+        let Some(flags) = flags else { break };
+        for c in flags.chars() {
+            match c {
+                'n' => newline = false,
+                'e' => escapes = true,
+                _ => escapes = false,
+            }
+        }
+        i += 1;
+    }
+    let mut out = args[i..].join(" ");
+    if escapes {
+        if let Some(cut) = out.find("\\c") {
+            out.truncate(cut);
+            newline = false;
+        }
+        out = crate::expand::ansi_c(&out);
+    }
+    if newline {
+        out.push('\n');
+    }
+    if io.stdout.write_str(&out) { 0 } else { 1 }
+}
+
+fn cd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let args: Vec<&String> = args.iter().filter(|a| !matches!(a.as_str(), "-L" | "-P")).collect();
+    let target = match args.first().map(|s| s.as_str()) {
+        None => match sh.get_var("HOME") {
+            Some(h) => h,
+            None => {
+                sh.error(io, "cd: HOME not set");
+                return 1;
+            }
+        },
+        Some("-") => match sh.get_var("OLDPWD") {
+            Some(p) => {
+                io.stdout.write_str(&format!("{p}\n"));
+                p
+            }
+            None => {
+                sh.error(io, "cd: OLDPWD not set");
+                return 1;
+            }
+        },
+        Some(t) => t.to_string(),
+    };
+    let abs = normalize(&sh.abs_path(&target));
+    match std::fs::metadata(&abs) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            sh.error(io, &format!("cd: {target}: Not a directory"));
+            return 1;
+        }
+        Err(e) => {
+            sh.error(io, &format!("cd: {target}: {}", io_message(&e)));
+            return 1;
+        }
+    }
+    if let Err(e) = std::env::set_current_dir(&abs) {
+        sh.error(io, &format!("cd: {target}: {}", io_message(&e)));
+        return 1;
+    }
+    let old = std::mem::replace(&mut sh.cwd, abs.clone());
+    sh.set_var("OLDPWD", old);
+    sh.set_var("PWD", abs);
+    0
+}
+
+/// Removes `.` and `..` components lexically, as `cd` does.
+pub fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+fn set(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    if args.is_empty() {
+        let mut names: Vec<(&String, &crate::shell::Var)> = sh.vars.iter().collect();
+        names.sort_by(|a, b| a.0.cmp(b.0));
+        let mut out = String::new();
+        for (k, v) in names {
+            out.push_str(&format!("{k}={}\n", quote(&v.value)));
+        }
+        io.stdout.write_str(&out);
+        return 0;
+    }
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a == "--" {
+            sh.positional = args[i + 1..].to_vec();
+            return 0;
+        }
+        let (on, flags) = match (a.strip_prefix('-'), a.strip_prefix('+')) {
+            (Some(f), _) => (true, f),
+            (_, Some(f)) => (false, f),
+            _ => {
+                sh.positional = args[i..].to_vec();
+                return 0;
+            }
+        };
+        if flags == "o" {
+            i += 1;
+            let Some(opt) = args.get(i) else {
+                return 0;
+            };
+            match opt.as_str() {
+                "errexit" => sh.opts.errexit = on,
+                "nounset" => sh.opts.nounset = on,
+                "xtrace" => sh.opts.xtrace = on,
+                "pipefail" => sh.opts.pipefail = on,
+                "noglob" => sh.opts.noglob = on,
+                "posix" | "noclobber" | "monitor" | "emacs" | "vi" | "errtrace" | "functrace" => {}
+                other => {
+                    sh.error(io, &format!("set: {other}: invalid option name"));
+                    return 2;
+                }
+            }
+        } else {
+            for c in flags.chars() {
+                match c {
+                    'e' => sh.opts.errexit = on,
+                    'u' => sh.opts.nounset = on,
+                    'x' => sh.opts.xtrace = on,
+                    'f' => sh.opts.noglob = on,
+                    'v' | 'h' | 'B' | 'H' | 'm' | 'C' | 'b' | 'E' | 'T' | 'P' => {}
+                    other => {
+                        sh.error(io, &format!("set: -{other}: invalid option"));
+                        return 2;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    0
+}
+
+/// Quotes a value for `set` output when it needs it.
+fn quote(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%".contains(c)) {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
+}
+
+fn read(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let mut raw = false;
+    let mut names = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-r" => raw = true,
+            "-p" => {
+                i += 1;
+                if let Some(p) = args.get(i) {
+                    io.stderr.write_str(p);
+                }
+            }
+            "-s" | "-e" => {}
+            "-t" | "-n" | "-N" | "-d" | "-u" | "-a" => i += 1,
+            a => names.push(a.to_string()),
+        }
+        i += 1;
+    }
+    let mut line = match read_line(&io.stdin) {
+        Some(l) => l,
+        None => {
+            for n in &names {
+                sh.set_var(n, String::new());
+            }
+            if names.is_empty() {
+                sh.set_var("REPLY", String::new());
+            }
+            return 1;
+        }
+    };
+    if !raw {
+        while line.ends_with('\\') {
+            line.pop();
+            match read_line(&io.stdin) {
+                Some(next) => line.push_str(&next),
+                None => break,
+            }
+        }
+        let mut out = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        line = out;
+    }
+    if names.is_empty() {
+        sh.set_var("REPLY", line);
+        return 0;
+    }
+    let ifs = sh.get_var("IFS").unwrap_or_else(|| " \t\n".into());
+    let is_ifs = |c: char| ifs.contains(c);
+    let mut rest = line.trim_start_matches(|c: char| is_ifs(c) && c.is_whitespace());
+    for (k, n) in names.iter().enumerate() {
+        if k + 1 == names.len() {
+            let v = rest.trim_end_matches(|c: char| is_ifs(c) && c.is_whitespace());
+            sh.set_var(n, v.to_string());
+        } else {
+            let end = rest.find(is_ifs).unwrap_or(rest.len());
+            sh.set_var(n, rest[..end].to_string());
+            rest = rest[end..].trim_start_matches(|c: char| is_ifs(c) && c.is_whitespace());
+            if let Some(r) = rest.strip_prefix(|c: char| is_ifs(c) && !c.is_whitespace()) {
+                rest = r.trim_start_matches(|c: char| is_ifs(c) && c.is_whitespace());
+            }
+        }
+    }
+    0
+}
+
+fn printf(sh: &mut Shell, args: &[String], io: &Io) -> Status {
+    let (target, args) = if args.first().map(String::as_str) == Some("-v") && args.len() >= 2 {
+        (Some(args[1].clone()), &args[2..])
+    } else {
+        (None, args)
+    };
+    let Some(format) = args.first() else {
+        sh.error(io, "printf: usage: printf [-v var] format [arguments]");
+        return Ok(2);
+    };
+    let (out, status) = crate::printf::format(format, &args[1..]);
+    if let Some(msg) = &status.1 {
+        sh.error(io, &format!("printf: {msg}"));
+    }
+    match target {
+        Some(v) => sh.set_var(&v, out),
+        None => {
+            io.stdout.write_str(&out);
+        }
+    }
+    Ok(status.0)
+}
+

@@ -1,0 +1,119 @@
+//! `sh` / `bash` of the wasbox base image: the bash grammar (brush-parser) with POSIX sh
+//! semantics; every program that is not a builtin runs as a child process through the
+//! `wasbox:sandbox/process` import, inside the same sandbox.
+//!
+//! `sh -c CMD [NAME [ARG]...]`, `sh [-lc] ...`, `sh SCRIPT [ARG]...`, `sh -s [ARG]...` and a
+//! script on stdin.
+
+mod arith;
+mod builtins;
+mod expand;
+mod glob;
+mod io;
+mod pattern;
+mod printf;
+mod shell;
+mod test;
+
+use std::io::Read;
+
+use io::Io;
+use shell::{Ctl, Shell};
+
+fn main() {
+    guest_support::start();
+    let args: Vec<String> = std::env::args().collect();
+    let arg0 = args.first().cloned().unwrap_or_else(|| "sh".into());
+    let code = run(arg0, &args[1.min(args.len())..]);
+    guest_support::exit(code);
+}
+
+fn run(arg0: String, args: &[String]) -> i32 {
+    let mut command_mode = false;
+    let mut stdin_mode = false;
+    let mut opts = shell::Opts::default();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a == "--" || a == "-" {
+            i += 1;
+            break;
+        }
+        let (on, flags) = match (a.strip_prefix('-'), a.strip_prefix('+')) {
+            (Some(f), _) if !f.is_empty() && !f.starts_with('-') => (true, f),
+            (_, Some(f)) if !f.is_empty() => (false, f),
+            _ if a.starts_with("--") => {
+                // --login, --norc, --noprofile, --posix: accepted and ignored.
+                i += 1;
+                continue;
+            }
+            _ => break,
+        };
+        for c in flags.chars() {
+            match c {
+                'c' => command_mode = on,
+                's' => stdin_mode = on,
+                'e' => opts.errexit = on,
+                'u' => opts.nounset = on,
+                'x' => opts.xtrace = on,
+                'f' => opts.noglob = on,
+                'o' => {
+                    i += 1;
+                    match args.get(i).map(String::as_str) {
+                        Some("pipefail") => opts.pipefail = on,
+                        Some("errexit") => opts.errexit = on,
+                        Some("nounset") => opts.nounset = on,
+                        Some("xtrace") => opts.xtrace = on,
+                        _ => {}
+                    }
+                }
+                'l' | 'i' | 'h' | 'v' | 'B' | 'H' | 'm' | 'p' | 'P' | 'E' | 'T' | 'b' | 'C' => {}
+                other => {
+                    eprintln!("{}: -{other}: invalid option", short(&arg0));
+                    return 2;
+                }
+            }
+        }
+        i += 1;
+    }
+    let rest = &args[i.min(args.len())..];
+
+    let (script, name, positional) = if command_mode {
+        let Some(cmd) = rest.first() else {
+            eprintln!("{}: -c: option requires an argument", short(&arg0));
+            return 2;
+        };
+        let name = rest.get(1).cloned().unwrap_or_else(|| arg0.clone());
+        let positional = rest.get(2..).map(|r| r.to_vec()).unwrap_or_default();
+        (cmd.clone(), name, positional)
+    } else if !stdin_mode && !rest.is_empty() {
+        let path = &rest[0];
+        match std::fs::read_to_string(path) {
+            Ok(s) => (s, path.clone(), rest[1..].to_vec()),
+            Err(e) => {
+                eprintln!("{}: {path}: {}", short(&arg0), shell::io_message(&e));
+                return 127;
+            }
+        }
+    } else {
+        let mut s = String::new();
+        let _ = std::io::stdin().read_to_string(&mut s);
+        (s, arg0.clone(), rest.to_vec())
+    };
+
+    let mut sh = Shell::new(name, positional);
+    if short(&arg0) == "bash" {
+        sh.arg0 = if command_mode { sh.arg0.clone() } else { sh.arg0.clone() };
+    }
+    sh.opts = opts;
+    let io = Io::standard();
+    match sh.run_script(&script, &io) {
+        Ok(s) => s,
+        Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,
+        Err(Ctl::Break(_)) | Err(Ctl::Continue(_)) => sh.last_status,
+    }
+}
+
+fn short(arg0: &str) -> &str {
+    arg0.rsplit('/').next().unwrap_or(arg0)
+}

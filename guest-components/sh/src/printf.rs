@@ -1,0 +1,292 @@
+//! `printf FORMAT ARGS...` with bash's conversions; the format is reused while arguments
+//! remain.
+
+/// The output and (status, first error message).
+pub fn format(fmt: &str, args: &[String]) -> (String, (i32, Option<String>)) {
+    let mut out = String::new();
+    let mut status = (0, None);
+    let mut next = 0;
+    loop {
+        let consumed_before = next;
+        let stop = one_pass(fmt, args, &mut next, &mut out, &mut status);
+        if stop || next >= args.len() || next == consumed_before {
+            break;
+        }
+    }
+    (out, status)
+}
+
+fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, status: &mut (i32, Option<String>)) -> bool {
+    let chars: Vec<char> = fmt.chars().collect();
+    let mut i = 0;
+    let take = |next: &mut usize| -> Option<String> {
+        let a = args.get(*next).cloned();
+        if a.is_some() {
+            *next += 1;
+        }
+        a
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' {
+            let (s, used, stop) = escape(&chars[i..]);
+            out.push_str(&s);
+            i += used;
+            if stop {
+                return true;
+            }
+            continue;
+        }
+        if c != '%' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if chars.get(i) == Some(&'%') {
+            out.push('%');
+            i += 1;
+            continue;
+        }
+        let mut spec = String::from("%");
+        while i < chars.len() && "-+ #0".contains(chars[i]) {
+            spec.push(chars[i]);
+            i += 1;
+        }
+        let mut width = String::new();
+        if chars.get(i) == Some(&'*') {
+            width = take(next).unwrap_or_default();
+            i += 1;
+        } else {
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                width.push(chars[i]);
+                i += 1;
+            }
+        }
+        let mut precision: Option<String> = None;
+        if chars.get(i) == Some(&'.') {
+            i += 1;
+            let mut p = String::new();
+            if chars.get(i) == Some(&'*') {
+                p = take(next).unwrap_or_default();
+                i += 1;
+            } else {
+                while i < chars.len() && chars[i].is_ascii_digit() {
+                    p.push(chars[i]);
+                    i += 1;
+                }
+            }
+            precision = Some(p);
+        }
+        while i < chars.len() && "hlLqjzt".contains(chars[i]) {
+            i += 1;
+        }
+        let Some(&conv) = chars.get(i) else {
+            out.push_str(&spec);
+            break;
+        };
+        i += 1;
+        let flags = &spec[1..];
+        let width: usize = width.trim_start_matches('-').parse().unwrap_or(0);
+        let left = flags.contains('-');
+        let prec: Option<usize> = precision.as_deref().map(|p| p.parse().unwrap_or(0));
+        let arg = take(next);
+        let body = match conv {
+            's' => {
+                let mut s = arg.unwrap_or_default();
+                if let Some(p) = prec {
+                    s = s.chars().take(p).collect();
+                }
+                s
+            }
+            'b' => {
+                let s = arg.unwrap_or_default();
+                let (s, stop) = match s.find("\\c") {
+                    Some(k) => (s[..k].to_string(), true),
+                    None => (s, false),
+                };
+                let s = crate::expand::ansi_c(&s);
+                if stop {
+                    out.push_str(&pad(&s, width, left, false));
+                    return true;
+                }
+                s
+            }
+            'c' => arg.and_then(|a| a.chars().next()).map(String::from).unwrap_or_default(),
+            'd' | 'i' | 'u' | 'x' | 'X' | 'o' => {
+                let a = arg.unwrap_or_default();
+                let n = match parse_int(&a) {
+                    Some(n) => n,
+                    None => {
+                        if status.1.is_none() {
+                            *status = (1, Some(format!("{a}: invalid number")));
+                        }
+                        0
+                    }
+                };
+                let digits = match conv {
+                    'x' => format!("{:x}", n),
+                    'X' => format!("{:X}", n),
+                    'o' => format!("{:o}", n),
+                    'u' => format!("{}", n as u64),
+                    _ => format!("{}", n.unsigned_abs()),
+                };
+                let mut digits = match prec {
+                    Some(p) if digits.len() < p => format!("{}{digits}", "0".repeat(p - digits.len())),
+                    _ => digits,
+                };
+                if flags.contains('#') && conv == 'x' && n != 0 {
+                    digits = format!("0x{digits}");
+                }
+                let sign = if matches!(conv, 'd' | 'i') {
+                    if n < 0 {
+                        "-"
+                    } else if flags.contains('+') {
+                        "+"
+                    } else if flags.contains(' ') {
+                        " "
+                    } else {
+                        ""
+                    }
+                } else {
+                    ""
+                };
+                if flags.contains('0') && !left && prec.is_none() && width > sign.len() + digits.len() {
+                    format!("{sign}{}{digits}", "0".repeat(width - sign.len() - digits.len()))
+                } else {
+                    format!("{sign}{digits}")
+                }
+            }
+            'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
+                let a = arg.unwrap_or_default();
+                let x: f64 = a.trim().parse().unwrap_or_else(|_| {
+                    if !a.is_empty() && status.1.is_none() {
+                        *status = (1, Some(format!("{a}: invalid number")));
+                    }
+                    0.0
+                });
+                let p = prec.unwrap_or(6);
+                let s = match conv {
+                    'f' | 'F' => format!("{x:.p$}"),
+                    'e' | 'E' => c_exp(x, p, conv == 'E'),
+                    _ => {
+                        let p = if p == 0 { 1 } else { p };
+                        let exp = if x == 0.0 { 0 } else { x.abs().log10().floor() as i32 };
+                        if exp < -4 || exp >= p as i32 {
+                            let s = c_exp(x, p - 1, conv == 'G');
+                            trim_g(&s)
+                        } else {
+                            let decimals = (p as i32 - 1 - exp).max(0) as usize;
+                            trim_g(&format!("{x:.decimals$}"))
+                        }
+                    }
+                };
+                let s = if flags.contains('+') && x >= 0.0 { format!("+{s}") } else { s };
+                if flags.contains('0') && !left && width > s.len() {
+                    let (sign, rest) = if s.starts_with('-') || s.starts_with('+') { s.split_at(1) } else { ("", s.as_str()) };
+                    format!("{sign}{}{rest}", "0".repeat(width - s.len()))
+                } else {
+                    s
+                }
+            }
+            'q' => {
+                let a = arg.unwrap_or_default();
+                if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c)) {
+                    a
+                } else {
+                    format!("'{}'", a.replace('\'', "'\\''"))
+                }
+            }
+            other => {
+                if status.1.is_none() {
+                    *status = (1, Some(format!("%{other}: invalid format character")));
+                }
+                String::new()
+            }
+        };
+        out.push_str(&pad(&body, width, left, false));
+    }
+    false
+}
+
+fn trim_g(s: &str) -> String {
+    if let Some((mant, exp)) = s.split_once(['e', 'E']) {
+        let m = if mant.contains('.') { mant.trim_end_matches('0').trim_end_matches('.') } else { mant };
+        let e = if s.contains('E') { 'E' } else { 'e' };
+        format!("{m}{e}{exp}")
+    } else if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+fn c_exp(x: f64, p: usize, upper: bool) -> String {
+    let s = format!("{x:.p$e}");
+    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let e = if upper { 'E' } else { 'e' };
+    format!("{mant}{e}{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+}
+
+fn pad(s: &str, width: usize, left: bool, _zero: bool) -> String {
+    let n = s.chars().count();
+    if n >= width {
+        return s.to_string();
+    }
+    if left {
+        format!("{s}{}", " ".repeat(width - n))
+    } else {
+        format!("{}{s}", " ".repeat(width - n))
+    }
+}
+
+fn parse_int(a: &str) -> Option<i64> {
+    let t = a.trim();
+    if t.is_empty() {
+        return Some(0);
+    }
+    if let Some(c) = t.strip_prefix('\'').or_else(|| t.strip_prefix('"')) {
+        return c.chars().next().map(|c| c as i64);
+    }
+    let (neg, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let n = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()?
+    } else if body.len() > 1 && body.starts_with('0') {
+        i64::from_str_radix(&body[1..], 8).ok()?
+    } else {
+        body.parse().ok()?
+    };
+    Some(if neg { -n } else { n })
+}
+
+/// One backslash escape of a format string: (text, chars used, stop output).
+fn escape(chars: &[char]) -> (String, usize, bool) {
+    match chars.get(1) {
+        None => ("\\".into(), 1, false),
+        Some('c') => (String::new(), 2, true),
+        Some(&c) if c.is_ascii_digit() && c < '8' => {
+            let mut k = 1;
+            let mut oct = String::new();
+            while k < chars.len() && oct.len() < 3 && ('0'..='7').contains(&chars[k]) {
+                oct.push(chars[k]);
+                k += 1;
+            }
+            let v = u32::from_str_radix(&oct, 8).unwrap_or(0);
+            (char::from_u32(v).map(String::from).unwrap_or_default(), k, false)
+        }
+        Some(_) => {
+            let s: String = chars[..2.min(chars.len())].iter().collect();
+            let extra: String = if chars[1] == 'x' {
+                chars[2..].iter().take(2).take_while(|c| c.is_ascii_hexdigit()).collect()
+            } else {
+                String::new()
+            };
+            let used = 2 + extra.len();
+            (crate::expand::ansi_c(&format!("{s}{extra}")), used, false)
+        }
+    }
+}

@@ -1,0 +1,1174 @@
+//! The interpreter: walks brush-parser's AST with POSIX sh / bash semantics. Programs that
+//! are not builtins or functions run as child processes through the process host.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use brush_parser::ast;
+use guest_support::process::{self, Command as ChildCommand, Error as SpawnError, Stdio};
+
+use crate::io::{Feed, In, Io, Out};
+
+/// Non-local control flow out of a command.
+#[derive(Debug)]
+pub enum Ctl {
+    Break(usize),
+    Continue(usize),
+    Return(i32),
+    Exit(i32),
+}
+
+pub type Status = Result<i32, Ctl>;
+
+#[derive(Clone, Debug)]
+pub struct Var {
+    pub value: String,
+    pub exported: bool,
+}
+
+#[derive(Clone, Default)]
+pub struct Opts {
+    pub errexit: bool,
+    pub nounset: bool,
+    pub xtrace: bool,
+    pub pipefail: bool,
+    pub noglob: bool,
+}
+
+/// The state of one shell (a subshell is a clone).
+#[derive(Clone)]
+pub struct Shell {
+    pub vars: HashMap<String, Var>,
+    pub positional: Vec<String>,
+    pub arg0: String,
+    pub last_status: i32,
+    pub functions: HashMap<String, Rc<ast::FunctionBody>>,
+    pub opts: Opts,
+    /// Saved variables of each running function, restored when it returns (`local`).
+    pub locals: Vec<Vec<(String, Option<Var>)>>,
+    /// Children started with `&` and not yet waited for.
+    pub background: Vec<u32>,
+    /// The streams of the command being expanded (for command substitution).
+    pub cur_io: Io,
+    /// Depth of conditions being evaluated (`set -e` does not apply inside them).
+    pub in_condition: usize,
+    pub loop_depth: usize,
+    pub cwd: String,
+    /// Status of the last command substitution of the command being expanded.
+    pub subst_status: Option<i32>,
+}
+
+/// A child started but not finished: bytes still to feed it and output still to collect.
+pub struct Launched {
+    pid: u32,
+    feeds: Vec<(u32, Rc<Feed>)>,
+    drains: Vec<(u32, Rc<RefCell<Vec<u8>>>)>,
+}
+
+pub fn parser_options() -> brush_parser::ParserOptions {
+    brush_parser::ParserOptions::default()
+}
+
+pub fn parse(script: &str) -> Result<ast::Program, String> {
+    let mut parser = brush_parser::Parser::new(std::io::Cursor::new(script), &parser_options());
+    parser.parse_program().map_err(|e| syntax_error_message(script, &e))
+}
+
+/// bash-like text for a parse error: the line and the token the parser stopped at.
+fn syntax_error_message(script: &str, e: &brush_parser::ParseError) -> String {
+    match e {
+        brush_parser::ParseError::ParsingNear(pos) => {
+            let line = script.lines().nth(pos.line.saturating_sub(1)).unwrap_or("");
+            let rest: String = line.chars().skip(pos.column.saturating_sub(1)).collect();
+            let token: String = rest.split_whitespace().next().unwrap_or("newline").to_string();
+            format!("line {}: syntax error near unexpected token `{token}'", pos.line)
+        }
+        brush_parser::ParseError::ParsingAtEndOfInput => {
+            "syntax error: unexpected end of file".to_string()
+        }
+        other => format!("syntax error: {other}"),
+    }
+}
+
+pub const BUILTINS: &[&str] = &[
+    ":", ".", "[", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit",
+    "export", "false", "local", "printf", "pwd", "read", "readonly", "return", "set", "shift",
+    "source", "test", "true", "type", "unset", "wait",
+];
+
+impl Shell {
+    pub fn new(arg0: String, positional: Vec<String>) -> Shell {
+        let mut vars = HashMap::new();
+        for (k, v) in std::env::vars() {
+            vars.insert(k, Var { value: v, exported: true });
+        }
+        let cwd = vars
+            .get("PWD")
+            .map(|v| v.value.clone())
+            .unwrap_or_else(|| "/".to_string());
+        for (k, v) in [("IFS", " \t\n"), ("PS1", "$ "), ("PS2", "> "), ("OPTIND", "1")] {
+            vars.entry(k.to_string()).or_insert(Var {
+                value: v.to_string(),
+                exported: false,
+            });
+        }
+        Shell {
+            vars,
+            positional,
+            arg0,
+            last_status: 0,
+            functions: HashMap::new(),
+            opts: Opts::default(),
+            locals: Vec::new(),
+            background: Vec::new(),
+            cur_io: Io::standard(),
+            in_condition: 0,
+            loop_depth: 0,
+            cwd,
+            subst_status: None,
+        }
+    }
+
+    // -- variables --------------------------------------------------------------------
+
+    pub fn get_var(&self, name: &str) -> Option<String> {
+        self.vars.get(name).map(|v| v.value.clone())
+    }
+
+    pub fn set_var(&mut self, name: &str, value: String) {
+        match self.vars.get_mut(name) {
+            Some(v) => v.value = value,
+            None => {
+                self.vars.insert(
+                    name.to_string(),
+                    Var {
+                        value,
+                        exported: false,
+                    },
+                );
+            }
+        }
+        if name == "PWD" {
+            // keep our idea of the working directory in step
+        }
+    }
+
+    pub fn export(&mut self, name: &str) {
+        self.vars
+            .entry(name.to_string())
+            .or_insert(Var {
+                value: String::new(),
+                exported: true,
+            })
+            .exported = true;
+    }
+
+    pub fn unset_var(&mut self, name: &str) {
+        self.vars.remove(name);
+    }
+
+    /// Declares `name` local to the running function.
+    pub fn make_local(&mut self, name: &str) {
+        if let Some(frame) = self.locals.last_mut() {
+            if !frame.iter().any(|(n, _)| n == name) {
+                frame.push((name.to_string(), self.vars.get(name).cloned()));
+            }
+        }
+    }
+
+    /// The environment of a child: exported variables, then `extra`, and `PWD`.
+    fn child_env(&self, extra: &[(String, String)]) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self
+            .vars
+            .iter()
+            .filter(|(k, v)| v.exported && k.as_str() != "PWD")
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        for (k, v) in extra {
+            env.retain(|(key, _)| key != k);
+            env.push((k.clone(), v.clone()));
+        }
+        env.push(("PWD".to_string(), self.cwd.clone()));
+        env
+    }
+
+    /// An absolute sandbox path for `p`.
+    pub fn abs_path(&self, p: &str) -> String {
+        if p.starts_with('/') {
+            p.to_string()
+        } else if self.cwd.ends_with('/') {
+            format!("{}{p}", self.cwd)
+        } else {
+            format!("{}/{p}", self.cwd)
+        }
+    }
+
+    pub fn error(&self, io: &Io, msg: &str) {
+        io.stderr.write_str(&format!("{}: {msg}\n", self.name()));
+    }
+
+    pub fn name(&self) -> &str {
+        match self.arg0.rsplit('/').next() {
+            Some("bash") => "bash",
+            _ => "sh",
+        }
+    }
+
+    // -- running ----------------------------------------------------------------------
+
+    pub fn run_program(&mut self, program: &ast::Program, io: &Io) -> Status {
+        let mut status = 0;
+        for cc in &program.complete_commands {
+            status = self.run_list(cc, io)?;
+        }
+        Ok(status)
+    }
+
+    pub fn run_script(&mut self, script: &str, io: &Io) -> Status {
+        match parse(script) {
+            Ok(p) => self.run_program(&p, io),
+            Err(msg) => {
+                self.error(io, &msg);
+                Ok(2)
+            }
+        }
+    }
+
+    pub fn run_list(&mut self, list: &ast::CompoundList, io: &Io) -> Status {
+        let mut status = 0;
+        for ast::CompoundListItem(and_or, sep) in &list.0 {
+            status = match sep {
+                ast::SeparatorOperator::Async => self.run_async(and_or, io)?,
+                ast::SeparatorOperator::Sequence => self.run_and_or(and_or, io)?,
+            };
+            self.last_status = status;
+        }
+        Ok(status)
+    }
+
+    /// `cmd &`: a lone external command runs in the background; anything else runs now.
+    fn run_async(&mut self, and_or: &ast::AndOrList, io: &Io) -> Status {
+        if and_or.additional.is_empty() && and_or.first.seq.len() == 1 && !and_or.first.bang {
+            if let ast::Command::Simple(simple) = &and_or.first.seq[0] {
+                if let Some(prepared) = self.prepare_simple(simple, io)? {
+                    if let Prepared::External { argv, env, io: cio } = prepared {
+                        match self.launch(&argv, &env, &cio) {
+                            Ok(l) => {
+                                self.finish_feeds(&l);
+                                self.background.push(l.pid);
+                                return Ok(0);
+                            }
+                            Err(status) => return Ok(status),
+                        }
+                    }
+                    return self.run_prepared(prepared);
+                }
+                return Ok(self.last_status);
+            }
+        }
+        self.run_and_or(and_or, io)
+    }
+
+    fn run_and_or(&mut self, list: &ast::AndOrList, io: &Io) -> Status {
+        let has_more = !list.additional.is_empty();
+        if has_more {
+            self.in_condition += 1;
+        }
+        let first = self.run_pipeline(&list.first, io);
+        let mut status = match first {
+            Ok(s) => s,
+            Err(e) => {
+                if has_more {
+                    self.in_condition -= 1;
+                }
+                return Err(e);
+            }
+        };
+        let n = list.additional.len();
+        for (i, next) in list.additional.iter().enumerate() {
+            self.last_status = status;
+            let last = i + 1 == n;
+            if last {
+                self.in_condition -= 1;
+            }
+            let (run, pipeline) = match next {
+                ast::AndOr::And(p) => (status == 0, p),
+                ast::AndOr::Or(p) => (status != 0, p),
+            };
+            if run {
+                match self.run_pipeline(pipeline, io) {
+                    Ok(s) => status = s,
+                    Err(e) => {
+                        if !last {
+                            self.in_condition -= 1;
+                        }
+                        return Err(e);
+                    }
+                }
+            } else if last {
+                // A skipped last command leaves the earlier status, and `set -e` ignores it.
+                self.last_status = status;
+                return Ok(status);
+            }
+        }
+        self.last_status = status;
+        self.check_errexit(status)?;
+        Ok(status)
+    }
+
+    fn check_errexit(&self, status: i32) -> Result<(), Ctl> {
+        if status != 0 && self.opts.errexit && self.in_condition == 0 {
+            return Err(Ctl::Exit(status));
+        }
+        Ok(())
+    }
+
+    fn run_pipeline(&mut self, p: &ast::Pipeline, io: &Io) -> Status {
+        if p.bang {
+            self.in_condition += 1;
+        }
+        let result = if p.seq.len() == 1 {
+            self.run_command(&p.seq[0], io)
+        } else {
+            self.run_multi(&p.seq, io)
+        };
+        if p.bang {
+            self.in_condition -= 1;
+        }
+        let status = result?;
+        let status = if p.bang { (status == 0) as i32 } else { status };
+        self.last_status = status;
+        if !p.bang && p.seq.len() == 1 {
+            // errexit for a single command is checked by the and-or list.
+        }
+        Ok(status)
+    }
+
+    /// A pipeline of two or more commands. External stages run concurrently as children;
+    /// in-shell stages (builtins, functions, compound commands) run in a copy of the shell,
+    /// one after another, after every external stage has started.
+    fn run_multi(&mut self, seq: &[ast::Command], io: &Io) -> Status {
+        let n = seq.len();
+        let mut pipes: Vec<(u32, u32)> = Vec::new();
+        for _ in 1..n {
+            pipes.push(process::pipe());
+        }
+        let stage_io = |i: usize| Io {
+            stdin: if i == 0 { io.stdin.clone() } else { In::Handle(pipes[i - 1].0) },
+            stdout: if i + 1 == n { io.stdout.clone() } else { Out::Handle(pipes[i].1) },
+            stderr: io.stderr.clone(),
+        };
+        let mut launched: Vec<Option<Launched>> = Vec::new();
+        let mut statuses: Vec<Option<i32>> = vec![None; n];
+        let mut in_shell: Vec<usize> = Vec::new();
+        for (i, cmd) in seq.iter().enumerate() {
+            let sio = stage_io(i);
+            let mut external = None;
+            if let ast::Command::Simple(simple) = cmd {
+                let mut sub = self.clone();
+                match sub.prepare_simple(simple, &sio) {
+                    Ok(Some(Prepared::External { argv, env, io: cio })) => {
+                        external = Some(sub.launch(&argv, &env, &cio));
+                    }
+                    Ok(_) | Err(_) => {}
+                }
+            }
+            match external {
+                Some(Ok(l)) => launched.push(Some(l)),
+                Some(Err(status)) => {
+                    statuses[i] = Some(status);
+                    launched.push(None);
+                }
+                None => {
+                    in_shell.push(i);
+                    launched.push(None);
+                }
+            }
+        }
+        // The shell keeps only the pipe ends its own stages use.
+        for (i, (r, w)) in pipes.iter().enumerate() {
+            if !in_shell.contains(&i) {
+                process::close(*w);
+            }
+            if !in_shell.contains(&(i + 1)) {
+                process::close(*r);
+            }
+        }
+        for l in launched.iter().flatten() {
+            self.finish_feeds(l);
+        }
+        for &i in &in_shell {
+            let mut sub = self.clone();
+            let status = match sub.run_command(&seq[i], &stage_io(i)) {
+                Ok(s) | Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,
+                Err(_) => 0,
+            };
+            statuses[i] = Some(status);
+            if i + 1 < n {
+                process::close(pipes[i].1);
+            }
+            if i > 0 {
+                process::close(pipes[i - 1].0);
+            }
+        }
+        for (i, l) in launched.into_iter().enumerate() {
+            if let Some(l) = l {
+                statuses[i] = Some(self.finish(l));
+            }
+        }
+        let statuses: Vec<i32> = statuses.into_iter().map(|s| s.unwrap_or(0)).collect();
+        let last = *statuses.last().unwrap_or(&0);
+        if self.opts.pipefail {
+            if let Some(&s) = statuses.iter().rev().find(|&&s| s != 0) {
+                return Ok(s);
+            }
+        }
+        Ok(last)
+    }
+
+    pub fn run_command(&mut self, cmd: &ast::Command, io: &Io) -> Status {
+        match cmd {
+            ast::Command::Simple(simple) => match self.prepare_simple(simple, io)? {
+                Some(prepared) => self.run_prepared(prepared),
+                None => Ok(self.last_status),
+            },
+            ast::Command::Compound(compound, redirects) => {
+                let io = match redirects {
+                    Some(r) => match self.apply_redirects(&r.0, io, true) {
+                        Ok(io) => io,
+                        Err(msg) => {
+                            self.error(io, &msg);
+                            return Ok(1);
+                        }
+                    },
+                    None => io.clone(),
+                };
+                self.run_compound(compound, &io)
+            }
+            ast::Command::Function(def) => {
+                let name = def.fname.value.clone();
+                self.functions.insert(name, Rc::new(def.body.clone()));
+                Ok(0)
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                let io = match redirects {
+                    Some(r) => match self.apply_redirects(&r.0, io, true) {
+                        Ok(io) => io,
+                        Err(msg) => {
+                            self.error(io, &msg);
+                            return Ok(1);
+                        }
+                    },
+                    None => io.clone(),
+                };
+                self.cur_io = io.clone();
+                match crate::test::extended(self, &test.expr) {
+                    Ok(true) => Ok(0),
+                    Ok(false) => Ok(1),
+                    Err(msg) => {
+                        self.error(&io, &msg);
+                        Ok(2)
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_compound(&mut self, c: &ast::CompoundCommand, io: &Io) -> Status {
+        use ast::CompoundCommand as C;
+        match c {
+            C::BraceGroup(g) => self.run_list(&g.list, io),
+            C::Subshell(s) => {
+                let mut sub = self.clone();
+                let status = match sub.run_list(&s.list, io) {
+                    Ok(s) | Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,
+                    Err(_) => sub.last_status,
+                };
+                if sub.cwd != self.cwd {
+                    let _ = std::env::set_current_dir(&self.cwd);
+                }
+                Ok(status)
+            }
+            C::IfClause(ifc) => {
+                if self.condition(&ifc.condition, io)? {
+                    return self.run_list(&ifc.then, io);
+                }
+                for e in ifc.elses.iter().flatten() {
+                    match &e.condition {
+                        Some(cond) => {
+                            if self.condition(cond, io)? {
+                                return self.run_list(&e.body, io);
+                            }
+                        }
+                        None => return self.run_list(&e.body, io),
+                    }
+                }
+                Ok(0)
+            }
+            C::WhileClause(w) => self.run_loop(&w.0, &w.1.list, io, true),
+            C::UntilClause(w) => self.run_loop(&w.0, &w.1.list, io, false),
+            C::ForClause(f) => {
+                let values = match &f.values {
+                    Some(words) => {
+                        self.cur_io = io.clone();
+                        let mut v = Vec::new();
+                        for w in words {
+                            v.extend(self.expand_word(&w.value)?);
+                        }
+                        v
+                    }
+                    None => self.positional.clone(),
+                };
+                let mut status = 0;
+                self.loop_depth += 1;
+                let result = (|| {
+                    for v in values {
+                        self.set_var(&f.variable_name, v);
+                        match self.run_list(&f.body.list, io) {
+                            Ok(s) => status = s,
+                            Err(Ctl::Break(n)) if n > 1 => return Err(Ctl::Break(n - 1)),
+                            Err(Ctl::Break(_)) => break,
+                            Err(Ctl::Continue(n)) if n > 1 => return Err(Ctl::Continue(n - 1)),
+                            Err(Ctl::Continue(_)) => continue,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(status)
+                })();
+                self.loop_depth -= 1;
+                result
+            }
+            C::ArithmeticForClause(f) => {
+                let mut status = 0;
+                self.loop_depth += 1;
+                let result = (|| {
+                    if let Some(init) = &f.initializer {
+                        self.arith(&init.value, io)?;
+                    }
+                    loop {
+                        if let Some(cond) = &f.condition {
+                            if self.arith(&cond.value, io)? == 0 {
+                                break;
+                            }
+                        }
+                        match self.run_list(&f.body.list, io) {
+                            Ok(s) => status = s,
+                            Err(Ctl::Break(n)) if n > 1 => return Err(Ctl::Break(n - 1)),
+                            Err(Ctl::Break(_)) => break,
+                            Err(Ctl::Continue(n)) if n > 1 => return Err(Ctl::Continue(n - 1)),
+                            Err(Ctl::Continue(_)) => {}
+                            Err(e) => return Err(e),
+                        }
+                        if let Some(upd) = &f.updater {
+                            self.arith(&upd.value, io)?;
+                        }
+                    }
+                    Ok(status)
+                })();
+                self.loop_depth -= 1;
+                result
+            }
+            C::CaseClause(case) => {
+                self.cur_io = io.clone();
+                let value = self.expand_single(&case.value.value)?;
+                let mut i = 0;
+                let mut status = 0;
+                let mut fall_through = false;
+                while i < case.cases.len() {
+                    let item = &case.cases[i];
+                    let mut matched = fall_through;
+                    if !matched {
+                        for p in &item.patterns {
+                            let pat = self.expand_pattern(&p.value)?;
+                            if crate::pattern::matches(&pat, &value) {
+                                matched = true;
+                                break;
+                            }
+                        }
+                    }
+                    if matched {
+                        if let Some(cmd) = &item.cmd {
+                            status = self.run_list(cmd, io)?;
+                        }
+                        match item.post_action {
+                            ast::CaseItemPostAction::ExitCase => return Ok(status),
+                            ast::CaseItemPostAction::UnconditionallyExecuteNextCaseItem => {
+                                fall_through = true
+                            }
+                            ast::CaseItemPostAction::ContinueEvaluatingCases => {
+                                fall_through = false
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                Ok(status)
+            }
+            C::Arithmetic(a) => Ok((self.arith(&a.expr.value, io)? == 0) as i32),
+            C::Coprocess(_) => {
+                self.error(io, "coproc: not supported");
+                Ok(2)
+            }
+        }
+    }
+
+    /// Evaluates an arithmetic expression after expanding parameters in it.
+    fn arith(&mut self, text: &str, io: &Io) -> Result<i64, Ctl> {
+        self.cur_io = io.clone();
+        let expanded = self.expand_arith_text(text)?;
+        match crate::arith::eval_str(self, &expanded) {
+            Ok(v) => Ok(v),
+            Err(msg) => {
+                // An arithmetic error ends a non-interactive shell, as in bash.
+                self.error(io, &msg);
+                Err(Ctl::Exit(1))
+            }
+        }
+    }
+
+    fn condition(&mut self, list: &ast::CompoundList, io: &Io) -> Result<bool, Ctl> {
+        self.in_condition += 1;
+        let r = self.run_list(list, io);
+        self.in_condition -= 1;
+        Ok(r? == 0)
+    }
+
+    fn run_loop(&mut self, cond: &ast::CompoundList, body: &ast::CompoundList, io: &Io, while_: bool) -> Status {
+        let mut status = 0;
+        self.loop_depth += 1;
+        let result = (|| {
+            loop {
+                if self.condition(cond, io)? != while_ {
+                    break;
+                }
+                match self.run_list(body, io) {
+                    Ok(s) => status = s,
+                    Err(Ctl::Break(n)) if n > 1 => return Err(Ctl::Break(n - 1)),
+                    Err(Ctl::Break(_)) => break,
+                    Err(Ctl::Continue(n)) if n > 1 => return Err(Ctl::Continue(n - 1)),
+                    Err(Ctl::Continue(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(status)
+        })();
+        self.loop_depth -= 1;
+        result
+    }
+
+    // -- simple commands ----------------------------------------------------------------
+
+    /// Expands a simple command and applies its redirections. `None` when it was only
+    /// assignments or redirections (already done).
+    fn prepare_simple(&mut self, cmd: &ast::SimpleCommand, io: &Io) -> Result<Option<Prepared>, Ctl> {
+        self.cur_io = io.clone();
+        let mut assigns: Vec<(String, String)> = Vec::new();
+        let mut redirects: Vec<&ast::IoRedirect> = Vec::new();
+        for item in cmd.prefix.iter().flat_map(|p| p.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
+                    let (name, value) = self.expand_assignment(a)?;
+                    assigns.push((name, value));
+                }
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::Word(w) => {
+                    // Should not happen in a prefix; treat as a word.
+                    let _ = w;
+                }
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
+                    self.error(io, "process substitution is not supported");
+                    return Ok(Some(Prepared::Status(2)));
+                }
+            }
+        }
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(w) = &cmd.word_or_name {
+            argv.extend(self.expand_word(&w.value)?);
+        }
+        for item in cmd.suffix.iter().flat_map(|s| s.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::Word(w) => argv.extend(self.expand_word(&w.value)?),
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                    // `export A=$x`: one field, no splitting (a declaration builtin).
+                    argv.push(self.expand_single(&w.value)?);
+                }
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
+                    self.error(io, "process substitution is not supported");
+                    return Ok(Some(Prepared::Status(2)));
+                }
+            }
+        }
+        let in_shell = argv
+            .first()
+            .is_none_or(|a| BUILTINS.contains(&a.as_str()) || self.functions.contains_key(a));
+        let owned: Vec<ast::IoRedirect> = redirects.into_iter().cloned().collect();
+        let cio = match self.apply_redirects(&owned, io, in_shell) {
+            Ok(cio) => cio,
+            Err(msg) => {
+                self.error(io, &msg);
+                self.last_status = 1;
+                return Ok(Some(Prepared::Status(1)));
+            }
+        };
+        if argv.is_empty() {
+            for (k, v) in assigns {
+                self.set_var(&k, v);
+            }
+            // `$(false)` alone sets the status; plain assignments reset it.
+            return Ok(Some(Prepared::Status(self.subst_status.take().unwrap_or(0))));
+        }
+        self.subst_status = None;
+        if self.opts.xtrace {
+            let mut line = String::from("+");
+            for (k, v) in &assigns {
+                line.push_str(&format!(" {k}={v}"));
+            }
+            for a in &argv {
+                line.push(' ');
+                line.push_str(a);
+            }
+            line.push('\n');
+            cio.stderr.write_str(&line);
+        }
+        if in_shell {
+            return Ok(Some(Prepared::InShell { argv, assigns, io: cio }));
+        }
+        Ok(Some(Prepared::External {
+            argv,
+            env: assigns,
+            io: cio,
+        }))
+    }
+
+    fn run_prepared(&mut self, p: Prepared) -> Status {
+        match p {
+            Prepared::Status(s) => Ok(s),
+            Prepared::InShell { argv, assigns, io } => {
+                if let Some(body) = self.functions.get(&argv[0]).cloned() {
+                    return self.call_function(&body, argv, assigns, &io);
+                }
+                // Assignments before a special builtin stay; before others they are
+                // temporary. Keep it simple: apply them around the builtin.
+                let saved: Vec<(String, Option<Var>)> = assigns
+                    .iter()
+                    .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
+                    .collect();
+                for (k, v) in &assigns {
+                    self.set_var(k, v.clone());
+                }
+                let r = crate::builtins::run(self, &argv, &io);
+                let special = matches!(argv[0].as_str(), ":" | "." | "source" | "export" | "readonly" | "set" | "unset" | "eval" | "exec" | "exit" | "return" | "break" | "continue" | "shift" | "local");
+                if !special {
+                    for (k, v) in saved {
+                        match v {
+                            Some(v) => {
+                                self.vars.insert(k, v);
+                            }
+                            None => {
+                                self.vars.remove(&k);
+                            }
+                        }
+                    }
+                }
+                r
+            }
+            Prepared::External { argv, env, io } => match self.launch(&argv, &env, &io) {
+                Ok(l) => Ok(self.finish(l)),
+                Err(status) => Ok(status),
+            },
+        }
+    }
+
+    fn call_function(
+        &mut self,
+        body: &ast::FunctionBody,
+        argv: Vec<String>,
+        assigns: Vec<(String, String)>,
+        io: &Io,
+    ) -> Status {
+        let io = match &body.1 {
+            Some(r) => match self.apply_redirects(&r.0, io, true) {
+                Ok(io) => io,
+                Err(msg) => {
+                    self.error(io, &msg);
+                    return Ok(1);
+                }
+            },
+            None => io.clone(),
+        };
+        let saved_positional = std::mem::replace(&mut self.positional, argv[1..].to_vec());
+        self.locals.push(Vec::new());
+        for (k, v) in assigns {
+            self.make_local(&k);
+            self.set_var(&k, v);
+        }
+        let saved_depth = std::mem::replace(&mut self.loop_depth, 0);
+        let result = self.run_compound(&body.0, &io);
+        self.loop_depth = saved_depth;
+        if let Some(frame) = self.locals.pop() {
+            for (k, v) in frame.into_iter().rev() {
+                match v {
+                    Some(v) => {
+                        self.vars.insert(k, v);
+                    }
+                    None => {
+                        self.vars.remove(&k);
+                    }
+                }
+            }
+        }
+        self.positional = saved_positional;
+        match result {
+            Err(Ctl::Return(s)) => Ok(s),
+            other => other,
+        }
+    }
+
+    /// Starts an external program. On failure prints the shell's message and returns the
+    /// status (127 not found, 126 cannot run).
+    pub fn launch(&mut self, argv: &[String], extra_env: &[(String, String)], io: &Io) -> Result<Launched, i32> {
+        let mut argv = argv.to_vec();
+        if argv[0].contains('/') && !is_bin_path(&argv[0]) {
+            argv = self.script_argv(&argv, io)?;
+        }
+        let mut feeds = Vec::new();
+        let mut drains = Vec::new();
+        let mut to_close = Vec::new();
+        let stdin = match io.stdin.as_stdio() {
+            Some(s) => s,
+            None => {
+                let (r, w) = process::pipe();
+                if let In::Bytes(feed) = &io.stdin {
+                    feeds.push((w, feed.clone()));
+                }
+                to_close.push(r);
+                Stdio::Handle(r)
+            }
+        };
+        let stdout = match io.stdout.as_stdio() {
+            Some(s) => s,
+            None => {
+                let (r, w) = process::pipe();
+                if let Out::Buffer(b) = &io.stdout {
+                    drains.push((r, b.clone()));
+                }
+                to_close.push(w);
+                Stdio::Handle(w)
+            }
+        };
+        let stderr = match (&io.stderr, &io.stdout) {
+            (Out::Buffer(a), Out::Buffer(b)) if Rc::ptr_eq(a, b) => Stdio::SameAsStdout,
+            (Out::Stdout, _) => Stdio::InheritStdout,
+            (Out::Stderr, _) => Stdio::Inherit,
+            (other, _) => match other.as_stdio() {
+                Some(s) => s,
+                None => {
+                    let (r, w) = process::pipe();
+                    if let Out::Buffer(b) = other {
+                        drains.push((r, b.clone()));
+                    }
+                    to_close.push(w);
+                    Stdio::Handle(w)
+                }
+            },
+        };
+        let result = process::spawn(&ChildCommand {
+            argv: argv.clone(),
+            env: self.child_env(extra_env),
+            cwd: self.cwd.clone(),
+            stdin,
+            stdout,
+            stderr,
+        });
+        for h in to_close {
+            process::close(h);
+        }
+        match result {
+            Ok(pid) => Ok(Launched { pid, feeds, drains }),
+            Err(e) => {
+                for (h, _) in feeds {
+                    process::close(h);
+                }
+                for (h, _) in drains {
+                    process::close(h);
+                }
+                let (msg, status) = match e {
+                    SpawnError::NotFound(_) => (format!("{}: command not found", argv[0]), 127),
+                    SpawnError::Limit(m) => (m, 126),
+                    SpawnError::Io(m) => (m, 1),
+                    SpawnError::BadHandle => ("bad file descriptor".to_string(), 1),
+                };
+                self.error(io, &msg);
+                Err(status)
+            }
+        }
+    }
+
+    /// `./script.sh ARGS`: a file of the workspace run by the interpreter its `#!` line
+    /// names (the shell when it has none).
+    fn script_argv(&self, argv: &[String], io: &Io) -> Result<Vec<String>, i32> {
+        let path = self.abs_path(&argv[0]);
+        match std::fs::metadata(&path) {
+            Err(_) => {
+                self.error(io, &format!("{}: No such file or directory", argv[0]));
+                Err(127)
+            }
+            Ok(m) if m.is_dir() => {
+                self.error(io, &format!("{}: Is a directory", argv[0]));
+                Err(126)
+            }
+            Ok(_) => {
+                let head = std::fs::read(&path).unwrap_or_default();
+                let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
+                let first = String::from_utf8_lossy(first);
+                let mut interp = vec!["sh".to_string()];
+                if let Some(rest) = first.strip_prefix("#!") {
+                    let words: Vec<&str> = rest.split_whitespace().collect();
+                    interp = match words.as_slice() {
+                        [env, prog, args @ ..] if env.ends_with("/env") => std::iter::once(*prog)
+                            .chain(args.iter().copied())
+                            .map(String::from)
+                            .collect(),
+                        [prog, args @ ..] => std::iter::once(prog.rsplit('/').next().unwrap_or(prog))
+                            .chain(args.iter().copied())
+                            .map(String::from)
+                            .collect(),
+                        [] => interp,
+                    };
+                }
+                interp.extend(argv.iter().cloned());
+                Ok(interp)
+            }
+        }
+    }
+
+    fn finish_feeds(&self, l: &Launched) {
+        for (h, feed) in &l.feeds {
+            let _ = process::write(*h, feed.take_rest());
+            process::close(*h);
+        }
+    }
+
+    /// Feeds, drains and waits for a launched child; returns its status.
+    pub fn finish(&mut self, mut l: Launched) -> i32 {
+        self.finish_feeds(&l);
+        l.feeds.clear();
+        for (h, buf) in &l.drains {
+            loop {
+                match process::read(*h, 65536) {
+                    Ok(chunk) if !chunk.is_empty() => buf.borrow_mut().extend_from_slice(&chunk),
+                    _ => break,
+                }
+            }
+            process::close(*h);
+        }
+        process::wait(l.pid)
+    }
+
+    // -- redirections -------------------------------------------------------------------
+
+    /// Applies redirections to `io`. `in_shell`: the command runs inside the shell, so an
+    /// input file is read into memory (its readers then share one position).
+    pub fn apply_redirects(&mut self, redirects: &[ast::IoRedirect], io: &Io, in_shell: bool) -> Result<Io, String> {
+        let mut io = io.clone();
+        for r in redirects {
+            match r {
+                ast::IoRedirect::File(fd, kind, target) => {
+                    use ast::IoFileRedirectKind as K;
+                    let default_fd = match kind {
+                        K::Read | K::DuplicateInput | K::ReadAndWrite => 0,
+                        _ => 1,
+                    };
+                    let fd = fd.unwrap_or(default_fd);
+                    match (kind, target) {
+                        (K::DuplicateOutput | K::DuplicateInput, t) => {
+                            let src = match t {
+                                ast::IoFileRedirectTarget::Fd(n) => n.to_string(),
+                                ast::IoFileRedirectTarget::Duplicate(w) | ast::IoFileRedirectTarget::Filename(w) => {
+                                    self.expand_single(&w.value).map_err(|_| "bad substitution".to_string())?
+                                }
+                                ast::IoFileRedirectTarget::ProcessSubstitution(..) => {
+                                    return Err("process substitution is not supported".into());
+                                }
+                            };
+                            let out = match src.as_str() {
+                                "1" => Some(io.stdout.clone()),
+                                "2" => Some(io.stderr.clone()),
+                                "-" => Some(Out::Null),
+                                "0" => None,
+                                other => return Err(format!("{other}: Bad file descriptor")),
+                            };
+                            match (fd, out) {
+                                (1, Some(o)) => io.stdout = o,
+                                (2, Some(o)) => io.stderr = o,
+                                (0, _) => {}
+                                (n, _) if n > 2 => {}
+                                _ => return Err(format!("{src}: Bad file descriptor")),
+                            }
+                        }
+                        (_, ast::IoFileRedirectTarget::Filename(w)) => {
+                            let path = self.expand_single(&w.value).map_err(|_| "bad substitution".to_string())?;
+                            if path.is_empty() {
+                                return Err(": No such file or directory".into());
+                            }
+                            match kind {
+                                K::Read => {
+                                    let input = self.open_input(&path, in_shell)?;
+                                    if fd == 0 {
+                                        io.stdin = input;
+                                    }
+                                }
+                                K::ReadAndWrite => {
+                                    let abs = self.abs_path(&path);
+                                    std::fs::OpenOptions::new()
+                                        .read(true)
+                                        .write(true)
+                                        .create(true)
+                                        .truncate(false)
+                                        .open(&abs)
+                                        .map_err(|e| format!("{path}: {}", io_message(&e)))?;
+                                    if fd == 0 {
+                                        io.stdin = self.open_input(&path, in_shell)?;
+                                    }
+                                }
+                                _ => {
+                                    let out = self.open_output(&path, matches!(kind, K::Append), &io)?;
+                                    match fd {
+                                        1 => io.stdout = out,
+                                        2 => io.stderr = out,
+                                        _ => {}
+                                    }
+                                }
+                            }
+                        }
+                        (_, ast::IoFileRedirectTarget::Fd(n)) => {
+                            let out = match n {
+                                1 => io.stdout.clone(),
+                                2 => io.stderr.clone(),
+                                _ => return Err(format!("{n}: Bad file descriptor")),
+                            };
+                            match fd {
+                                1 => io.stdout = out,
+                                2 => io.stderr = out,
+                                _ => {}
+                            }
+                        }
+                        (_, ast::IoFileRedirectTarget::Duplicate(_)) | (_, ast::IoFileRedirectTarget::ProcessSubstitution(..)) => {
+                            return Err("unsupported redirection".into());
+                        }
+                    }
+                }
+                ast::IoRedirect::HereDocument(fd, doc) => {
+                    let mut body = if doc.requires_expansion {
+                        self.expand_heredoc(&doc.doc.value).map_err(|_| "bad substitution".to_string())?
+                    } else {
+                        doc.doc.value.clone()
+                    };
+                    if doc.remove_tabs {
+                        body = body
+                            .split_inclusive('\n')
+                            .map(|l| l.trim_start_matches('\t'))
+                            .collect();
+                    }
+                    if fd.unwrap_or(0) == 0 {
+                        io.stdin = In::bytes(body.into_bytes());
+                    }
+                }
+                ast::IoRedirect::HereString(fd, word) => {
+                    let mut s = self.expand_single(&word.value).map_err(|_| "bad substitution".to_string())?;
+                    s.push('\n');
+                    if fd.unwrap_or(0) == 0 {
+                        io.stdin = In::bytes(s.into_bytes());
+                    }
+                }
+                ast::IoRedirect::OutputAndError(word, append) => {
+                    let path = self.expand_single(&word.value).map_err(|_| "bad substitution".to_string())?;
+                    let out = self.open_output(&path, *append, &io)?;
+                    io.stdout = out.clone();
+                    io.stderr = out;
+                }
+            }
+        }
+        Ok(io)
+    }
+
+    fn open_input(&self, path: &str, in_shell: bool) -> Result<In, String> {
+        match path {
+            "/dev/null" => return Ok(In::Null),
+            "/dev/stdin" => return Ok(self.cur_io.stdin.clone()),
+            _ => {}
+        }
+        let abs = self.abs_path(path);
+        match std::fs::metadata(&abs) {
+            Err(e) => Err(format!("{path}: {}", io_message(&e))),
+            Ok(m) if m.is_dir() => Err(format!("{path}: Is a directory")),
+            Ok(_) if in_shell => std::fs::read(&abs)
+                .map(In::bytes)
+                .map_err(|e| format!("{path}: {}", io_message(&e))),
+            Ok(_) => Ok(In::File(abs)),
+        }
+    }
+
+    fn open_output(&self, path: &str, append: bool, io: &Io) -> Result<Out, String> {
+        match path {
+            "/dev/null" => return Ok(Out::Null),
+            "/dev/stdout" => return Ok(io.stdout.clone()),
+            "/dev/stderr" => return Ok(io.stderr.clone()),
+            _ => {}
+        }
+        let abs = self.abs_path(path);
+        let mut o = std::fs::OpenOptions::new();
+        if append {
+            o.append(true).create(true);
+        } else {
+            o.write(true).create(true).truncate(true);
+        }
+        o.open(&abs).map_err(|e| format!("{path}: {}", io_message(&e)))?;
+        Ok(Out::File(abs))
+    }
+}
+
+/// What a simple command turned out to be after expansion.
+pub enum Prepared {
+    Status(i32),
+    InShell {
+        argv: Vec<String>,
+        assigns: Vec<(String, String)>,
+        io: Io,
+    },
+    External {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        io: Io,
+    },
+}
+
+fn is_bin_path(p: &str) -> bool {
+    ["/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/"]
+        .iter()
+        .any(|d| p.strip_prefix(d).is_some_and(|rest| !rest.contains('/')))
+}
+
+/// The text a shell prints for an I/O error.
+pub fn io_message(e: &std::io::Error) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        NotFound => "No such file or directory".into(),
+        PermissionDenied => "Permission denied".into(),
+        IsADirectory => "Is a directory".into(),
+        NotADirectory => "Not a directory".into(),
+        AlreadyExists => "File exists".into(),
+        DirectoryNotEmpty => "Directory not empty".into(),
+        _ => {
+            // WASI reports a path outside every preopened directory as "not capable".
+            let s = e.to_string();
+            if s.contains("apabilit") {
+                "Permission denied".into()
+            } else {
+                s.split(" (os error").next().unwrap_or(&s).to_string()
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Images: named sets of programs (`wasi:cli/command` components), and how `argv[0]` picks
+//! one of them.
+//!
+//! An image never runs anything itself; it compiles (or loads from the cache) and
+//! pre-instantiates its programs on first use.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::OnceCell;
+use wasmtime::Result;
+use wasmtime::component::Linker;
+use wasmtime_wasi::p2::bindings::CommandPre;
+
+use crate::engine::CompileCache;
+use crate::process::ProcessState;
+
+/// One program of an image: a component and the names it answers to.
+#[derive(Clone)]
+pub struct ProgramSource {
+    /// The program's own name (also the name of its cache file).
+    pub name: String,
+    /// The component's bytes.
+    pub wasm: Arc<[u8]>,
+    /// Every name `argv[0]` may use for it (e.g. `sh` and `bash`; each applet of a
+    /// multi-call program).
+    pub names: Vec<String>,
+}
+
+impl ProgramSource {
+    pub fn new(name: &str, wasm: impl Into<Arc<[u8]>>, names: &[&str]) -> Self {
+        ProgramSource {
+            name: name.to_string(),
+            wasm: wasm.into(),
+            names: names.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+pub(crate) struct Program {
+    pub(crate) source: ProgramSource,
+    pre: OnceCell<CommandPre<ProcessState>>,
+}
+
+impl Program {
+    /// The pre-instantiated program, compiled or loaded from the cache on first use.
+    pub(crate) async fn pre(
+        &self,
+        linker: &Linker<ProcessState>,
+        cache: &CompileCache,
+    ) -> Result<&CommandPre<ProcessState>> {
+        self.pre
+            .get_or_try_init(|| async {
+                let component = cache
+                    .load(linker.engine(), &self.source.name, self.source.wasm.clone())
+                    .await?;
+                let pre = linker.instantiate_pre(&component)?;
+                CommandPre::new(pre)
+            })
+            .await
+    }
+}
+
+/// A named set of programs.
+pub struct Image {
+    name: String,
+    programs: Vec<Arc<Program>>,
+    by_name: HashMap<String, usize>,
+}
+
+/// Directories a program name may be prefixed with and still resolve (`/bin/ls`).
+const BIN_DIRS: &[&str] = &[
+    "/bin/",
+    "/usr/bin/",
+    "/usr/local/bin/",
+    "/sbin/",
+    "/usr/sbin/",
+];
+
+impl Image {
+    pub fn new(name: &str, programs: Vec<ProgramSource>) -> Self {
+        let mut by_name = HashMap::new();
+        for (i, p) in programs.iter().enumerate() {
+            for n in p.names.iter().chain(std::iter::once(&p.name)) {
+                by_name.entry(n.clone()).or_insert(i);
+            }
+        }
+        Image {
+            name: name.to_string(),
+            programs: programs
+                .into_iter()
+                .map(|source| {
+                    Arc::new(Program {
+                        source,
+                        pre: OnceCell::new(),
+                    })
+                })
+                .collect(),
+            by_name,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every name a program of this image answers to, sorted.
+    pub fn program_names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The program `argv0` names: a bare name, or one under `/bin`, `/usr/bin`, ...
+    pub(crate) fn resolve(&self, argv0: &str) -> Option<&Arc<Program>> {
+        let name = BIN_DIRS
+            .iter()
+            .find_map(|d| argv0.strip_prefix(d))
+            .unwrap_or(argv0);
+        if name.is_empty() || name.contains('/') {
+            return None;
+        }
+        self.by_name.get(name).map(|&i| &self.programs[i])
+    }
+
+    pub fn has_program(&self, argv0: &str) -> bool {
+        self.resolve(argv0).is_some()
+    }
+
+    pub(crate) fn programs(&self) -> &[Arc<Program>] {
+        &self.programs
+    }
+}
+
+/// The built-in `base` image, built from `guest-components/` and embedded in the binary.
+pub fn base_image() -> Image {
+    let mut coreutils: Vec<&str> = COREUTILS_APPLETS.lines().map(str::trim).collect();
+    coreutils.retain(|l| !l.is_empty() && !l.starts_with('#'));
+    Image::new(
+        BASE_IMAGE,
+        vec![
+            ProgramSource::new("sh", BASE_SH, &["sh", "bash"]),
+            ProgramSource::new("coreutils", BASE_COREUTILS, &coreutils),
+        ],
+    )
+}
+
+/// Name of the built-in image.
+pub const BASE_IMAGE: &str = "base";
+
+static BASE_SH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sh.wasm"));
+static BASE_COREUTILS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coreutils.wasm"));
+static COREUTILS_APPLETS: &str = include_str!("../../guest-components/coreutils/applets.txt");

@@ -1,0 +1,263 @@
+//! Jobs: one command run to its end in a sandbox, with bounded output capture, a deadline
+//! and a stop signal, reported as a [`JobOutput`].
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Result;
+
+use crate::limits::EXIT_TIMEOUT;
+use crate::process::{JobContext, Stdio, run_process};
+use crate::sandbox::SandboxShared;
+use crate::stdio::{Capture, InputSource, OutputSink, pipe};
+
+/// Where a job's stdout or stderr goes.
+#[derive(Default)]
+pub enum Output {
+    /// Captured into [`JobOutput`], up to the sandbox's `max_output_bytes`.
+    #[default]
+    Capture,
+    /// Written to a host writer as it is produced (nothing is captured).
+    Stream(Box<dyn Write + Send>),
+}
+
+/// Stops a running job from another task. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct StopSignal(Arc<Mutex<StopState>>);
+
+#[derive(Default)]
+struct StopState {
+    requested: bool,
+    job: Option<std::sync::Weak<JobContext>>,
+}
+
+impl StopSignal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stops the job (now, or as soon as it starts). The job ends with status `failed`,
+    /// exit code 137 and a note on stderr.
+    pub fn stop(&self) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.requested = true;
+        if let Some(job) = s.job.as_ref().and_then(|j| j.upgrade()) {
+            job.stop();
+        }
+    }
+
+    fn attach(&self, job: &Arc<JobContext>) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.job = Some(Arc::downgrade(job));
+        if s.requested {
+            job.stop();
+        }
+    }
+}
+
+/// What to run.
+pub struct JobSpec {
+    /// Program and arguments; `argv[0]` names a program of the image.
+    pub argv: Vec<String>,
+    /// Variables added to the sandbox's environment (later ones win).
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the sandbox; the mount point when `None`.
+    pub cwd: Option<String>,
+    /// Deadline; the sandbox's limit when `None` (and never more than it).
+    pub timeout: Option<Duration>,
+    /// Bytes given on stdin (then end of file).
+    pub stdin: Vec<u8>,
+    pub stdout: Output,
+    pub stderr: Output,
+    pub stop: Option<StopSignal>,
+}
+
+impl JobSpec {
+    pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {
+        JobSpec {
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            cwd: None,
+            timeout: None,
+            stdin: Vec::new(),
+            stdout: Output::Capture,
+            stderr: Output::Capture,
+            stop: None,
+        }
+    }
+
+    /// `sh -c SCRIPT`.
+    pub fn shell(script: impl Into<String>) -> Self {
+        Self::new(["sh".to_string(), "-c".to_string(), script.into()])
+    }
+
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.stdin = data.into();
+        self
+    }
+    pub fn stdout(mut self, out: Output) -> Self {
+        self.stdout = out;
+        self
+    }
+    pub fn stderr(mut self, out: Output) -> Self {
+        self.stderr = out;
+        self
+    }
+    pub fn stop_signal(mut self, stop: StopSignal) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+}
+
+/// How a job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Exit code 0.
+    Completed,
+    /// A non-zero exit code, a trap, or a stop request.
+    Failed,
+    /// The deadline passed (exit code 124).
+    Timeout,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Timeout => "timeout",
+        }
+    }
+}
+
+/// Which captured streams lost bytes to the output limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Truncated {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// The result of a job.
+#[derive(Clone, Debug)]
+pub struct JobOutput {
+    pub status: JobStatus,
+    pub exit_code: i32,
+    /// Captured stdout (empty when streamed), cut on a UTF-8 boundary when truncated.
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: Truncated,
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+}
+
+/// Exit code of a job stopped on request, as after SIGKILL.
+pub const EXIT_STOPPED: i32 = 137;
+
+fn sink(out: Output, limit: usize) -> (OutputSink, Option<Capture>) {
+    match out {
+        Output::Capture => {
+            let c = Capture::new(limit);
+            (OutputSink::Capture(c.clone()), Some(c))
+        }
+        Output::Stream(w) => (OutputSink::Writer(Arc::new(Mutex::new(w))), None),
+    }
+}
+
+pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<JobOutput> {
+    anyhow::ensure!(
+        !spec.argv.is_empty(),
+        "a job needs a command (argv is empty)"
+    );
+    let limits = &sandbox.limits;
+    let timeout = spec
+        .timeout
+        .map_or(limits.timeout, |t| t.min(limits.timeout));
+    let started_at = SystemTime::now();
+    let job = Arc::new(JobContext::new(sandbox.clone(), Instant::now() + timeout));
+    if let Some(stop) = &spec.stop {
+        stop.attach(&job);
+    }
+
+    let cwd = match &spec.cwd {
+        Some(c) if c.starts_with('/') => c.clone(),
+        Some(c) => format!("{}/{c}", sandbox.mount),
+        None => sandbox.mount.clone(),
+    };
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME".into(), sandbox.mount.clone()),
+        ("SHELL".into(), "/bin/sh".into()),
+    ];
+    for (k, v) in sandbox.env.iter().chain(spec.env.iter()) {
+        env.retain(|(key, _)| key != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env.retain(|(k, _)| k != "PWD");
+    env.push(("PWD".into(), cwd.clone()));
+
+    let stdin = if spec.stdin.is_empty() {
+        InputSource::Null
+    } else {
+        let (r, w) = pipe(spec.stdin.len());
+        w.write_all(&spec.stdin).await?;
+        InputSource::Pipe(r)
+    };
+    let (stdout, out_capture) = sink(spec.stdout, limits.max_output_bytes);
+    let (stderr, err_capture) = sink(spec.stderr, limits.max_output_bytes);
+    let note_sink = stderr.clone();
+    let stdio = Stdio {
+        stdin,
+        stdout,
+        stderr,
+    };
+
+    let process = run_process(job.clone(), spec.argv, env, cwd, stdio);
+    let (status, exit_code) = tokio::select! {
+        code = process => match code {
+            0 => (JobStatus::Completed, 0),
+            EXIT_TIMEOUT if Instant::now() >= job.deadline() => (JobStatus::Timeout, EXIT_TIMEOUT),
+            code => (JobStatus::Failed, code),
+        },
+        _ = tokio::time::sleep_until(job.deadline().into()) => (JobStatus::Timeout, EXIT_TIMEOUT),
+        _ = job.stopped() => (JobStatus::Failed, EXIT_STOPPED),
+    };
+    job.abort_all();
+    let note = match (status, exit_code) {
+        (JobStatus::Timeout, _) => Some(format!(
+            "wasbox: job timed out after {}s\n",
+            timeout.as_secs_f64()
+        )),
+        (_, EXIT_STOPPED) => Some("wasbox: job stopped by request\n".to_string()),
+        _ => None,
+    };
+    if let Some(note) = note {
+        let _ = note_sink.write_all(note.as_bytes()).await;
+    }
+    let (stdout, out_trunc) = out_capture.map(|c| c.text()).unwrap_or_default();
+    let (stderr, err_trunc) = err_capture.map(|c| c.text()).unwrap_or_default();
+    Ok(JobOutput {
+        status,
+        exit_code,
+        stdout,
+        stderr,
+        truncated: Truncated {
+            stdout: out_trunc,
+            stderr: err_trunc,
+        },
+        started_at,
+        ended_at: SystemTime::now(),
+    })
+}

@@ -1,0 +1,464 @@
+//! The process host: runs one program of an image as one process (a fresh `Store` with its
+//! own limits), and implements `wasbox:sandbox/process` so that a process can start others
+//! in the same sandbox, wired to pipes, workspace files or its own streams.
+//!
+//! Files named by a guest are opened through the sandbox's workspace directory handle
+//! (cap-std), never by host path, so nothing outside the workspace can be reached.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+use tokio::task::{AbortHandle, JoinHandle};
+use wasmtime::Result;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::process as wit;
+use crate::limits::{EXIT_NOT_FOUND, EXIT_SIGPIPE, EXIT_TIMEOUT, EXIT_TRAP, PIPE_CAPACITY};
+use crate::sandbox::SandboxShared;
+use crate::stdio::{BrokenPipe, InputSource, OutputSink, PipeReader, PipeWriter, pipe};
+
+/// The store data of one process.
+pub struct ProcessState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    host: ProcessHost,
+}
+
+impl WasiView for ProcessState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Adds everything a program may import to the linker: WASI and `wasbox:sandbox/process`.
+pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<ProcessState>) -> Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wit::add_to_linker::<ProcessState, wasmtime::component::HasSelf<ProcessHost>>(linker, |s| {
+        &mut s.host
+    })?;
+    Ok(())
+}
+
+/// State shared by every process of one job: its deadline, stop signal and counters.
+pub(crate) struct JobContext {
+    pub(crate) sandbox: Arc<SandboxShared>,
+    deadline: Instant,
+    stopped: AtomicBool,
+    stop_notify: Notify,
+    spawns: AtomicU32,
+    tasks: std::sync::Mutex<Vec<AbortHandle>>,
+}
+
+impl JobContext {
+    pub(crate) fn new(sandbox: Arc<SandboxShared>, deadline: Instant) -> Self {
+        JobContext {
+            sandbox,
+            deadline,
+            stopped: AtomicBool::new(false),
+            stop_notify: Notify::new(),
+            spawns: AtomicU32::new(0),
+            tasks: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    fn over(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    /// Stops every process of the job at its next yield point.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.stop_notify.notify_waiters();
+        self.abort_all();
+    }
+
+    pub(crate) async fn stopped(&self) {
+        loop {
+            let notified = self.stop_notify.notified();
+            if self.stopped.load(Ordering::Relaxed) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Ends every child process still running (the job is over).
+    pub(crate) fn abort_all(&self) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in tasks {
+            t.abort();
+        }
+    }
+}
+
+/// How a process's three standard streams are connected.
+#[derive(Clone)]
+pub(crate) struct Stdio {
+    pub(crate) stdin: InputSource,
+    pub(crate) stdout: OutputSink,
+    pub(crate) stderr: OutputSink,
+}
+
+/// Counts a live process of a sandbox for as long as it exists.
+struct LiveProcess(Arc<SandboxShared>);
+
+impl LiveProcess {
+    fn enter(sandbox: &Arc<SandboxShared>) -> Option<Self> {
+        let max = sandbox.limits.max_processes;
+        sandbox
+            .live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| LiveProcess(sandbox.clone()))
+    }
+}
+
+impl Drop for LiveProcess {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs `argv` to completion in the job's sandbox and returns its exit status.
+pub(crate) async fn run_process(
+    job: Arc<JobContext>,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: String,
+    stdio: Stdio,
+) -> i32 {
+    let sandbox = job.sandbox.clone();
+    let Some(program) = sandbox.image.resolve(&argv[0]).cloned() else {
+        let msg = format!("sh: {}: command not found\n", argv[0]);
+        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+        return EXIT_NOT_FOUND;
+    };
+    let Some(_live) = LiveProcess::enter(&sandbox) else {
+        let msg = format!(
+            "sh: {}: process limit of {} reached\n",
+            argv[0], sandbox.limits.max_processes
+        );
+        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+        return 126;
+    };
+    let name = program.source.name.clone();
+    let runtime = &sandbox.runtime;
+    let pre = match program.pre(&runtime.linker, &runtime.cache).await {
+        Ok(pre) => pre,
+        Err(e) => {
+            tracing::error!(program = %name, error = ?e, "cannot load program");
+            let msg = format!("sh: {}: cannot load program: {e:#}\n", argv[0]);
+            let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+            return 126;
+        }
+    };
+
+    let mut wasi = WasiCtx::builder();
+    wasi.args(&argv)
+        .envs(&env)
+        .initial_cwd(&cwd)
+        .stdin(stdio.stdin.clone())
+        .stdout(stdio.stdout.clone())
+        .stderr(stdio.stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .socket_addr_check(|_, _| Box::pin(async { false }));
+    if let Err(e) = wasi.preopened_dir(&sandbox.workspace, &sandbox.mount, FsPerms::ReadWrite) {
+        let msg = format!("sh: {}: cannot open the workspace: {e}\n", argv[0]);
+        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+        return 126;
+    }
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(sandbox.limits.max_open_resources);
+    let limits = StoreLimitsBuilder::new()
+        .memory_size(sandbox.limits.memory_bytes)
+        .instances(64)
+        .tables(64)
+        .memories(8)
+        .trap_on_grow_failure(true)
+        .build();
+    let stderr = stdio.stderr.clone();
+    let state = ProcessState {
+        wasi: wasi.build(),
+        table,
+        limits,
+        host: ProcessHost {
+            job: job.clone(),
+            cwd,
+            stdio,
+            handles: HashMap::new(),
+            next_handle: 3,
+            children: HashMap::new(),
+            next_pid: 1,
+        },
+    };
+    let mut store = Store::new(runtime.linker.engine(), state);
+    store.limiter(|s| &mut s.limits);
+    store.set_epoch_deadline(1);
+    let deadline_job = job.clone();
+    store.epoch_deadline_callback(move |_| {
+        Ok(if deadline_job.over() {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+
+    let result = async {
+        let command = pre.instantiate_async(&mut store).await?;
+        command.wasi_cli_run().call_run(&mut store).await
+    }
+    .await;
+    drop(store);
+    match result {
+        Ok(Ok(())) => 0,
+        Ok(Err(())) => 1,
+        Err(e) => {
+            if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                return exit.0;
+            }
+            if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
+                return EXIT_TIMEOUT;
+            }
+            if e.downcast_ref::<BrokenPipe>().is_some() {
+                return EXIT_SIGPIPE;
+            }
+            let reason = if e
+                .root_cause()
+                .to_string()
+                .contains("forcing trap when growing")
+            {
+                format!(
+                    "memory limit of {} MiB exceeded",
+                    job.sandbox.limits.memory_bytes >> 20
+                )
+            } else {
+                format!("{e:#}").replace('\n', " ")
+            };
+            tracing::debug!(program = %name, %reason, "process trapped");
+            let msg = format!("{}: terminated: {reason}\n", argv[0]);
+            let _ = stderr.write_all(msg.as_bytes()).await;
+            EXIT_TRAP
+        }
+    }
+}
+
+/// One end of a pipe held by a process.
+enum PipeEnd {
+    Read(PipeReader),
+    Write(PipeWriter),
+}
+
+/// The `wasbox:sandbox/process` state of one process.
+pub(crate) struct ProcessHost {
+    job: Arc<JobContext>,
+    cwd: String,
+    stdio: Stdio,
+    handles: HashMap<u32, PipeEnd>,
+    next_handle: u32,
+    children: HashMap<u32, JoinHandle<i32>>,
+    next_pid: u32,
+}
+
+/// Most pipe ends one process may hold.
+const MAX_HANDLES: usize = 1024;
+
+impl ProcessHost {
+    fn output(
+        &self,
+        s: &wit::Stdio,
+        own: &OutputSink,
+        stdout: Option<&OutputSink>,
+    ) -> Result<OutputSink, wit::Error> {
+        Ok(match s {
+            wit::Stdio::Inherit => own.clone(),
+            wit::Stdio::InheritStdout => self.stdio.stdout.clone(),
+            wit::Stdio::InheritStderr => self.stdio.stderr.clone(),
+            wit::Stdio::Null => OutputSink::Null,
+            wit::Stdio::SameAsStdout => {
+                stdout.cloned().unwrap_or_else(|| self.stdio.stdout.clone())
+            }
+            wit::Stdio::Handle(h) => match self.handles.get(h) {
+                Some(PipeEnd::Write(w)) => OutputSink::Pipe(w.clone()),
+                _ => return Err(wit::Error::BadHandle),
+            },
+            wit::Stdio::WriteFile(path) => self.open_output(path, false)?,
+            wit::Stdio::AppendFile(path) => self.open_output(path, true)?,
+            wit::Stdio::ReadFile(_) => {
+                return Err(wit::Error::Io(
+                    "a read-only file cannot be an output".into(),
+                ));
+            }
+        })
+    }
+
+    fn input(&self, s: &wit::Stdio) -> Result<InputSource, wit::Error> {
+        Ok(match s {
+            wit::Stdio::Inherit => self.stdio.stdin.clone(),
+            wit::Stdio::Null => InputSource::Null,
+            wit::Stdio::Handle(h) => match self.handles.get(h) {
+                Some(PipeEnd::Read(r)) => InputSource::Pipe(r.clone()),
+                _ => return Err(wit::Error::BadHandle),
+            },
+            wit::Stdio::ReadFile(path) => {
+                if is_dev_null(path) {
+                    return Ok(InputSource::Null);
+                }
+                let file = self.job.sandbox.open(&self.cwd, path, |o| o.read(true))?;
+                InputSource::file(file)
+            }
+            _ => return Err(wit::Error::Io("stdin must be read from".into())),
+        })
+    }
+
+    fn open_output(&self, path: &str, append: bool) -> Result<OutputSink, wit::Error> {
+        match path {
+            p if is_dev_null(p) => return Ok(OutputSink::Null),
+            "/dev/stdout" => return Ok(self.stdio.stdout.clone()),
+            "/dev/stderr" => return Ok(self.stdio.stderr.clone()),
+            _ => {}
+        }
+        let file = self.job.sandbox.open(&self.cwd, path, |o| {
+            if append {
+                o.append(true).create(true)
+            } else {
+                o.write(true).create(true).truncate(true)
+            }
+        })?;
+        Ok(OutputSink::file(file))
+    }
+
+    fn insert_handle(&mut self, end: PipeEnd) -> Result<u32> {
+        if self.handles.len() >= MAX_HANDLES {
+            wasmtime::bail!("too many open pipe ends (limit {MAX_HANDLES})");
+        }
+        let h = self.next_handle;
+        self.next_handle += 1;
+        self.handles.insert(h, end);
+        Ok(h)
+    }
+}
+
+fn is_dev_null(path: &str) -> bool {
+    path == "/dev/null"
+}
+
+impl wit::Host for ProcessHost {
+    async fn pipe(&mut self) -> Result<(u32, u32)> {
+        let (r, w) = pipe(PIPE_CAPACITY);
+        let r = self.insert_handle(PipeEnd::Read(r))?;
+        let w = self.insert_handle(PipeEnd::Write(w))?;
+        Ok((r, w))
+    }
+
+    async fn spawn(&mut self, cmd: wit::Command) -> Result<Result<u32, wit::Error>> {
+        let job = self.job.clone();
+        let sandbox = &job.sandbox;
+        let Some(argv0) = cmd.argv.first() else {
+            return Ok(Err(wit::Error::Io("empty command".into())));
+        };
+        if !sandbox.image.has_program(argv0) {
+            return Ok(Err(wit::Error::NotFound(format!(
+                "{argv0}: command not found"
+            ))));
+        }
+        let max_spawns = sandbox.limits.max_spawns;
+        if job.spawns.fetch_add(1, Ordering::Relaxed) >= max_spawns {
+            return Ok(Err(wit::Error::Limit(format!(
+                "{argv0}: spawn limit of {max_spawns} processes per job reached"
+            ))));
+        }
+        if sandbox.live.load(Ordering::Acquire) >= sandbox.limits.max_processes {
+            return Ok(Err(wit::Error::Limit(format!(
+                "{argv0}: process limit of {} reached",
+                sandbox.limits.max_processes
+            ))));
+        }
+        let stdio = (|| {
+            let stdin = self.input(&cmd.stdin)?;
+            let stdout = self.output(&cmd.stdout, &self.stdio.stdout, None)?;
+            let stderr = self.output(&cmd.stderr, &self.stdio.stderr, Some(&stdout))?;
+            Ok::<_, wit::Error>(Stdio {
+                stdin,
+                stdout,
+                stderr,
+            })
+        })();
+        let stdio = match stdio {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let cwd = if cmd.cwd.starts_with('/') {
+            cmd.cwd
+        } else {
+            self.cwd.clone()
+        };
+        let task = tokio::spawn(run_process(job.clone(), cmd.argv, cmd.env, cwd, stdio));
+        job.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task.abort_handle());
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        self.children.insert(pid, task);
+        Ok(Ok(pid))
+    }
+
+    async fn wait(&mut self, pid: u32) -> Result<i32> {
+        let Some(task) = self.children.remove(&pid) else {
+            return Ok(EXIT_NOT_FOUND);
+        };
+        Ok(match task.await {
+            Ok(code) => code,
+            // Aborted: the job is over (deadline or stop).
+            Err(_) => EXIT_TIMEOUT,
+        })
+    }
+
+    async fn read(&mut self, handle: u32, max: u32) -> Result<Result<Vec<u8>, wit::Error>> {
+        let reader = match self.handles.get(&handle) {
+            Some(PipeEnd::Read(r)) => r.clone(),
+            _ => return Ok(Err(wit::Error::BadHandle)),
+        };
+        Ok(Ok(reader
+            .read(max.clamp(1, 1 << 20) as usize)
+            .await
+            .to_vec()))
+    }
+
+    async fn write(&mut self, handle: u32, data: Vec<u8>) -> Result<Result<(), wit::Error>> {
+        let writer = match self.handles.get(&handle) {
+            Some(PipeEnd::Write(w)) => w.clone(),
+            _ => return Ok(Err(wit::Error::BadHandle)),
+        };
+        Ok(writer
+            .write_all(&data)
+            .await
+            .map_err(|_| wit::Error::Io("Broken pipe".into())))
+    }
+
+    async fn close(&mut self, handle: u32) -> Result<()> {
+        self.handles.remove(&handle);
+        Ok(())
+    }
+
+    async fn has_program(&mut self, name: String) -> Result<bool> {
+        Ok(self.job.sandbox.image.has_program(&name))
+    }
+}

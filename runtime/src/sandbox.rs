@@ -1,0 +1,256 @@
+//! Sandboxes: a workspace directory preopened at a mount point, an environment, limits and
+//! a network policy, shared by every job run in it.
+//!
+//! Host code here reaches the workspace only through its cap-std directory handle, which
+//! refuses any path (`..`, absolute, or a symlink) that leads out of it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
+
+use anyhow::{Context as _, Result};
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions};
+
+use crate::Runtime;
+use crate::bindings::process as wit;
+use crate::image::Image;
+use crate::job::{JobOutput, JobSpec};
+use crate::limits::Limits;
+use crate::runtime::RuntimeInner;
+
+/// Where a sandbox may connect to. Only `None` exists for now: no sockets, no HTTP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetworkPolicy {
+    #[default]
+    None,
+}
+
+/// How to make a sandbox.
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    /// Host directory to use as the workspace; a fresh temporary directory (removed with the
+    /// sandbox) when `None`.
+    pub workspace: Option<PathBuf>,
+    /// Where the workspace appears inside the sandbox (also the working directory).
+    pub mount: String,
+    /// Image to run programs from; the runtime's default image when `None`.
+    pub image: Option<String>,
+    /// Environment every job starts with (a job's own variables come after).
+    pub env: Vec<(String, String)>,
+    /// Limits for every job; the runtime's limits when `None`.
+    pub limits: Option<Limits>,
+    pub network: NetworkPolicy,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            workspace: None,
+            mount: DEFAULT_MOUNT.to_string(),
+            image: None,
+            env: Vec::new(),
+            limits: None,
+            network: NetworkPolicy::None,
+        }
+    }
+}
+
+/// Default mount point of the workspace.
+pub const DEFAULT_MOUNT: &str = "/workspace";
+
+impl SandboxConfig {
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+    pub fn mount(mut self, mount: impl Into<String>) -> Self {
+        self.mount = mount.into();
+        self
+    }
+    pub fn image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
+        self
+    }
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+}
+
+pub(crate) struct SandboxShared {
+    pub(crate) runtime: Arc<RuntimeInner>,
+    pub(crate) image: Arc<Image>,
+    pub(crate) workspace: PathBuf,
+    pub(crate) dir: Dir,
+    pub(crate) mount: String,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) limits: Limits,
+    /// Processes alive now.
+    pub(crate) live: AtomicU32,
+}
+
+impl SandboxShared {
+    /// Maps a sandbox path (absolute, or relative to `cwd`) to a path inside the workspace,
+    /// or `None` when it names something outside the mount point.
+    pub(crate) fn workspace_relative(&self, cwd: &str, path: &str) -> Option<PathBuf> {
+        let full = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("{cwd}/{path}")
+        };
+        let mut parts: Vec<&str> = Vec::new();
+        for part in full.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    parts.pop();
+                }
+                p => parts.push(p),
+            }
+        }
+        let mount: Vec<&str> = self.mount.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.len() < mount.len() || parts[..mount.len()] != mount[..] {
+            return None;
+        }
+        let rel: PathBuf = parts[mount.len()..].iter().collect();
+        Some(if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel
+        })
+    }
+
+    /// Opens a file of the workspace for a redirection.
+    pub(crate) fn open(
+        &self,
+        cwd: &str,
+        path: &str,
+        options: impl FnOnce(&mut OpenOptions) -> &mut OpenOptions,
+    ) -> Result<std::fs::File, wit::Error> {
+        let Some(rel) = self.workspace_relative(cwd, path) else {
+            return Err(wit::Error::Io(format!("{path}: Permission denied")));
+        };
+        let mut o = OpenOptions::new();
+        options(&mut o);
+        match self.dir.open_with(&rel, &o) {
+            Ok(f) => Ok(f.into_std()),
+            Err(e) => Err(wit::Error::Io(format!("{path}: {}", io_message(&e)))),
+        }
+    }
+}
+
+/// The text a shell prints for an I/O error ("No such file or directory").
+pub(crate) fn io_message(e: &std::io::Error) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        NotFound => "No such file or directory".into(),
+        PermissionDenied => "Permission denied".into(),
+        IsADirectory => "Is a directory".into(),
+        NotADirectory => "Not a directory".into(),
+        AlreadyExists => "File exists".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        }
+    }
+}
+
+/// A workspace, an image, an environment and limits: the place jobs run in. Jobs run in
+/// one sandbox share its workspace, so files one job writes are there for the next.
+#[derive(Clone)]
+pub struct Sandbox {
+    pub(crate) shared: Arc<SandboxShared>,
+    _tempdir: Option<Arc<tempfile::TempDir>>,
+}
+
+impl Sandbox {
+    pub(crate) fn new(runtime: &Runtime, config: SandboxConfig) -> Result<Sandbox> {
+        let image = runtime.image(config.image.as_deref())?;
+        let (workspace, tempdir) = match config.workspace {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating workspace {}", dir.display()))?;
+                (dir, None)
+            }
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("wasbox-")
+                    .tempdir()
+                    .context("creating a temporary workspace")?;
+                (t.path().to_path_buf(), Some(Arc::new(t)))
+            }
+        };
+        let workspace = workspace
+            .canonicalize()
+            .with_context(|| format!("opening workspace {}", workspace.display()))?;
+        let dir = Dir::open_ambient_dir(&workspace, ambient_authority())
+            .with_context(|| format!("opening workspace {}", workspace.display()))?;
+        let mount = normalize_mount(&config.mount)?;
+        Ok(Sandbox {
+            shared: Arc::new(SandboxShared {
+                runtime: runtime.inner.clone(),
+                image,
+                workspace,
+                dir,
+                mount,
+                env: config.env,
+                limits: config
+                    .limits
+                    .unwrap_or_else(|| runtime.inner.limits.clone()),
+                live: AtomicU32::new(0),
+            }),
+            _tempdir: tempdir,
+        })
+    }
+
+    /// Runs one job to its end. See [`JobSpec`].
+    pub async fn run(&self, spec: JobSpec) -> Result<JobOutput> {
+        crate::job::run(&self.shared, spec).await
+    }
+
+    /// The host directory behind the workspace.
+    pub fn workspace(&self) -> &Path {
+        &self.shared.workspace
+    }
+
+    /// Where the workspace is mounted inside the sandbox.
+    pub fn mount(&self) -> &str {
+        &self.shared.mount
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+}
+
+fn normalize_mount(mount: &str) -> Result<String> {
+    let parts: Vec<&str> = mount
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    anyhow::ensure!(
+        mount.starts_with('/') && !parts.is_empty() && !parts.contains(&".."),
+        "mount point must be an absolute path below / (got {mount:?})"
+    );
+    Ok(format!("/{}", parts.join("/")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_normalized() {
+        assert_eq!(normalize_mount("/workspace/").unwrap(), "/workspace");
+        assert_eq!(normalize_mount("//app").unwrap(), "/app");
+        assert!(normalize_mount("/").is_err());
+        assert!(normalize_mount("app").is_err());
+        assert!(normalize_mount("/a/../b").is_err());
+    }
+}

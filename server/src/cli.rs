@@ -1,0 +1,167 @@
+//! Command-line parsing and the `run` command. Never touches the host filesystem except the
+//! workspace directory it is given.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use wasbox_runtime::{JobSpec, JobStatus, Output, Runtime, SandboxConfig};
+
+const USAGE: &str = "\
+wasbox: a WebAssembly sandbox for agents and jobs
+
+Usage:
+  wasbox run [OPTIONS] -- PROGRAM [ARGS...]   run one job on the built-in image
+  wasbox help                                 this text
+
+Options of `run`:
+  --workspace DIR   host directory to mount at /workspace (default: a fresh temporary one)
+  --timeout SECS    wall-clock limit; the job ends with exit code 124 (default 60)
+  --env K=V         an environment variable (repeatable)
+  --mount PATH      where the workspace appears inside the sandbox (default /workspace)
+
+`wasbox run` streams the job's output and exits with its exit code. Standard input is
+passed to the job when it is not a terminal.
+";
+
+pub fn main(args: Vec<String>) -> i32 {
+    init_tracing();
+    let Some(cmd) = args.first() else {
+        eprint!("{USAGE}");
+        return 2;
+    };
+    let result = match cmd.as_str() {
+        "run" => run(&args[1..]),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(0)
+        }
+        other => Err(anyhow::anyhow!(
+            "unknown command `{other}` (try `wasbox help`)"
+        )),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("wasbox: {e:#}");
+            2
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WASBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+struct RunArgs {
+    workspace: Option<PathBuf>,
+    timeout: Option<Duration>,
+    env: Vec<(String, String)>,
+    mount: Option<String>,
+    argv: Vec<String>,
+}
+
+fn parse_run(args: &[String]) -> Result<RunArgs> {
+    let mut out = RunArgs {
+        workspace: None,
+        timeout: None,
+        env: Vec::new(),
+        mount: None,
+        argv: Vec::new(),
+    };
+    let mut i = 0;
+    let value = |i: usize, flag: &str| -> Result<String> {
+        args.get(i + 1)
+            .cloned()
+            .with_context(|| format!("{flag} needs a value"))
+    };
+    while i < args.len() {
+        let a = args[i].as_str();
+        match a {
+            "--" => {
+                out.argv = args[i + 1..].to_vec();
+                break;
+            }
+            "--workspace" => {
+                out.workspace = Some(PathBuf::from(value(i, a)?));
+                i += 1;
+            }
+            "--timeout" => {
+                let v = value(i, a)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                    .with_context(|| {
+                        format!("--timeout: `{v}` is not a positive number of seconds")
+                    })?;
+                out.timeout = Some(Duration::from_secs_f64(secs));
+                i += 1;
+            }
+            "--env" => {
+                let v = value(i, a)?;
+                let (k, val) = v
+                    .split_once('=')
+                    .with_context(|| format!("--env: `{v}` is not KEY=VALUE"))?;
+                out.env.push((k.to_string(), val.to_string()));
+                i += 1;
+            }
+            "--mount" => {
+                out.mount = Some(value(i, a)?);
+                i += 1;
+            }
+            _ if a.starts_with("--") => bail!("unknown option `{a}`"),
+            _ => {
+                out.argv = args[i..].to_vec();
+                break;
+            }
+        }
+        i += 1;
+    }
+    if out.argv.is_empty() {
+        bail!("`run` needs a program: wasbox run [OPTIONS] -- PROGRAM [ARGS...]");
+    }
+    Ok(out)
+}
+
+fn run(args: &[String]) -> Result<i32> {
+    let args = parse_run(args)?;
+    let mut limits = wasbox_runtime::Limits::default();
+    if let Some(t) = args.timeout {
+        limits = limits.timeout(t);
+    }
+    let mut stdin = Vec::new();
+    if !std::io::stdin().is_terminal() {
+        std::io::stdin()
+            .read_to_end(&mut stdin)
+            .context("reading stdin")?;
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let runtime = Runtime::builder().limits(limits).build()?;
+        let mut config = SandboxConfig::default();
+        if let Some(w) = args.workspace {
+            config = config.workspace(w);
+        }
+        if let Some(m) = args.mount {
+            config = config.mount(m);
+        }
+        let sandbox = runtime.sandbox(config)?;
+        let mut spec = JobSpec::new(args.argv)
+            .stdin(stdin)
+            .stdout(Output::Stream(Box::new(std::io::stdout())))
+            .stderr(Output::Stream(Box::new(std::io::stderr())));
+        spec.env = args.env;
+        let out = sandbox.run(spec).await?;
+        Ok(match out.status {
+            JobStatus::Timeout => 124,
+            _ => out.exit_code,
+        })
+    })
+}
