@@ -84,5 +84,7 @@ pub const EXIT_SIGPIPE: i32 = 141;
 /// Exit code of a program that trapped (out of memory, unreachable, ...), like SIGABRT.
 pub const EXIT_TRAP: i32 = 134;
 
-/// Instances the engine's pooling allocator keeps slots for (all sandboxes together).
-pub const POOL_INSTANCES: u32 = 1000;
+/// Processes the engine's pooling allocator keeps slots for, all sandboxes together. Each
+/// slot reserves address space (not memory) for one linear memory of up to 4 GiB plus
+/// guard pages, so a few runtimes fit in one host process.
+pub const POOL_INSTANCES: u32 = 512;

@@ -178,6 +178,9 @@ pub(crate) async fn run_process(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
+        // Workspace files are local: doing their I/O on the calling thread is cheaper than a
+        // hop to the blocking pool for every open and stat.
+        .allow_blocking_current_thread(true)
         .socket_addr_check(|_, _| Box::pin(async { false }));
     if let Err(e) = wasi.preopened_dir(&sandbox.workspace, &sandbox.mount, FsPerms::ReadWrite) {
         let msg = format!("sh: {}: cannot open the workspace: {e}\n", argv[0]);

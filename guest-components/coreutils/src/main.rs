@@ -61,27 +61,43 @@ fn main() {
 }
 
 fn base_name(arg: Option<&OsString>) -> String {
-    let s = arg.map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    let s = arg
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
     s.rsplit('/').next().unwrap_or_default().to_string()
 }
 
 /// `yes [STRING]...`: repeats its arguments (or `y`) until the reader goes away.
 fn yes(args: std::vec::IntoIter<OsString>) -> i32 {
-    let words: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
-    let line = if words.is_empty() { "y".to_string() } else { words.join(" ") } + "\n";
+    let words: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let line = if words.is_empty() {
+        "y".to_string()
+    } else {
+        words.join(" ")
+    } + "\n";
     let block = line.repeat((8192 / line.len()).max(1));
     let mut out = std::io::stdout().lock();
     loop {
         if let Err(e) = out.write_all(block.as_bytes()) {
             // Like a process killed by SIGPIPE.
-            return if e.kind() == ErrorKind::BrokenPipe { 141 } else { 1 };
+            return if e.kind() == ErrorKind::BrokenPipe {
+                141
+            } else {
+                1
+            };
         }
     }
 }
 
 /// `env [-i] [-u NAME]... [NAME=VALUE]... [COMMAND [ARG]...]`.
 fn env(args: std::vec::IntoIter<OsString>) -> i32 {
-    let args: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let mut vars: Vec<(String, String)> = std::env::vars().collect();
     let mut i = 0;
     while i < args.len() {
@@ -131,12 +147,10 @@ fn run_command(argv: &[String], vars: Vec<(String, String)>) -> i32 {
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "/".into());
-    let mut env: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k != "PWD").collect();
-    env.push(("PWD".into(), cwd.clone()));
     let _ = std::io::stdout().flush();
     match process::spawn(&Command {
         argv: argv.to_vec(),
-        env,
+        env: vars,
         cwd,
         stdin: Stdio::Inherit,
         stdout: Stdio::Inherit,
@@ -157,7 +171,10 @@ fn run_command(argv: &[String], vars: Vec<(String, String)>) -> i32 {
 
 /// `printenv [NAME]...`.
 fn printenv(args: std::vec::IntoIter<OsString>) -> i32 {
-    let names: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     if names.is_empty() {
         for (k, v) in std::env::vars() {
             println!("{k}={v}");

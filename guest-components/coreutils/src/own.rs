@@ -6,7 +6,9 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 fn strings(args: std::vec::IntoIter<OsString>) -> Vec<String> {
-    args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
+    args.skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// GNU's wording for an I/O error.
@@ -30,7 +32,10 @@ pub fn reason(e: &std::io::Error) -> String {
 }
 
 /// Splits `-abc` style flags from operands; `--` ends options.
-fn flags_and_operands(args: Vec<String>, with_value: &[char]) -> (Vec<(char, Option<String>)>, Vec<String>) {
+fn flags_and_operands(
+    args: Vec<String>,
+    with_value: &[char],
+) -> (Vec<(char, Option<String>)>, Vec<String>) {
     let mut flags = Vec::new();
     let mut operands = Vec::new();
     let mut it = args.into_iter();
@@ -56,7 +61,11 @@ fn flags_and_operands(args: Vec<String>, with_value: &[char]) -> (Vec<(char, Opt
                 "update" => 'u',
                 _ => '?',
             };
-            let val = if with_value.contains(&c) && val.is_none() { it.next() } else { val };
+            let val = if with_value.contains(&c) && val.is_none() {
+                it.next()
+            } else {
+                val
+            };
             flags.push((c, val));
             continue;
         }
@@ -67,7 +76,11 @@ fn flags_and_operands(args: Vec<String>, with_value: &[char]) -> (Vec<(char, Opt
                 let c = chars[k];
                 if with_value.contains(&c) {
                     let rest: String = chars[k + 1..].iter().collect();
-                    let v = if rest.is_empty() { it.next() } else { Some(rest) };
+                    let v = if rest.is_empty() {
+                        it.next()
+                    } else {
+                        Some(rest)
+                    };
                     flags.push((c, v));
                     break;
                 }
@@ -95,7 +108,11 @@ pub fn mkdir(args: std::vec::IntoIter<OsString>) -> i32 {
     }
     let mut status = 0;
     for d in dirs {
-        let result = if parents { create_all(Path::new(&d), verbose) } else { std::fs::create_dir(&d) };
+        let result = if parents {
+            create_all(Path::new(&d), verbose)
+        } else {
+            std::fs::create_dir(&d)
+        };
         match result {
             Ok(()) => {
                 if verbose && !parents {
@@ -191,7 +208,10 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
             continue;
         }
         let target: PathBuf = if dest_is_dir {
-            let name = src_path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+            let name = src_path
+                .file_name()
+                .map(|n| n.to_os_string())
+                .unwrap_or_default();
             Path::new(&dest).join(name)
         } else {
             PathBuf::from(&dest)
@@ -199,7 +219,10 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
         if no_clobber && std::fs::symlink_metadata(&target).is_ok() {
             continue;
         }
-        if let (Ok(a), Ok(b)) = (std::fs::canonicalize(src_path), std::fs::canonicalize(&target)) {
+        if let (Ok(a), Ok(b)) = (
+            std::fs::canonicalize(src_path),
+            std::fs::canonicalize(&target),
+        ) {
             if a == b {
                 eprintln!("mv: '{src}' and '{}' are the same file", target.display());
                 status = 1;
@@ -221,7 +244,11 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("mv: cannot move '{src}' to '{}': {}", target.display(), reason(&e));
+                eprintln!(
+                    "mv: cannot move '{src}' to '{}': {}",
+                    target.display(),
+                    reason(&e)
+                );
                 status = 1;
             }
         }

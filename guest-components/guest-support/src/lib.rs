@@ -15,11 +15,12 @@ mod bindings {
 /// The `wasbox:sandbox/process` import.
 pub use bindings::wasbox::sandbox::process;
 
-/// Call first in `main`: moves to the working directory the host gave in `PWD` (WASI
-/// programs otherwise start in `/`).
+/// Call first in `main`: moves to the working directory the host gave
+/// (`wasi:cli/environment.initial-cwd`, else `PWD`); WASI programs otherwise start in `/`.
 pub fn start() {
-    if let Ok(pwd) = std::env::var("PWD") {
-        let _ = std::env::set_current_dir(&pwd);
+    let cwd = wasip2::cli::environment::initial_cwd().or_else(|| std::env::var("PWD").ok());
+    if let Some(cwd) = cwd {
+        let _ = std::env::set_current_dir(&cwd);
     }
 }
 

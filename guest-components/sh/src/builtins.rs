@@ -48,13 +48,21 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             Err(Ctl::Return(code))
         }
         "break" | "continue" => {
-            let n = args.first().and_then(|a| a.parse::<usize>().ok()).unwrap_or(1).max(1);
+            let n = args
+                .first()
+                .and_then(|a| a.parse::<usize>().ok())
+                .unwrap_or(1)
+                .max(1);
             if sh.loop_depth == 0 {
                 // bash: only meaningful in a loop; ignored otherwise.
                 return Ok(0);
             }
             let n = n.min(sh.loop_depth);
-            Err(if name == "break" { Ctl::Break(n) } else { Ctl::Continue(n) })
+            Err(if name == "break" {
+                Ctl::Break(n)
+            } else {
+                Ctl::Continue(n)
+            })
         }
         "export" | "readonly" => {
             let mut unexport = false;
@@ -94,7 +102,10 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                 names.sort_by(|a, b| a.0.cmp(b.0));
                 let mut out = String::new();
                 for (k, v) in names {
-                    out.push_str(&format!("declare -x {k}=\"{}\"\n", v.value.replace('"', "\\\"")));
+                    out.push_str(&format!(
+                        "declare -x {k}=\"{}\"\n",
+                        v.value.replace('"', "\\\"")
+                    ));
                 }
                 io.stdout.write_str(&out);
             }
@@ -140,7 +151,10 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             Ok(0)
         }
         "shift" => {
-            let n = args.first().and_then(|a| a.parse::<usize>().ok()).unwrap_or(1);
+            let n = args
+                .first()
+                .and_then(|a| a.parse::<usize>().ok())
+                .unwrap_or(1);
             if n > sh.positional.len() {
                 return Ok(1);
             }
@@ -210,7 +224,9 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                 }
                 rest = &rest[1..];
             }
-            let Some(cmd) = rest.first() else { return Ok(0) };
+            let Some(cmd) = rest.first() else {
+                return Ok(0);
+            };
             if describe {
                 if BUILTINS.contains(&cmd.as_str()) || sh.functions.contains_key(cmd) {
                     io.stdout.write_str(&format!("{cmd}\n"));
@@ -276,7 +292,9 @@ fn echo(args: &[String], io: &Io) -> i32 {
     let mut escapes = false;
     let mut i = 0;
     while let Some(a) = args.get(i) {
-        let flags = a.strip_prefix('-').filter(|f| !f.is_empty() && f.chars().all(|c| matches!(c, 'n' | 'e' | 'E')));
+        let flags = a
+            .strip_prefix('-')
+            .filter(|f| !f.is_empty() && f.chars().all(|c| matches!(c, 'n' | 'e' | 'E')));
         let Some(flags) = flags else { break };
         for c in flags.chars() {
             match c {
@@ -302,7 +320,10 @@ fn echo(args: &[String], io: &Io) -> i32 {
 }
 
 fn cd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
-    let args: Vec<&String> = args.iter().filter(|a| !matches!(a.as_str(), "-L" | "-P")).collect();
+    let args: Vec<&String> = args
+        .iter()
+        .filter(|a| !matches!(a.as_str(), "-L" | "-P"))
+        .collect();
     let target = match args.first().map(|s| s.as_str()) {
         None => match sh.get_var("HOME") {
             Some(h) => h,
@@ -425,7 +446,10 @@ fn set(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
 
 /// Quotes a value for `set` output when it needs it.
 fn quote(v: &str) -> String {
-    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%".contains(c)) {
+    if !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%".contains(c))
+    {
         v.to_string()
     } else {
         format!("'{}'", v.replace('\'', "'\\''"))
@@ -529,4 +553,3 @@ fn printf(sh: &mut Shell, args: &[String], io: &Io) -> Status {
     }
     Ok(status.0)
 }
-

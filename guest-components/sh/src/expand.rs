@@ -138,13 +138,21 @@ impl Shell {
     /// A word as one string: no splitting, no globbing (assignments, redirections, case).
     pub fn expand_single(&mut self, w: &str) -> Result<String, Ctl> {
         let fields = self.expand_fields(w, false)?;
-        Ok(fields.into_iter().map(|f| f.text).collect::<Vec<_>>().join(" "))
+        Ok(fields
+            .into_iter()
+            .map(|f| f.text)
+            .collect::<Vec<_>>()
+            .join(" "))
     }
 
     /// A word as a pattern: quoted parts match literally.
     pub fn expand_pattern(&mut self, w: &str) -> Result<String, Ctl> {
         let fields = self.expand_fields(w, false)?;
-        Ok(fields.into_iter().map(|f| f.pat).collect::<Vec<_>>().join(" "))
+        Ok(fields
+            .into_iter()
+            .map(|f| f.pat)
+            .collect::<Vec<_>>()
+            .join(" "))
     }
 
     pub fn expand_heredoc(&mut self, body: &str) -> Result<String, Ctl> {
@@ -172,7 +180,10 @@ impl Shell {
         self.expand_heredoc(text)
     }
 
-    pub fn expand_assignment(&mut self, a: &brush_parser::ast::Assignment) -> Result<(String, String), Ctl> {
+    pub fn expand_assignment(
+        &mut self,
+        a: &brush_parser::ast::Assignment,
+    ) -> Result<(String, String), Ctl> {
         use brush_parser::ast::{AssignmentName, AssignmentValue};
         let name = match &a.name {
             AssignmentName::VariableName(n) => n.clone(),
@@ -227,7 +238,8 @@ impl Shell {
             WordPiece::Text(s) => f.literal(s, quoted),
             WordPiece::SingleQuotedText(s) => f.literal(s, true),
             WordPiece::AnsiCQuotedText(s) => f.literal(&ansi_c(s), true),
-            WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
                 f.cur.quoted = true;
                 for p in inner {
                     self.piece(&p.piece, f, true)?;
@@ -309,7 +321,11 @@ impl Shell {
             Parameter::Special(s) => Some(match s {
                 SpecialParameter::AllPositionalParameters { concatenate } => {
                     let sep = if *concatenate {
-                        self.ifs().chars().next().map(String::from).unwrap_or_default()
+                        self.ifs()
+                            .chars()
+                            .next()
+                            .map(String::from)
+                            .unwrap_or_default()
                     } else {
                         " ".to_string()
                     };
@@ -331,9 +347,11 @@ impl Shell {
                     s
                 }
                 SpecialParameter::ProcessId => "1".to_string(),
-                SpecialParameter::LastBackgroundProcessId => {
-                    self.background.last().map(|p| p.to_string()).unwrap_or_default()
-                }
+                SpecialParameter::LastBackgroundProcessId => self
+                    .background
+                    .last()
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
                 SpecialParameter::ShellName => self.arg0.clone(),
             }),
             Parameter::Named(n) => self.get_var(n),
@@ -408,14 +426,22 @@ impl Shell {
             ParameterTestType::Unset => v.is_some(),
         };
         Ok(match expr {
-            PE::Parameter { parameter, indirect } => match self.lookup(parameter, *indirect) {
+            PE::Parameter {
+                parameter,
+                indirect,
+            } => match self.lookup(parameter, *indirect) {
                 Some(v) => v,
                 None if self.opts.nounset && !matches!(parameter, Parameter::Special(_)) => {
                     return Err(self.unbound(parameter));
                 }
                 None => String::new(),
             },
-            PE::UseDefaultValues { parameter, indirect, test_type, default_value } => {
+            PE::UseDefaultValues {
+                parameter,
+                indirect,
+                test_type,
+                default_value,
+            } => {
                 let v = self.lookup(parameter, *indirect);
                 if is_set(&v, test_type) {
                     v.unwrap_or_default()
@@ -423,7 +449,12 @@ impl Shell {
                     self.expand_single(default_value.as_deref().unwrap_or(""))?
                 }
             }
-            PE::AssignDefaultValues { parameter, indirect, test_type, default_value } => {
+            PE::AssignDefaultValues {
+                parameter,
+                indirect,
+                test_type,
+                default_value,
+            } => {
                 let v = self.lookup(parameter, *indirect);
                 if is_set(&v, test_type) {
                     v.unwrap_or_default()
@@ -435,7 +466,12 @@ impl Shell {
                     d
                 }
             }
-            PE::IndicateErrorIfNullOrUnset { parameter, indirect, test_type, error_message } => {
+            PE::IndicateErrorIfNullOrUnset {
+                parameter,
+                indirect,
+                test_type,
+                error_message,
+            } => {
                 let v = self.lookup(parameter, *indirect);
                 if is_set(&v, test_type) {
                     v.unwrap_or_default()
@@ -449,7 +485,12 @@ impl Shell {
                     return Err(Ctl::Exit(1));
                 }
             }
-            PE::UseAlternativeValue { parameter, indirect, test_type, alternative_value } => {
+            PE::UseAlternativeValue {
+                parameter,
+                indirect,
+                test_type,
+                alternative_value,
+            } => {
                 let v = self.lookup(parameter, *indirect);
                 if is_set(&v, test_type) {
                     self.expand_single(alternative_value.as_deref().unwrap_or(""))?
@@ -457,7 +498,10 @@ impl Shell {
                     String::new()
                 }
             }
-            PE::ParameterLength { parameter, indirect } => match parameter {
+            PE::ParameterLength {
+                parameter,
+                indirect,
+            } => match parameter {
                 Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => {
                     self.positional.len().to_string()
                 }
@@ -467,10 +511,26 @@ impl Shell {
                     None => "0".to_string(),
                 },
             },
-            PE::RemoveSmallestSuffixPattern { parameter, indirect, pattern }
-            | PE::RemoveLargestSuffixPattern { parameter, indirect, pattern }
-            | PE::RemoveSmallestPrefixPattern { parameter, indirect, pattern }
-            | PE::RemoveLargestPrefixPattern { parameter, indirect, pattern } => {
+            PE::RemoveSmallestSuffixPattern {
+                parameter,
+                indirect,
+                pattern,
+            }
+            | PE::RemoveLargestSuffixPattern {
+                parameter,
+                indirect,
+                pattern,
+            }
+            | PE::RemoveSmallestPrefixPattern {
+                parameter,
+                indirect,
+                pattern,
+            }
+            | PE::RemoveLargestPrefixPattern {
+                parameter,
+                indirect,
+                pattern,
+            } => {
                 let v = self.lookup(parameter, *indirect).unwrap_or_default();
                 let pat = self.expand_pattern(pattern.as_deref().unwrap_or(""))?;
                 let (suffix, longest) = match expr {
@@ -481,24 +541,43 @@ impl Shell {
                 };
                 pattern::remove(&v, &pat, suffix, longest)
             }
-            PE::Substring { parameter, indirect, offset, length } => {
+            PE::Substring {
+                parameter,
+                indirect,
+                offset,
+                length,
+            } => {
                 let v = self.lookup(parameter, *indirect).unwrap_or_default();
                 let chars: Vec<char> = v.chars().collect();
                 let n = chars.len() as i64;
                 let off_text = self.expand_arith_text(&offset.value)?;
                 let off = crate::arith::eval_str(self, &off_text).map_err(|_| Ctl::Exit(1))?;
-                let start = if off < 0 { (n + off).max(0) } else { off.min(n) };
+                let start = if off < 0 {
+                    (n + off).max(0)
+                } else {
+                    off.min(n)
+                };
                 let end = match length {
                     Some(l) => {
                         let lt = self.expand_arith_text(&l.value)?;
                         let len = crate::arith::eval_str(self, &lt).map_err(|_| Ctl::Exit(1))?;
-                        if len < 0 { (n + len).max(start) } else { (start + len).min(n) }
+                        if len < 0 {
+                            (n + len).max(start)
+                        } else {
+                            (start + len).min(n)
+                        }
                     }
                     None => n,
                 };
-                chars[start as usize..end.max(start) as usize].iter().collect()
+                chars[start as usize..end.max(start) as usize]
+                    .iter()
+                    .collect()
             }
-            PE::Transform { parameter, indirect, op } => {
+            PE::Transform {
+                parameter,
+                indirect,
+                op,
+            } => {
                 let v = self.lookup(parameter, *indirect).unwrap_or_default();
                 match op {
                     ParameterTransformOp::ToUpperCase => v.to_uppercase(),
@@ -509,13 +588,24 @@ impl Shell {
                     _ => v,
                 }
             }
-            PE::UppercaseFirstChar { parameter, indirect, .. } => {
-                capitalize(&self.lookup(parameter, *indirect).unwrap_or_default())
-            }
-            PE::UppercasePattern { parameter, indirect, .. } => {
-                self.lookup(parameter, *indirect).unwrap_or_default().to_uppercase()
-            }
-            PE::LowercaseFirstChar { parameter, indirect, .. } => {
+            PE::UppercaseFirstChar {
+                parameter,
+                indirect,
+                ..
+            } => capitalize(&self.lookup(parameter, *indirect).unwrap_or_default()),
+            PE::UppercasePattern {
+                parameter,
+                indirect,
+                ..
+            } => self
+                .lookup(parameter, *indirect)
+                .unwrap_or_default()
+                .to_uppercase(),
+            PE::LowercaseFirstChar {
+                parameter,
+                indirect,
+                ..
+            } => {
                 let v = self.lookup(parameter, *indirect).unwrap_or_default();
                 let mut c = v.chars();
                 match c.next() {
@@ -523,22 +613,43 @@ impl Shell {
                     None => String::new(),
                 }
             }
-            PE::LowercasePattern { parameter, indirect, .. } => {
-                self.lookup(parameter, *indirect).unwrap_or_default().to_lowercase()
-            }
-            PE::ReplaceSubstring { parameter, indirect, pattern, replacement, match_kind } => {
+            PE::LowercasePattern {
+                parameter,
+                indirect,
+                ..
+            } => self
+                .lookup(parameter, *indirect)
+                .unwrap_or_default()
+                .to_lowercase(),
+            PE::ReplaceSubstring {
+                parameter,
+                indirect,
+                pattern,
+                replacement,
+                match_kind,
+            } => {
                 let v = self.lookup(parameter, *indirect).unwrap_or_default();
                 let pat = self.expand_pattern(pattern)?;
                 let with = self.expand_single(replacement.as_deref().unwrap_or(""))?;
                 match match_kind {
-                    SubstringMatchKind::FirstOccurrence => pattern::replace(&v, &pat, &with, false, None),
+                    SubstringMatchKind::FirstOccurrence => {
+                        pattern::replace(&v, &pat, &with, false, None)
+                    }
                     SubstringMatchKind::Anywhere => pattern::replace(&v, &pat, &with, true, None),
-                    SubstringMatchKind::Prefix => pattern::replace(&v, &pat, &with, false, Some(false)),
-                    SubstringMatchKind::Suffix => pattern::replace(&v, &pat, &with, false, Some(true)),
+                    SubstringMatchKind::Prefix => {
+                        pattern::replace(&v, &pat, &with, false, Some(false))
+                    }
+                    SubstringMatchKind::Suffix => {
+                        pattern::replace(&v, &pat, &with, false, Some(true))
+                    }
                 }
             }
             PE::VariableNames { prefix, .. } => {
-                let mut names: Vec<&String> = self.vars.keys().filter(|k| k.starts_with(prefix.as_str())).collect();
+                let mut names: Vec<&String> = self
+                    .vars
+                    .keys()
+                    .filter(|k| k.starts_with(prefix.as_str()))
+                    .collect();
                 names.sort();
                 names.into_iter().cloned().collect::<Vec<_>>().join(" ")
             }
@@ -616,7 +727,11 @@ pub fn ansi_c(s: &str) -> String {
             '"' => out.push('"'),
             '?' => out.push('?'),
             'x' => {
-                let hex: String = chars[i..].iter().take(2).take_while(|c| c.is_ascii_hexdigit()).collect();
+                let hex: String = chars[i..]
+                    .iter()
+                    .take(2)
+                    .take_while(|c| c.is_ascii_hexdigit())
+                    .collect();
                 if hex.is_empty() {
                     out.push_str("\\x");
                 } else {
@@ -755,9 +870,15 @@ fn sequence(s: &str) -> Option<Vec<String>> {
     if parts.len() < 2 || parts.len() > 3 {
         return None;
     }
-    let step: i64 = parts.get(2).map_or(Some(1i64), |s| s.parse().ok())?.abs().max(1);
+    let step: i64 = parts
+        .get(2)
+        .map_or(Some(1i64), |s| s.parse().ok())?
+        .abs()
+        .max(1);
     if let (Ok(a), Ok(b)) = (parts[0].parse::<i64>(), parts[1].parse::<i64>()) {
-        let width = if (parts[0].starts_with('0') && parts[0].len() > 1) || (parts[1].starts_with('0') && parts[1].len() > 1) {
+        let width = if (parts[0].starts_with('0') && parts[0].len() > 1)
+            || (parts[1].starts_with('0') && parts[1].len() > 1)
+        {
             parts[0].len().max(parts[1].len())
         } else {
             0

@@ -17,7 +17,13 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
                 (false, true) => cwd.to_string(),
                 (false, false) => format!("{cwd}/{prefix}"),
             };
-            let join = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}/{name}") };
+            let join = |name: &str| {
+                if prefix.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{prefix}/{name}")
+                }
+            };
             if !pattern::has_magic(part) {
                 let name = unescape(part);
                 let candidate = join(&name);
@@ -27,7 +33,9 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
                 }
                 continue;
             }
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             let mut names: Vec<String> = entries
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -37,7 +45,11 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
             names.sort();
             for n in names {
                 let full = format!("{dir}/{n}");
-                if !last && !std::fs::metadata(&full).map(|m| m.is_dir()).unwrap_or(false) {
+                if !last
+                    && !std::fs::metadata(&full)
+                        .map(|m| m.is_dir())
+                        .unwrap_or(false)
+                {
                     continue;
                 }
                 next.push(join(&n));

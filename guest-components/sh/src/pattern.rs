@@ -7,7 +7,10 @@ enum Tok {
     Any,
     One,
     Lit(char),
-    Class { negated: bool, items: Vec<(char, char)> },
+    Class {
+        negated: bool,
+        items: Vec<(char, char)>,
+    },
 }
 
 fn compile(pattern: &str) -> Vec<Tok> {
@@ -203,7 +206,9 @@ pub fn replace(s: &str, pattern: &str, with: &str, all: bool, anchor: Option<boo
         if replaced && !all {
             break;
         }
-        let found = (i + 1..=n).rev().find(|&end| matches_at(&toks, &chars[i..end]));
+        let found = (i + 1..=n)
+            .rev()
+            .find(|&end| matches_at(&toks, &chars[i..end]));
         match found {
             Some(end) => {
                 out.push_str(with);

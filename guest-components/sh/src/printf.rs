@@ -16,7 +16,13 @@ pub fn format(fmt: &str, args: &[String]) -> (String, (i32, Option<String>)) {
     (out, status)
 }
 
-fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, status: &mut (i32, Option<String>)) -> bool {
+fn one_pass(
+    fmt: &str,
+    args: &[String],
+    next: &mut usize,
+    out: &mut String,
+    status: &mut (i32, Option<String>),
+) -> bool {
     let chars: Vec<char> = fmt.chars().collect();
     let mut i = 0;
     let take = |next: &mut usize| -> Option<String> {
@@ -112,7 +118,10 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
                 }
                 s
             }
-            'c' => arg.and_then(|a| a.chars().next()).map(String::from).unwrap_or_default(),
+            'c' => arg
+                .and_then(|a| a.chars().next())
+                .map(String::from)
+                .unwrap_or_default(),
             'd' | 'i' | 'u' | 'x' | 'X' | 'o' => {
                 let a = arg.unwrap_or_default();
                 let n = match parse_int(&a) {
@@ -132,7 +141,9 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
                     _ => format!("{}", n.unsigned_abs()),
                 };
                 let mut digits = match prec {
-                    Some(p) if digits.len() < p => format!("{}{digits}", "0".repeat(p - digits.len())),
+                    Some(p) if digits.len() < p => {
+                        format!("{}{digits}", "0".repeat(p - digits.len()))
+                    }
                     _ => digits,
                 };
                 if flags.contains('#') && conv == 'x' && n != 0 {
@@ -151,8 +162,15 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
                 } else {
                     ""
                 };
-                if flags.contains('0') && !left && prec.is_none() && width > sign.len() + digits.len() {
-                    format!("{sign}{}{digits}", "0".repeat(width - sign.len() - digits.len()))
+                if flags.contains('0')
+                    && !left
+                    && prec.is_none()
+                    && width > sign.len() + digits.len()
+                {
+                    format!(
+                        "{sign}{}{digits}",
+                        "0".repeat(width - sign.len() - digits.len())
+                    )
                 } else {
                     format!("{sign}{digits}")
                 }
@@ -171,7 +189,11 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
                     'e' | 'E' => c_exp(x, p, conv == 'E'),
                     _ => {
                         let p = if p == 0 { 1 } else { p };
-                        let exp = if x == 0.0 { 0 } else { x.abs().log10().floor() as i32 };
+                        let exp = if x == 0.0 {
+                            0
+                        } else {
+                            x.abs().log10().floor() as i32
+                        };
                         if exp < -4 || exp >= p as i32 {
                             let s = c_exp(x, p - 1, conv == 'G');
                             trim_g(&s)
@@ -181,9 +203,17 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
                         }
                     }
                 };
-                let s = if flags.contains('+') && x >= 0.0 { format!("+{s}") } else { s };
+                let s = if flags.contains('+') && x >= 0.0 {
+                    format!("+{s}")
+                } else {
+                    s
+                };
                 if flags.contains('0') && !left && width > s.len() {
-                    let (sign, rest) = if s.starts_with('-') || s.starts_with('+') { s.split_at(1) } else { ("", s.as_str()) };
+                    let (sign, rest) = if s.starts_with('-') || s.starts_with('+') {
+                        s.split_at(1)
+                    } else {
+                        ("", s.as_str())
+                    };
                     format!("{sign}{}{rest}", "0".repeat(width - s.len()))
                 } else {
                     s
@@ -191,7 +221,10 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
             }
             'q' => {
                 let a = arg.unwrap_or_default();
-                if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c)) {
+                if !a.is_empty()
+                    && a.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c))
+                {
                     a
                 } else {
                     format!("'{}'", a.replace('\'', "'\\''"))
@@ -211,7 +244,11 @@ fn one_pass(fmt: &str, args: &[String], next: &mut usize, out: &mut String, stat
 
 fn trim_g(s: &str) -> String {
     if let Some((mant, exp)) = s.split_once(['e', 'E']) {
-        let m = if mant.contains('.') { mant.trim_end_matches('0').trim_end_matches('.') } else { mant };
+        let m = if mant.contains('.') {
+            mant.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            mant
+        };
         let e = if s.contains('E') { 'E' } else { 'e' };
         format!("{m}{e}{exp}")
     } else if s.contains('.') {
@@ -226,7 +263,11 @@ fn c_exp(x: f64, p: usize, upper: bool) -> String {
     let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let e = if upper { 'E' } else { 'e' };
-    format!("{mant}{e}{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    format!(
+        "{mant}{e}{}{:02}",
+        if exp < 0 { '-' } else { '+' },
+        exp.abs()
+    )
 }
 
 fn pad(s: &str, width: usize, left: bool, _zero: bool) -> String {
@@ -276,12 +317,20 @@ fn escape(chars: &[char]) -> (String, usize, bool) {
                 k += 1;
             }
             let v = u32::from_str_radix(&oct, 8).unwrap_or(0);
-            (char::from_u32(v).map(String::from).unwrap_or_default(), k, false)
+            (
+                char::from_u32(v).map(String::from).unwrap_or_default(),
+                k,
+                false,
+            )
         }
         Some(_) => {
             let s: String = chars[..2.min(chars.len())].iter().collect();
             let extra: String = if chars[1] == 'x' {
-                chars[2..].iter().take(2).take_while(|c| c.is_ascii_hexdigit()).collect()
+                chars[2..]
+                    .iter()
+                    .take(2)
+                    .take_while(|c| c.is_ascii_hexdigit())
+                    .collect()
             } else {
                 String::new()
             };

@@ -72,7 +72,9 @@ pub fn parser_options() -> brush_parser::ParserOptions {
 
 pub fn parse(script: &str) -> Result<ast::Program, String> {
     let mut parser = brush_parser::Parser::new(std::io::Cursor::new(script), &parser_options());
-    parser.parse_program().map_err(|e| syntax_error_message(script, &e))
+    parser
+        .parse_program()
+        .map_err(|e| syntax_error_message(script, &e))
 }
 
 /// bash-like text for a parse error: the line and the token the parser stopped at.
@@ -81,8 +83,15 @@ fn syntax_error_message(script: &str, e: &brush_parser::ParseError) -> String {
         brush_parser::ParseError::ParsingNear(pos) => {
             let line = script.lines().nth(pos.line.saturating_sub(1)).unwrap_or("");
             let rest: String = line.chars().skip(pos.column.saturating_sub(1)).collect();
-            let token: String = rest.split_whitespace().next().unwrap_or("newline").to_string();
-            format!("line {}: syntax error near unexpected token `{token}'", pos.line)
+            let token: String = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or("newline")
+                .to_string();
+            format!(
+                "line {}: syntax error near unexpected token `{token}'",
+                pos.line
+            )
         }
         brush_parser::ParseError::ParsingAtEndOfInput => {
             "syntax error: unexpected end of file".to_string()
@@ -92,22 +101,33 @@ fn syntax_error_message(script: &str, e: &brush_parser::ParseError) -> String {
 }
 
 pub const BUILTINS: &[&str] = &[
-    ":", ".", "[", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit",
-    "export", "false", "local", "printf", "pwd", "read", "readonly", "return", "set", "shift",
-    "source", "test", "true", "type", "unset", "wait",
+    ":", ".", "[", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit", "export",
+    "false", "local", "printf", "pwd", "read", "readonly", "return", "set", "shift", "source",
+    "test", "true", "type", "unset", "wait",
 ];
 
 impl Shell {
     pub fn new(arg0: String, positional: Vec<String>) -> Shell {
         let mut vars = HashMap::new();
         for (k, v) in std::env::vars() {
-            vars.insert(k, Var { value: v, exported: true });
+            vars.insert(
+                k,
+                Var {
+                    value: v,
+                    exported: true,
+                },
+            );
         }
         let cwd = vars
             .get("PWD")
             .map(|v| v.value.clone())
             .unwrap_or_else(|| "/".to_string());
-        for (k, v) in [("IFS", " \t\n"), ("PS1", "$ "), ("PS2", "> "), ("OPTIND", "1")] {
+        for (k, v) in [
+            ("IFS", " \t\n"),
+            ("PS1", "$ "),
+            ("PS2", "> "),
+            ("OPTIND", "1"),
+        ] {
             vars.entry(k.to_string()).or_insert(Var {
                 value: v.to_string(),
                 exported: false,
@@ -355,8 +375,16 @@ impl Shell {
             pipes.push(process::pipe());
         }
         let stage_io = |i: usize| Io {
-            stdin: if i == 0 { io.stdin.clone() } else { In::Handle(pipes[i - 1].0) },
-            stdout: if i + 1 == n { io.stdout.clone() } else { Out::Handle(pipes[i].1) },
+            stdin: if i == 0 {
+                io.stdin.clone()
+            } else {
+                In::Handle(pipes[i - 1].0)
+            },
+            stdout: if i + 1 == n {
+                io.stdout.clone()
+            } else {
+                Out::Handle(pipes[i].1)
+            },
             stderr: io.stderr.clone(),
         };
         let mut launched: Vec<Option<Launched>> = Vec::new();
@@ -634,7 +662,13 @@ impl Shell {
         Ok(r? == 0)
     }
 
-    fn run_loop(&mut self, cond: &ast::CompoundList, body: &ast::CompoundList, io: &Io, while_: bool) -> Status {
+    fn run_loop(
+        &mut self,
+        cond: &ast::CompoundList,
+        body: &ast::CompoundList,
+        io: &Io,
+        while_: bool,
+    ) -> Status {
         let mut status = 0;
         self.loop_depth += 1;
         let result = (|| {
@@ -661,7 +695,11 @@ impl Shell {
 
     /// Expands a simple command and applies its redirections. `None` when it was only
     /// assignments or redirections (already done).
-    fn prepare_simple(&mut self, cmd: &ast::SimpleCommand, io: &Io) -> Result<Option<Prepared>, Ctl> {
+    fn prepare_simple(
+        &mut self,
+        cmd: &ast::SimpleCommand,
+        io: &Io,
+    ) -> Result<Option<Prepared>, Ctl> {
         self.cur_io = io.clone();
         let mut assigns: Vec<(String, String)> = Vec::new();
         let mut redirects: Vec<&ast::IoRedirect> = Vec::new();
@@ -717,7 +755,9 @@ impl Shell {
                 self.set_var(&k, v);
             }
             // `$(false)` alone sets the status; plain assignments reset it.
-            return Ok(Some(Prepared::Status(self.subst_status.take().unwrap_or(0))));
+            return Ok(Some(Prepared::Status(
+                self.subst_status.take().unwrap_or(0),
+            )));
         }
         self.subst_status = None;
         if self.opts.xtrace {
@@ -733,7 +773,11 @@ impl Shell {
             cio.stderr.write_str(&line);
         }
         if in_shell {
-            return Ok(Some(Prepared::InShell { argv, assigns, io: cio }));
+            return Ok(Some(Prepared::InShell {
+                argv,
+                assigns,
+                io: cio,
+            }));
         }
         Ok(Some(Prepared::External {
             argv,
@@ -759,7 +803,23 @@ impl Shell {
                     self.set_var(k, v.clone());
                 }
                 let r = crate::builtins::run(self, &argv, &io);
-                let special = matches!(argv[0].as_str(), ":" | "." | "source" | "export" | "readonly" | "set" | "unset" | "eval" | "exec" | "exit" | "return" | "break" | "continue" | "shift" | "local");
+                let special = matches!(
+                    argv[0].as_str(),
+                    ":" | "."
+                        | "source"
+                        | "export"
+                        | "readonly"
+                        | "set"
+                        | "unset"
+                        | "eval"
+                        | "exec"
+                        | "exit"
+                        | "return"
+                        | "break"
+                        | "continue"
+                        | "shift"
+                        | "local"
+                );
                 if !special {
                     for (k, v) in saved {
                         match v {
@@ -828,7 +888,12 @@ impl Shell {
 
     /// Starts an external program. On failure prints the shell's message and returns the
     /// status (127 not found, 126 cannot run).
-    pub fn launch(&mut self, argv: &[String], extra_env: &[(String, String)], io: &Io) -> Result<Launched, i32> {
+    pub fn launch(
+        &mut self,
+        argv: &[String],
+        extra_env: &[(String, String)],
+        io: &Io,
+    ) -> Result<Launched, i32> {
         let mut argv = argv.to_vec();
         if argv[0].contains('/') && !is_bin_path(&argv[0]) {
             argv = self.script_argv(&argv, io)?;
@@ -931,10 +996,12 @@ impl Shell {
                             .chain(args.iter().copied())
                             .map(String::from)
                             .collect(),
-                        [prog, args @ ..] => std::iter::once(prog.rsplit('/').next().unwrap_or(prog))
-                            .chain(args.iter().copied())
-                            .map(String::from)
-                            .collect(),
+                        [prog, args @ ..] => {
+                            std::iter::once(prog.rsplit('/').next().unwrap_or(prog))
+                                .chain(args.iter().copied())
+                                .map(String::from)
+                                .collect()
+                        }
                         [] => interp,
                     };
                 }
@@ -971,7 +1038,12 @@ impl Shell {
 
     /// Applies redirections to `io`. `in_shell`: the command runs inside the shell, so an
     /// input file is read into memory (its readers then share one position).
-    pub fn apply_redirects(&mut self, redirects: &[ast::IoRedirect], io: &Io, in_shell: bool) -> Result<Io, String> {
+    pub fn apply_redirects(
+        &mut self,
+        redirects: &[ast::IoRedirect],
+        io: &Io,
+        in_shell: bool,
+    ) -> Result<Io, String> {
         let mut io = io.clone();
         for r in redirects {
             match r {
@@ -986,9 +1058,10 @@ impl Shell {
                         (K::DuplicateOutput | K::DuplicateInput, t) => {
                             let src = match t {
                                 ast::IoFileRedirectTarget::Fd(n) => n.to_string(),
-                                ast::IoFileRedirectTarget::Duplicate(w) | ast::IoFileRedirectTarget::Filename(w) => {
-                                    self.expand_single(&w.value).map_err(|_| "bad substitution".to_string())?
-                                }
+                                ast::IoFileRedirectTarget::Duplicate(w)
+                                | ast::IoFileRedirectTarget::Filename(w) => self
+                                    .expand_single(&w.value)
+                                    .map_err(|_| "bad substitution".to_string())?,
                                 ast::IoFileRedirectTarget::ProcessSubstitution(..) => {
                                     return Err("process substitution is not supported".into());
                                 }
@@ -1009,7 +1082,9 @@ impl Shell {
                             }
                         }
                         (_, ast::IoFileRedirectTarget::Filename(w)) => {
-                            let path = self.expand_single(&w.value).map_err(|_| "bad substitution".to_string())?;
+                            let path = self
+                                .expand_single(&w.value)
+                                .map_err(|_| "bad substitution".to_string())?;
                             if path.is_empty() {
                                 return Err(": No such file or directory".into());
                             }
@@ -1034,7 +1109,8 @@ impl Shell {
                                     }
                                 }
                                 _ => {
-                                    let out = self.open_output(&path, matches!(kind, K::Append), &io)?;
+                                    let out =
+                                        self.open_output(&path, matches!(kind, K::Append), &io)?;
                                     match fd {
                                         1 => io.stdout = out,
                                         2 => io.stderr = out,
@@ -1055,14 +1131,16 @@ impl Shell {
                                 _ => {}
                             }
                         }
-                        (_, ast::IoFileRedirectTarget::Duplicate(_)) | (_, ast::IoFileRedirectTarget::ProcessSubstitution(..)) => {
+                        (_, ast::IoFileRedirectTarget::Duplicate(_))
+                        | (_, ast::IoFileRedirectTarget::ProcessSubstitution(..)) => {
                             return Err("unsupported redirection".into());
                         }
                     }
                 }
                 ast::IoRedirect::HereDocument(fd, doc) => {
                     let mut body = if doc.requires_expansion {
-                        self.expand_heredoc(&doc.doc.value).map_err(|_| "bad substitution".to_string())?
+                        self.expand_heredoc(&doc.doc.value)
+                            .map_err(|_| "bad substitution".to_string())?
                     } else {
                         doc.doc.value.clone()
                     };
@@ -1077,14 +1155,18 @@ impl Shell {
                     }
                 }
                 ast::IoRedirect::HereString(fd, word) => {
-                    let mut s = self.expand_single(&word.value).map_err(|_| "bad substitution".to_string())?;
+                    let mut s = self
+                        .expand_single(&word.value)
+                        .map_err(|_| "bad substitution".to_string())?;
                     s.push('\n');
                     if fd.unwrap_or(0) == 0 {
                         io.stdin = In::bytes(s.into_bytes());
                     }
                 }
                 ast::IoRedirect::OutputAndError(word, append) => {
-                    let path = self.expand_single(&word.value).map_err(|_| "bad substitution".to_string())?;
+                    let path = self
+                        .expand_single(&word.value)
+                        .map_err(|_| "bad substitution".to_string())?;
                     let out = self.open_output(&path, *append, &io)?;
                     io.stdout = out.clone();
                     io.stderr = out;
@@ -1125,7 +1207,8 @@ impl Shell {
         } else {
             o.write(true).create(true).truncate(true);
         }
-        o.open(&abs).map_err(|e| format!("{path}: {}", io_message(&e)))?;
+        o.open(&abs)
+            .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         Ok(Out::File(abs))
     }
 }
@@ -1146,9 +1229,15 @@ pub enum Prepared {
 }
 
 fn is_bin_path(p: &str) -> bool {
-    ["/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/"]
-        .iter()
-        .any(|d| p.strip_prefix(d).is_some_and(|rest| !rest.contains('/')))
+    [
+        "/bin/",
+        "/usr/bin/",
+        "/usr/local/bin/",
+        "/sbin/",
+        "/usr/sbin/",
+    ]
+    .iter()
+    .any(|d| p.strip_prefix(d).is_some_and(|rest| !rest.contains('/')))
 }
 
 /// The text a shell prints for an I/O error.

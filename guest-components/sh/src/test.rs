@@ -21,10 +21,15 @@ fn file_test(sh: &Shell, op: &str, path: &str) -> bool {
     }
 }
 
-const UNARY_FILE: &[&str] = &["-e", "-a", "-f", "-d", "-s", "-r", "-w", "-x", "-L", "-h", "-p", "-S", "-b", "-c", "-g", "-u", "-k"];
+const UNARY_FILE: &[&str] = &[
+    "-e", "-a", "-f", "-d", "-s", "-r", "-w", "-x", "-L", "-h", "-p", "-S", "-b", "-c", "-g", "-u",
+    "-k",
+];
 
 fn int(s: &str) -> Result<i64, String> {
-    s.trim().parse().map_err(|_| format!("{s}: integer expression expected"))
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s}: integer expression expected"))
 }
 
 fn binary(sh: &Shell, a: &str, op: &str, b: &str) -> Result<Option<bool>, String> {
@@ -40,9 +45,19 @@ fn binary(sh: &Shell, a: &str, op: &str, b: &str) -> Result<Option<bool>, String
         "-gt" => int(a)? > int(b)?,
         "-ge" => int(a)? >= int(b)?,
         "-nt" | "-ot" => {
-            let m = |p: &str| std::fs::metadata(sh.abs_path(p)).and_then(|m| m.modified()).ok();
+            let m = |p: &str| {
+                std::fs::metadata(sh.abs_path(p))
+                    .and_then(|m| m.modified())
+                    .ok()
+            };
             match (m(a), m(b)) {
-                (Some(x), Some(y)) => if op == "-nt" { x > y } else { x < y },
+                (Some(x), Some(y)) => {
+                    if op == "-nt" {
+                        x > y
+                    } else {
+                        x < y
+                    }
+                }
                 (Some(_), None) => op == "-nt",
                 (None, Some(_)) => op == "-ot",
                 _ => false,
@@ -137,7 +152,10 @@ impl<'a> Parser<'a> {
 
 /// `[[ expr ]]`.
 pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
-    let expand = |sh: &mut Shell, w: &str| sh.expand_single(w).map_err(|_| "bad substitution".to_string());
+    let expand = |sh: &mut Shell, w: &str| {
+        sh.expand_single(w)
+            .map_err(|_| "bad substitution".to_string())
+    };
     Ok(match e {
         X::And(a, b) => extended(sh, a)? && extended(sh, b)?,
         X::Or(a, b) => extended(sh, a)? || extended(sh, b)?,
@@ -153,9 +171,9 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                 U::FileExistsAndIsDir => file_test(sh, "-d", &v),
                 U::FileExistsAndIsNotZeroLength => file_test(sh, "-s", &v),
                 U::FileExistsAndIsSymlink => file_test(sh, "-L", &v),
-                U::FileExistsAndIsReadable | U::FileExistsAndIsWritable | U::FileExistsAndIsExecutable => {
-                    file_test(sh, "-e", &v)
-                }
+                U::FileExistsAndIsReadable
+                | U::FileExistsAndIsWritable
+                | U::FileExistsAndIsExecutable => file_test(sh, "-e", &v),
                 U::ShellVariableIsSetAndAssigned => sh.get_var(&v).is_some(),
                 _ => false,
             }
@@ -164,8 +182,11 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
             let a = expand(sh, &l.value)?;
             match op {
                 B::StringExactlyMatchesPattern | B::StringDoesNotExactlyMatchPattern => {
-                    let pat = sh.expand_pattern(&r.value).map_err(|_| "bad substitution".to_string())?;
-                    crate::pattern::matches(&pat, &a) == matches!(op, B::StringExactlyMatchesPattern)
+                    let pat = sh
+                        .expand_pattern(&r.value)
+                        .map_err(|_| "bad substitution".to_string())?;
+                    crate::pattern::matches(&pat, &a)
+                        == matches!(op, B::StringExactlyMatchesPattern)
                 }
                 B::StringMatchesRegex => {
                     return Err("=~: regular expressions are not supported yet".into());
@@ -188,7 +209,11 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                         B::FilesReferToSameDeviceAndInodeNumbers => "-ef",
                         _ => "==",
                     };
-                    if o.starts_with("-e") || o.starts_with("-n") || o.starts_with("-l") || o.starts_with("-g") {
+                    if o.starts_with("-e")
+                        || o.starts_with("-n")
+                        || o.starts_with("-l")
+                        || o.starts_with("-g")
+                    {
                         if matches!(o, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge") {
                             let x = crate::arith::eval_str(sh, &a)?;
                             let y = crate::arith::eval_str(sh, &b)?;
@@ -208,4 +233,3 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
         }
     })
 }
-

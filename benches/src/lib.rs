@@ -1,0 +1,54 @@
+//! Shared pieces of the wasbox benchmarks: reading criterion's medians back and printing
+//! them side by side with their native baselines.
+
+use std::path::{Path, PathBuf};
+
+/// Criterion's output directory (`target/criterion`).
+pub fn criterion_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("criterion")
+}
+
+/// The median (in nanoseconds) criterion measured for `group/id`, if it ran.
+pub fn median_ns(group: &str, id: &str) -> Option<f64> {
+    // Criterion names a group's directory after the group with `/` replaced by `_`.
+    let dir = group.replace('/', "_");
+    let path = criterion_dir()
+        .join(dir)
+        .join(id)
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn human(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.1} us", ns / 1e3)
+    }
+}
+
+/// Prints one table row per (group, wasbox id, native id): both medians and native/wasbox.
+pub fn print_ratios(rows: &[(&str, &str, &str)]) {
+    println!();
+    println!(
+        "{:<34} {:>12} {:>12} {:>16}",
+        "benchmark", "wasbox", "native", "native / wasbox"
+    );
+    for (group, ours, native) in rows {
+        match (median_ns(group, ours), median_ns(group, native)) {
+            (Some(a), Some(b)) => println!(
+                "{:<34} {:>12} {:>12} {:>15.1}x",
+                group,
+                human(a),
+                human(b),
+                b / a
+            ),
+            _ => println!("{group:<34} (not measured in this run)"),
+        }
+    }
+}

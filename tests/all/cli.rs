@@ -1,0 +1,122 @@
+//! `wasbox run`: the real binary, its output, exit codes and options.
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::harness::{run_bounded, text, wasbox};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn run_streams_output_and_exits_with_the_job_code() {
+    let mut cmd = wasbox();
+    cmd.args(["run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(text(&out.stdout), "out\n");
+    assert_eq!(text(&out.stderr), "err\n");
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn run_without_double_dash_and_with_env() {
+    let mut cmd = wasbox();
+    cmd.args([
+        "run",
+        "--env",
+        "GREETING=hi there",
+        "sh",
+        "-c",
+        "echo \"$GREETING\" \"$PWD\"",
+    ]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(text(&out.stdout), "hi there /workspace\n");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn run_times_out_with_124() {
+    let mut cmd = wasbox();
+    cmd.args([
+        "run",
+        "--timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "while :; do :; done",
+    ]);
+    let started = std::time::Instant::now();
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(124));
+    assert!(
+        text(&out.stderr).contains("timed out"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn run_uses_the_given_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("in.txt"), "from the host\n").unwrap();
+    let mut cmd = wasbox();
+    cmd.arg("run").arg("--workspace").arg(dir.path()).args([
+        "--",
+        "sh",
+        "-c",
+        "cat in.txt > out.txt; echo made >> out.txt",
+    ]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+    assert_eq!(written, "from the host\nmade\n");
+}
+
+#[test]
+fn run_passes_piped_stdin() {
+    let mut cmd = wasbox();
+    cmd.args(["run", "--", "wc", "-l"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"a\nb\nc\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(text(&out.stdout).trim(), "3");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn run_unknown_program_is_127() {
+    let mut cmd = wasbox();
+    cmd.args(["run", "--", "no-such-program", "x"]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(
+        text(&out.stderr),
+        "sh: no-such-program: command not found\n"
+    );
+}
+
+#[test]
+fn run_rejects_bad_arguments() {
+    for args in [
+        vec!["run"],
+        vec!["run", "--timeout", "soon", "--", "true"],
+        vec!["run", "--env", "NOEQUALS", "--", "true"],
+        vec!["run", "--bogus", "--", "true"],
+        vec!["frobnicate"],
+    ] {
+        let mut cmd = wasbox();
+        cmd.args(&args);
+        let out = run_bounded(cmd, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).starts_with("wasbox: "),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! Nothing inside a sandbox reaches a host file outside its workspace: each attempt fails
+//! with an ordinary shell error and the host is unharmed.
+
+use crate::harness::sh_in;
+
+struct Fixture {
+    _root: tempfile::TempDir,
+    workspace: std::path::PathBuf,
+    secret: std::path::PathBuf,
+}
+
+/// A workspace with a secret file beside it (outside) and a host symlink inside pointing
+/// at that secret.
+fn fixture() -> Fixture {
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let secret = root.path().join("secret.txt");
+    std::fs::write(&secret, "top secret\n").unwrap();
+    std::os::unix::fs::symlink(&secret, workspace.join("hostlink")).unwrap();
+    Fixture {
+        _root: root,
+        workspace,
+        secret,
+    }
+}
+
+async fn attempt(script: &str) {
+    let f = fixture();
+    let out = sh_in(&f.workspace, script).await;
+    assert_ne!(out.exit_code, 0, "{script}: should fail\n{out:?}");
+    assert!(
+        !out.stdout.contains("top secret"),
+        "{script}: leaked {out:?}"
+    );
+    assert!(!out.stdout.contains("root:"), "{script}: leaked {out:?}");
+    assert!(
+        out.stderr.starts_with("sh: ") || out.stderr.contains(": "),
+        "{script}: expected a shell error, got {out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&f.secret).unwrap(),
+        "top secret\n",
+        "{script}"
+    );
+    assert_eq!(
+        std::fs::read_dir(f.secret.parent().unwrap())
+            .unwrap()
+            .count(),
+        2,
+        "{script}: something was created outside the workspace"
+    );
+}
+
+#[tokio::test]
+async fn reading_etc_passwd_fails() {
+    attempt("cat /etc/passwd").await;
+}
+
+#[tokio::test]
+async fn dot_dot_out_of_the_workspace_fails() {
+    attempt("cat ../secret.txt").await;
+    attempt("cat /workspace/../secret.txt").await;
+    attempt("echo pwned > ../secret.txt").await;
+    attempt("echo pwned > ../new.txt").await;
+}
+
+#[tokio::test]
+async fn host_symlink_pointing_out_fails() {
+    attempt("cat hostlink").await;
+    attempt("cat < hostlink").await;
+    attempt("echo pwned > hostlink").await;
+}
+
+#[tokio::test]
+async fn guest_made_symlink_pointing_out_fails() {
+    attempt("ln -s ../secret.txt mine && cat mine").await;
+    attempt("ln -s /etc/passwd mine && cat mine").await;
+}
+
+#[tokio::test]
+async fn absolute_paths_outside_fail() {
+    attempt("echo pwned > /tmp/wasbox-pwned").await;
+    attempt("mkdir /etc/wasbox-pwned").await;
+    assert!(!std::path::Path::new("/tmp/wasbox-pwned").exists());
+}
+
+#[tokio::test]
+async fn cd_to_root_then_listing_fails() {
+    attempt("cd / && ls").await;
+    attempt("ls /").await;
+    attempt("ls /workspace/..").await;
+}
+
+#[tokio::test]
+async fn the_workspace_itself_works() {
+    let f = fixture();
+    let out = sh_in(
+        &f.workspace,
+        "echo ok > a && mkdir -p /workspace/d/e && cat /workspace/a && ls",
+    )
+    .await;
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ok\na\nd\nhostlink\n");
+}

@@ -1,0 +1,98 @@
+//! Shared helpers: one runtime per test binary (so programs compile once), a compile cache
+//! under `target/`, and a way to run the real `wasbox` binary.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use wasbox_runtime::{JobOutput, JobSpec, Limits, Runtime, SandboxConfig};
+
+/// Where compiled components are cached for every test (and every `wasbox` the tests start).
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasbox-cache")
+}
+
+/// The runtime the in-process tests share.
+pub fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        Runtime::builder()
+            .cache_dir(cache_dir())
+            .limits(Limits::default().timeout(Duration::from_secs(30)))
+            .build()
+            .expect("runtime")
+    })
+}
+
+/// Runs `sh -c SCRIPT` in a fresh sandbox.
+pub async fn sh(script: &str) -> JobOutput {
+    runtime().run(JobSpec::shell(script)).await.expect("job")
+}
+
+/// Runs `sh -c SCRIPT` in a sandbox on `dir`.
+pub async fn sh_in(dir: &std::path::Path, script: &str) -> JobOutput {
+    let sandbox = runtime()
+        .sandbox(SandboxConfig::default().workspace(dir))
+        .expect("sandbox");
+    sandbox.run(JobSpec::shell(script)).await.expect("job")
+}
+
+/// A sandbox with its own limits.
+pub fn sandbox_with(limits: Limits) -> wasbox_runtime::Sandbox {
+    runtime()
+        .sandbox(SandboxConfig::default().limits(limits))
+        .expect("sandbox")
+}
+
+/// The `wasbox` binary, with the shared compile cache.
+pub fn wasbox() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wasbox"));
+    c.env("WASBOX_CACHE_DIR", cache_dir());
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Runs the binary to completion, killing it if it takes longer than `limit`.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    use std::io::Read;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn wasbox");
+    let mut out_pipe = child.stdout.take().expect("stdout");
+    let mut err_pipe = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out_pipe.read_to_end(&mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err_pipe.read_to_end(&mut v);
+        v
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "wasbox did not finish within {limit:?}\nstdout: {}\nstderr: {}",
+                text(&out.join().unwrap_or_default()),
+                text(&err.join().unwrap_or_default())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}

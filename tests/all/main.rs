@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `wasbox` binary and the real runtime with the real guest
+//! programs of the built-in image. Nothing is mocked.
+
+mod cli;
+mod containment;
+mod coreutils;
+mod harness;
+mod limits;
+mod pipes;
+mod shell;

@@ -1,0 +1,166 @@
+//! The shell: the constructs agents send, with bash's output and exit codes.
+
+use wasbox_runtime::{JobSpec, SandboxConfig};
+
+use crate::harness::{runtime, sh};
+
+/// (script, expected stdout, expected exit code)
+const CASES: &[(&str, &str, i32)] = &[
+    ("echo hello", "hello\n", 0),
+    ("echo a; echo b", "a\nb\n", 0),
+    ("true && echo yes || echo no", "yes\n", 0),
+    ("false && echo yes || echo no", "no\n", 0),
+    ("false; echo $?", "1\n", 0),
+    ("exit 42", "", 42),
+    ("exit 300", "", 44),
+    ("false", "", 1),
+    (
+        "echo 'single $HOME' \"double $NOPE-x\" plain\\ space",
+        "single $HOME double -x plain space\n",
+        0,
+    ),
+    ("X=1; export Y=2; echo $X$Y", "12\n", 0),
+    ("export Z=zed; sh -c 'echo $Z'", "zed\n", 0),
+    ("X=local sh -c 'echo $X'; echo \"[$X]\"", "local\n[]\n", 0),
+    (
+        "cd /workspace && mkdir -p d/e && cd d/e && pwd && cd .. && pwd",
+        "/workspace/d/e\n/workspace/d\n",
+        0,
+    ),
+    ("echo one > f; echo two >> f; cat f", "one\ntwo\n", 0),
+    ("echo data > f; wc -c < f", "5\n", 0),
+    ("ls nope 2> err; cat err | wc -l", "1\n", 0),
+    ("ls nope 2>&1 | head -c 3", "ls:", 0),
+    ("echo to-err >&2 2>/dev/null; echo ok", "ok\n", 0),
+    ("{ echo a; echo b; } > g; cat g", "a\nb\n", 0),
+    ("nosuch; echo $?", "127\n", 0),
+    ("mkdir d; ./d; echo $?", "126\n", 0),
+    (
+        "echo 'echo from script $1' > s.sh; sh s.sh arg",
+        "from script arg\n",
+        0,
+    ),
+    ("echo 'echo via shebang' > t.sh; ./t.sh", "via shebang\n", 0),
+    (
+        "if [ -f nope ]; then echo y; elif [ 1 -lt 2 ]; then echo elif; else echo n; fi",
+        "elif\n",
+        0,
+    ),
+    ("for i in a b c; do echo $i; done", "a\nb\nc\n", 0),
+    (
+        "i=0; while [ $i -lt 3 ]; do i=$((i+1)); done; echo $i",
+        "3\n",
+        0,
+    ),
+    (
+        "case foo.txt in *.md) echo md;; *.txt) echo txt;; esac",
+        "txt\n",
+        0,
+    ),
+    (
+        "f() { echo \"f:$1\"; return 3; }; f x; echo $?",
+        "f:x\n3\n",
+        0,
+    ),
+    ("echo $(echo inner) `echo back`", "inner back\n", 0),
+    (
+        "v=abc.tar.gz; echo ${v%.gz} ${v%%.*} ${v#*.} ${#v} ${u:-dflt}",
+        "abc.tar abc tar.gz 10 dflt\n",
+        0,
+    ),
+    ("echo {a,b}{1,2} {1..3}", "a1 a2 b1 b2 1 2 3\n", 0),
+    ("touch b.txt a.txt; echo *.txt", "a.txt b.txt\n", 0),
+    ("cat <<EOF\nline $((2*3))\nEOF", "line 6\n", 0),
+    ("set -e; false; echo unreachable", "", 1),
+    ("printf '%s-%03d\\n' x 7", "x-007\n", 0),
+    ("echo syntax ( error", "", 2),
+];
+
+#[tokio::test]
+async fn shell_cases() {
+    let mut failures = Vec::new();
+    for (script, stdout, code) in CASES {
+        let out = sh(script).await;
+        if out.stdout != *stdout || out.exit_code != *code {
+            failures.push(format!(
+                "{script:?}\n  want {stdout:?} exit {code}\n  got  {:?} exit {} stderr {:?}",
+                out.stdout, out.exit_code, out.stderr
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn dash_lc_script_file_and_stdin() {
+    let rt = runtime();
+    let out = rt
+        .run(JobSpec::new(["bash", "-lc", "echo login $0"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "login bash\n");
+    let out = rt
+        .run(JobSpec::new(["sh"]).stdin("echo from stdin\nexit 5\n"))
+        .await
+        .unwrap();
+    assert_eq!((out.stdout.as_str(), out.exit_code), ("from stdin\n", 5));
+    let sandbox = rt.sandbox(SandboxConfig::default()).unwrap();
+    std::fs::write(sandbox.workspace().join("s.sh"), "echo \"$0 $# $@\"\n").unwrap();
+    let out = sandbox
+        .run(JobSpec::new(["sh", "s.sh", "a", "b"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "s.sh 2 a b\n");
+    let out = sandbox
+        .run(JobSpec::new(["/bin/sh", "missing.sh"]))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 127);
+    assert_eq!(out.stderr, "sh: missing.sh: No such file or directory\n");
+}
+
+#[tokio::test]
+async fn messages_like_bash() {
+    let out = sh("nosuch arg").await;
+    assert_eq!(out.stderr, "sh: nosuch: command not found\n");
+    let out = sh("cd nowhere").await;
+    assert_eq!(out.stderr, "sh: cd: nowhere: No such file or directory\n");
+    assert_eq!(out.exit_code, 1);
+    let out = sh("cat < missing").await;
+    assert_eq!(out.stderr, "sh: missing: No such file or directory\n");
+    let out = sh("echo 'x' )").await;
+    assert_eq!(out.exit_code, 2);
+    assert!(out.stderr.contains("syntax error"), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_sandbox_keeps_its_workspace_across_jobs() {
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    sandbox
+        .run(JobSpec::shell("echo 42 > answer; mkdir sub"))
+        .await
+        .unwrap();
+    let out = sandbox
+        .run(JobSpec::shell("cat ../answer; ls").cwd("sub"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "42\n");
+    let out = sandbox.run(JobSpec::shell("pwd").cwd("sub")).await.unwrap();
+    assert_eq!(out.stdout, "/workspace/sub\n");
+    let custom = runtime()
+        .sandbox(SandboxConfig::default().mount("/app").env("ROLE", "agent"))
+        .unwrap();
+    let out = custom
+        .run(JobSpec::shell(
+            "pwd; echo $ROLE $HOME; echo x > f; cat /app/f",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "/app\nagent /app\nx\n");
+}
