@@ -47,6 +47,11 @@ impl StopSignal {
         }
     }
 
+    /// Whether two signals are clones of one another.
+    pub fn same_as(&self, other: &StopSignal) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     fn attach(&self, job: &Arc<JobContext>) {
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         s.job = Some(Arc::downgrade(job));

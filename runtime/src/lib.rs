@@ -37,4 +37,4 @@ pub use image::{BASE_IMAGE, Image, ProgramSource, base_image};
 pub use job::{EXIT_STOPPED, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;
 pub use runtime::{Runtime, RuntimeBuilder};
-pub use sandbox::{DEFAULT_MOUNT, NetworkPolicy, Sandbox, SandboxConfig};
+pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, Sandbox, SandboxConfig};

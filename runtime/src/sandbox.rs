@@ -4,13 +4,14 @@
 //! Host code here reaches the workspace only through its cap-std directory handle, which
 //! refuses any path (`..`, absolute, or a symlink) that leads out of it.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
 use anyhow::{Context as _, Result};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 
 use crate::Runtime;
 use crate::bindings::process as wit;
@@ -227,7 +228,122 @@ impl Sandbox {
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
     }
+
+    /// Reads a file of the workspace (a sandbox path, absolute or relative to the mount
+    /// point), refusing more than `max` bytes. A symlink as the last component is refused.
+    pub fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
+        let rel = self.file_path(path)?;
+        let file = self
+            .shared
+            .dir
+            .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
+            .map_err(|e| FileError::from_io(path, &e))?;
+        let meta = file.metadata().map_err(|e| FileError::from_io(path, &e))?;
+        if meta.is_dir() {
+            return Err(FileError::IsDirectory(path.to_string()));
+        }
+        if meta.len() > max {
+            return Err(FileError::TooLarge {
+                path: path.to_string(),
+                size: meta.len(),
+                max,
+            });
+        }
+        let mut data = Vec::with_capacity(meta.len() as usize);
+        std::io::Read::read_to_end(&mut (&file).take(max + 1), &mut data)
+            .map_err(|e| FileError::from_io(path, &e))?;
+        if data.len() as u64 > max {
+            return Err(FileError::TooLarge {
+                path: path.to_string(),
+                size: data.len() as u64,
+                max,
+            });
+        }
+        Ok(data)
+    }
+
+    /// Writes (creates or replaces) a file of the workspace, creating missing parent
+    /// directories. A symlink as the last component is refused.
+    pub fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
+        let rel = self.file_path(path)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.shared
+                .dir
+                .create_dir_all(parent)
+                .map_err(|e| FileError::from_io(path, &e))?;
+        }
+        let mut file = self
+            .shared
+            .dir
+            .open_with(
+                &rel,
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .custom_flags(NOFOLLOW),
+            )
+            .map_err(|e| FileError::from_io(path, &e))?;
+        std::io::Write::write_all(&mut file, data).map_err(|e| FileError::from_io(path, &e))
+    }
+
+    fn file_path(&self, path: &str) -> Result<PathBuf, FileError> {
+        match self.shared.workspace_relative(&self.shared.mount, path) {
+            Some(rel) if rel != Path::new(".") => Ok(rel),
+            Some(_) => Err(FileError::IsDirectory(path.to_string())),
+            None => Err(FileError::OutsideWorkspace(path.to_string())),
+        }
+    }
 }
+
+/// Open fails on a symlink.
+const NOFOLLOW: i32 = libc::O_NOFOLLOW;
+
+/// Why a workspace file could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileError {
+    NotFound(String),
+    IsDirectory(String),
+    /// The path names something outside the workspace (or through a symlink).
+    OutsideWorkspace(String),
+    TooLarge {
+        path: String,
+        size: u64,
+        max: u64,
+    },
+    Io(String),
+}
+
+impl FileError {
+    fn from_io(path: &str, e: &std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::NotFound => FileError::NotFound(path.to_string()),
+            std::io::ErrorKind::IsADirectory => FileError::IsDirectory(path.to_string()),
+            std::io::ErrorKind::PermissionDenied => FileError::OutsideWorkspace(path.to_string()),
+            _ if e.raw_os_error() == Some(libc::ELOOP) => {
+                FileError::OutsideWorkspace(path.to_string())
+            }
+            _ => FileError::Io(format!("{path}: {}", io_message(e))),
+        }
+    }
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileError::NotFound(p) => write!(f, "{p}: No such file or directory"),
+            FileError::IsDirectory(p) => write!(f, "{p}: Is a directory"),
+            FileError::OutsideWorkspace(p) => write!(f, "{p}: outside the workspace or a symlink"),
+            FileError::TooLarge { path, size, max } => {
+                write!(f, "{path}: {size} bytes is more than the limit of {max}")
+            }
+            FileError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for FileError {}
 
 fn normalize_mount(mount: &str) -> Result<String> {
     let parts: Vec<&str> = mount

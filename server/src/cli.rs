@@ -12,8 +12,20 @@ const USAGE: &str = "\
 wasbox: a WebAssembly sandbox for agents and jobs
 
 Usage:
+  wasbox serve [OPTIONS]                      the worker API node (HTTP) on the built-in image
   wasbox run [OPTIONS] -- PROGRAM [ARGS...]   run one job on the built-in image
   wasbox help                                 this text
+
+Options of `serve` (each also from the environment; flags win):
+  --listen ADDR          IP:PORT to listen on (WASBOX_LISTEN; default 127.0.0.1:12090)
+  --token TOKEN          bearer token (WASBOX_TOKEN, else the YAML; generated and printed
+                         once when none is configured)
+  --config FILE          node startup YAML (WASBOX_CONFIG): sandbox.timeouts.default_seconds,
+                         sandbox.timeouts.max_seconds, sandbox.images, worker_api.*
+  --constraints FILE     node configuration payload JSON with `constraints`
+                         (WASBOX_CONSTRAINTS): max_job_timeout_seconds, max_request_bytes
+  --max-concurrent N     jobs running at once before 429 (WASBOX_MAX_CONCURRENT_JOBS)
+  --cache-dir DIR        compiled-program cache (WASBOX_CACHE_DIR; default ~/.cache/wasbox)
 
 Options of `run`:
   --workspace DIR   host directory to mount at /workspace (default: a fresh temporary one)
@@ -33,6 +45,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let result = match cmd.as_str() {
         "run" => run(&args[1..]),
+        "serve" => parse_serve(&args[1..]).and_then(crate::serve::serve),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)
@@ -56,7 +69,38 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
+}
+
+fn parse_serve(args: &[String]) -> Result<crate::config::ServeConfig> {
+    let mut flags = crate::config::Flags::default();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let value = || {
+            args.get(i + 1)
+                .cloned()
+                .with_context(|| format!("{a} needs a value"))
+        };
+        match a {
+            "--listen" => flags.listen = Some(value()?),
+            "--token" => flags.token = Some(value()?),
+            "--config" => flags.config = Some(PathBuf::from(value()?)),
+            "--constraints" => flags.constraints = Some(PathBuf::from(value()?)),
+            "--cache-dir" => flags.cache_dir = Some(PathBuf::from(value()?)),
+            "--max-concurrent" => {
+                let v = value()?;
+                flags.max_concurrent = Some(
+                    v.parse()
+                        .with_context(|| format!("--max-concurrent: `{v}` is not a number"))?,
+                );
+            }
+            other => bail!("unknown option `{other}` for serve"),
+        }
+        i += 2;
+    }
+    crate::config::load(flags, |k| std::env::var(k).ok())
 }
 
 struct RunArgs {

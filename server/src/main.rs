@@ -1,6 +1,11 @@
-//! The `wasbox` command: `wasbox run` runs one job on the built-in image.
+//! The `wasbox` command: `wasbox serve` (the worker API node) and `wasbox run` (one job).
 
 mod cli;
+mod config;
+mod problem;
+mod rfc3339;
+mod serve;
+mod worker;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

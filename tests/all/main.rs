@@ -5,6 +5,8 @@ mod cli;
 mod containment;
 mod coreutils;
 mod harness;
+mod http;
 mod limits;
 mod pipes;
 mod shell;
+mod worker;

@@ -1,0 +1,357 @@
+//! Configuration of `wasbox serve`: the node startup YAML, the node configuration payload's
+//! constraints (JSON), `WASBOX_*` environment variables and command-line flags, in rising
+//! order of precedence. Every default is here, with the spec rule it follows.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:12090";
+/// worker-api-node.md, timeout rules: node default when the YAML sets none.
+pub const DEFAULT_JOB_TIMEOUT_SECS: u64 = 900;
+/// worker-api-node.md, timeout rules: node maximum when the YAML sets none.
+pub const MAX_JOB_TIMEOUT_SECS: u64 = 3600;
+/// worker-api-node.md, request size limits: 10 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 10 << 20;
+/// worker-api-node.md, capture limits: 256 KiB per stream.
+pub const MAX_OUTPUT_BYTES: usize = 256 << 10;
+/// Jobs and session execs running at once; more get 429.
+pub const DEFAULT_MAX_CONCURRENT: usize = 128;
+/// Sessions alive at once; more get 429.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// A session's lifetime and idle limits when its create request gives none.
+pub const DEFAULT_SESSION_LIFETIME_SECS: u64 = 3600;
+pub const DEFAULT_SESSION_IDLE_SECS: u64 = 600;
+/// How long shutdown waits for running jobs before stopping them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Everything `wasbox serve` runs with.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub token: String,
+    /// The token was generated at start (printed once) rather than configured.
+    pub token_generated: bool,
+    pub default_timeout_secs: u64,
+    pub max_timeout_secs: u64,
+    /// `constraints.max_job_timeout_seconds` of the node configuration payload.
+    pub constraint_timeout_secs: Option<u64>,
+    pub max_request_bytes: usize,
+    pub max_concurrent: usize,
+    pub max_sessions: usize,
+    pub images: Vec<ImageRule>,
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Maps image references (`alpine:latest`) to wasbox images; the first match wins. A
+/// reference no rule matches is refused.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ImageRule {
+    /// A pattern with `*` wildcards, matched against the whole reference.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// The wasbox image it runs on.
+    pub image: String,
+}
+
+impl ServeConfig {
+    /// The effective timeout of a job (worker-api-node.md, "Timeout rules").
+    pub fn job_timeout(&self, requested: Option<u64>) -> Duration {
+        let mut t = requested
+            .unwrap_or(self.default_timeout_secs)
+            .min(self.max_timeout_secs);
+        if let Some(c) = self.constraint_timeout_secs {
+            t = t.min(c);
+        }
+        Duration::from_secs(t)
+    }
+
+    /// The wasbox image for an image reference, or `None` when it is not allowed.
+    pub fn image_for(&self, reference: &str) -> Option<&str> {
+        self.images
+            .iter()
+            .find(|r| wildcard(&r.pattern, reference))
+            .map(|r| r.image.as_str())
+    }
+}
+
+fn wildcard(pattern: &str, s: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == s,
+        Some((head, rest)) => {
+            let Some(s) = s.strip_prefix(head) else {
+                return false;
+            };
+            (0..=s.len())
+                .filter(|&i| s.is_char_boundary(i))
+                .any(|i| wildcard(rest, &s[i..]))
+        }
+    }
+}
+
+/// The node startup YAML (only the keys wasbox reads; others are ignored).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct StartupYaml {
+    worker_api: WorkerApiYaml,
+    sandbox: SandboxYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct WorkerApiYaml {
+    listen: Option<String>,
+    bearer_token: Option<String>,
+    token: Option<String>,
+    max_request_bytes: Option<usize>,
+    max_concurrent_jobs: Option<usize>,
+    max_sessions: Option<usize>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct SandboxYaml {
+    timeouts: TimeoutsYaml,
+    images: Option<Vec<ImageRule>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct TimeoutsYaml {
+    default_seconds: Option<u64>,
+    max_seconds: Option<u64>,
+}
+
+/// `constraints` of the node configuration payload (the whole payload or just the object).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Constraints {
+    max_job_timeout_seconds: Option<u64>,
+    max_request_bytes: Option<usize>,
+}
+
+/// Values given on the command line (highest precedence).
+#[derive(Default, Debug)]
+pub struct Flags {
+    pub listen: Option<String>,
+    pub token: Option<String>,
+    pub config: Option<PathBuf>,
+    pub constraints: Option<PathBuf>,
+    pub max_concurrent: Option<usize>,
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Builds the configuration from the files, the environment (`env` looks a variable up)
+/// and the flags.
+pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeConfig> {
+    let config_path = flags
+        .config
+        .clone()
+        .or_else(|| env("WASBOX_CONFIG").map(PathBuf::from));
+    let yaml: StartupYaml = match &config_path {
+        Some(p) => serde_norway::from_str(&read(p)?)
+            .with_context(|| format!("{}: not a valid node startup YAML", p.display()))?,
+        None => StartupYaml::default(),
+    };
+    let constraints_path = flags
+        .constraints
+        .clone()
+        .or_else(|| env("WASBOX_CONSTRAINTS").map(PathBuf::from));
+    let constraints = match &constraints_path {
+        Some(p) => parse_constraints(&read(p)?)
+            .with_context(|| format!("{}: not a valid node configuration payload", p.display()))?,
+        None => Constraints::default(),
+    };
+
+    let listen = flags
+        .listen
+        .or_else(|| env("WASBOX_LISTEN"))
+        .or(yaml.worker_api.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+    let listen: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("listen address `{listen}` is not IP:PORT"))?;
+
+    let token = flags
+        .token
+        .or_else(|| env("WASBOX_TOKEN"))
+        .or(yaml.worker_api.bearer_token)
+        .or(yaml.worker_api.token)
+        .filter(|t| !t.is_empty());
+    let (token, token_generated) = match token {
+        Some(t) => (t, false),
+        None => (generate_token()?, true),
+    };
+
+    let mut max_request_bytes = yaml
+        .worker_api
+        .max_request_bytes
+        .unwrap_or(DEFAULT_MAX_REQUEST_BYTES);
+    if let Some(c) = constraints.max_request_bytes {
+        max_request_bytes = max_request_bytes.min(c);
+    }
+    let max_concurrent = match flags.max_concurrent {
+        Some(n) => n,
+        None => match env("WASBOX_MAX_CONCURRENT_JOBS") {
+            Some(v) => v
+                .parse()
+                .with_context(|| format!("WASBOX_MAX_CONCURRENT_JOBS=`{v}` is not a number"))?,
+            None => yaml
+                .worker_api
+                .max_concurrent_jobs
+                .unwrap_or(DEFAULT_MAX_CONCURRENT),
+        },
+    };
+    if max_concurrent == 0 {
+        bail!("the job concurrency limit must be at least 1");
+    }
+    let images = yaml.sandbox.images.unwrap_or_else(|| {
+        vec![ImageRule {
+            pattern: "*".into(),
+            image: wasbox_runtime::BASE_IMAGE.into(),
+        }]
+    });
+    Ok(ServeConfig {
+        listen,
+        token,
+        token_generated,
+        default_timeout_secs: yaml
+            .sandbox
+            .timeouts
+            .default_seconds
+            .unwrap_or(DEFAULT_JOB_TIMEOUT_SECS),
+        max_timeout_secs: yaml
+            .sandbox
+            .timeouts
+            .max_seconds
+            .unwrap_or(MAX_JOB_TIMEOUT_SECS),
+        constraint_timeout_secs: constraints.max_job_timeout_seconds,
+        max_request_bytes,
+        max_concurrent,
+        max_sessions: yaml.worker_api.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS),
+        images,
+        cache_dir: flags
+            .cache_dir
+            .or_else(|| env("WASBOX_CACHE_DIR").map(PathBuf::from)),
+    })
+}
+
+fn read(p: &Path) -> Result<String> {
+    std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))
+}
+
+fn parse_constraints(text: &str) -> Result<Constraints> {
+    let v: serde_json::Value = serde_json::from_str(text)?;
+    let obj = v.get("constraints").cloned().unwrap_or(v);
+    Ok(serde_json::from_value(obj)?)
+}
+
+/// 32 random bytes from the kernel, hex-encoded.
+fn generate_token() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?,
+        &mut bytes,
+    )?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str, constraints: Option<&str>) -> ServeConfig {
+        let dir = tempfile::tempdir().unwrap();
+        let y = dir.path().join("node.yaml");
+        std::fs::write(&y, yaml).unwrap();
+        let mut flags = Flags {
+            config: Some(y),
+            ..Flags::default()
+        };
+        if let Some(c) = constraints {
+            let p = dir.path().join("c.json");
+            std::fs::write(&p, c).unwrap();
+            flags.constraints = Some(p);
+        }
+        load(flags, |_| None).unwrap()
+    }
+
+    /// The timeout rules of worker-api-node.md, row by row.
+    #[test]
+    fn timeout_rules() {
+        let d = config("", None);
+        assert_eq!(d.job_timeout(None).as_secs(), 900);
+        assert_eq!(d.job_timeout(Some(30)).as_secs(), 30);
+        assert_eq!(d.job_timeout(Some(5000)).as_secs(), 3600);
+        let y = config(
+            "sandbox:\n  timeouts:\n    default_seconds: 120\n    max_seconds: 600\n",
+            None,
+        );
+        assert_eq!(y.job_timeout(None).as_secs(), 120);
+        assert_eq!(y.job_timeout(Some(700)).as_secs(), 600);
+        let small_max = config(
+            "sandbox:\n  timeouts:\n    default_seconds: 900\n    max_seconds: 60\n",
+            None,
+        );
+        assert_eq!(small_max.job_timeout(None).as_secs(), 60);
+        let c = config(
+            "",
+            Some(r#"{"constraints":{"max_job_timeout_seconds":45}}"#),
+        );
+        assert_eq!(c.job_timeout(None).as_secs(), 45);
+        assert_eq!(c.job_timeout(Some(10)).as_secs(), 10);
+        assert_eq!(c.job_timeout(Some(100)).as_secs(), 45);
+    }
+
+    #[test]
+    fn request_limit_is_the_minimum() {
+        assert_eq!(config("", None).max_request_bytes, 10 << 20);
+        let y = config("worker_api:\n  max_request_bytes: 2048\n", None);
+        assert_eq!(y.max_request_bytes, 2048);
+        let c = config(
+            "worker_api:\n  max_request_bytes: 2048\n",
+            Some(r#"{"max_request_bytes": 1024}"#),
+        );
+        assert_eq!(c.max_request_bytes, 1024);
+    }
+
+    #[test]
+    fn token_precedence() {
+        let dir = tempfile::tempdir().unwrap();
+        let y = dir.path().join("node.yaml");
+        std::fs::write(&y, "worker_api:\n  bearer_token: from-yaml\n").unwrap();
+        let flags = || Flags {
+            config: Some(y.clone()),
+            ..Flags::default()
+        };
+        assert_eq!(load(flags(), |_| None).unwrap().token, "from-yaml");
+        let env = |k: &str| (k == "WASBOX_TOKEN").then(|| "from-env".to_string());
+        assert_eq!(load(flags(), env).unwrap().token, "from-env");
+        let mut f = flags();
+        f.token = Some("from-flag".into());
+        assert_eq!(load(f, env).unwrap().token, "from-flag");
+        let generated = load(Flags::default(), |_| None).unwrap();
+        assert!(generated.token_generated);
+        assert_eq!(generated.token.len(), 64);
+    }
+
+    #[test]
+    fn images_map_by_pattern() {
+        let all = config("", None);
+        assert_eq!(all.image_for("alpine:latest"), Some("base"));
+        let some = config(
+            "sandbox:\n  images:\n    - match: \"bash:*\"\n      image: base\n    - match: \"registry.example.com/*\"\n      image: base\n",
+            None,
+        );
+        assert_eq!(some.image_for("bash:5"), Some("base"));
+        assert_eq!(
+            some.image_for("registry.example.com/cynode/base:1"),
+            Some("base")
+        );
+        assert_eq!(some.image_for("alpine:latest"), None);
+    }
+}

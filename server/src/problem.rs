@@ -1,0 +1,104 @@
+//! RFC 9457 problem details: the one error type of the HTTP front-ends. The body carries a
+//! stable `type`, a `title` and a `detail` meant for the caller; internal causes go to the
+//! log, never into the body.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub title: &'static str,
+    pub status: u16,
+    pub detail: String,
+}
+
+const VALIDATION: &str = "urn:cynodeai:error:validation";
+const AUTHENTICATION: &str = "urn:cynodeai:error:authentication";
+const NOT_FOUND: &str = "urn:cynodeai:error:not_found";
+const CONFLICT: &str = "urn:cynodeai:error:conflict";
+const RATE_LIMIT: &str = "urn:cynodeai:error:rate_limit";
+const INTERNAL: &str = "urn:cynodeai:error:internal";
+
+impl Problem {
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(VALIDATION, "Bad Request", StatusCode::BAD_REQUEST, detail)
+    }
+    pub fn unauthorized() -> Self {
+        Self::new(
+            AUTHENTICATION,
+            "Unauthorized",
+            StatusCode::UNAUTHORIZED,
+            "Invalid or missing bearer token",
+        )
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(NOT_FOUND, "Not Found", StatusCode::NOT_FOUND, detail)
+    }
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(CONFLICT, "Conflict", StatusCode::CONFLICT, detail)
+    }
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            VALIDATION,
+            "Request Entity Too Large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds the limit of {limit} bytes"),
+        )
+    }
+    pub fn busy(detail: impl Into<String>) -> Self {
+        Self::new(
+            RATE_LIMIT,
+            "Too Many Requests",
+            StatusCode::TOO_MANY_REQUESTS,
+            detail,
+        )
+    }
+    /// An internal failure: the cause is logged, the caller sees a generic detail.
+    pub fn internal(cause: &anyhow::Error) -> Self {
+        tracing::error!(error = %format!("{cause:#}"), "internal error");
+        Self::new(
+            INTERNAL,
+            "Internal Server Error",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the node failed to process the request",
+        )
+    }
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(
+            INTERNAL,
+            "Service Unavailable",
+            StatusCode::SERVICE_UNAVAILABLE,
+            detail,
+        )
+    }
+
+    fn new(
+        kind: &'static str,
+        title: &'static str,
+        status: StatusCode,
+        detail: impl Into<String>,
+    ) -> Self {
+        Problem {
+            kind,
+            title,
+            status: status.as_u16(),
+            detail: detail.into(),
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self).unwrap_or_default();
+        let mut res = (status, body).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        res
+    }
+}

@@ -1,0 +1,83 @@
+//! Wire types of the worker API shared by jobs and session execs.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use wasbox_runtime::{JobOutput, JobStatus};
+
+use crate::problem::Problem;
+use crate::rfc3339;
+
+/// `sandbox` of a job request. Unknown fields are ignored.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct SandboxSpec {
+    pub image: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub timeout_seconds: Option<i64>,
+    pub network_policy: Option<String>,
+}
+
+/// Accepts the network policies of the spec; both mean no network at all.
+pub fn check_network_policy(p: &Option<String>) -> Result<(), Problem> {
+    match p.as_deref() {
+        None | Some("none") | Some("restricted") => Ok(()),
+        Some(other) => Err(Problem::bad_request(format!(
+            "sandbox.network_policy must be `restricted` or `none` (got `{other}`)"
+        ))),
+    }
+}
+
+pub fn check_timeout(t: Option<i64>, field: &str) -> Result<Option<u64>, Problem> {
+    match t {
+        None => Ok(None),
+        Some(n) if n > 0 => Ok(Some(n as u64)),
+        Some(_) => Err(Problem::bad_request(format!(
+            "{field} must be a positive integer"
+        ))),
+    }
+}
+
+/// Variables the node sets itself; a request cannot override them.
+pub const RESERVED_ENV: &[&str] = &["CYNODE_TASK_ID", "CYNODE_JOB_ID", "CYNODE_WORKSPACE_DIR"];
+
+#[derive(Serialize, Clone, Debug)]
+pub struct TruncatedWire {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// The result fields common to a job and a session exec.
+#[derive(Serialize, Clone, Debug)]
+pub struct ResultWire {
+    pub status: &'static str,
+    /// The real exit code; -1 on timeout (COMPAT-NOTES, worker section).
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub started_at: String,
+    pub ended_at: String,
+    pub truncated: TruncatedWire,
+}
+
+impl From<&JobOutput> for ResultWire {
+    fn from(o: &JobOutput) -> Self {
+        ResultWire {
+            status: o.status.as_str(),
+            exit_code: if o.status == JobStatus::Timeout {
+                -1
+            } else {
+                o.exit_code
+            },
+            stdout: o.stdout.clone(),
+            stderr: o.stderr.clone(),
+            started_at: rfc3339::format(o.started_at),
+            ended_at: rfc3339::format(o.ended_at),
+            truncated: TruncatedWire {
+                stdout: o.truncated.stdout,
+                stderr: o.truncated.stderr,
+            },
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! The worker API node (`wasbox serve`): the real binary over loopback HTTP.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::http::{Server, TOKEN, request};
+
+fn job(job_id: &str, command: Value) -> Value {
+    json!({
+        "version": 1,
+        "task_id": "task-1",
+        "job_id": job_id,
+        "sandbox": {"image": "alpine:latest", "command": command}
+    })
+}
+
+fn problem(r: &crate::http::Reply, status: u16, kind: &str) -> Value {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let p = r.json();
+    assert_eq!(p["type"], format!("urn:cynodeai:error:{kind}"), "{p}");
+    assert_eq!(p["status"], status);
+    assert!(p["title"].is_string() && p["detail"].is_string(), "{p}");
+    p
+}
+
+#[test]
+fn health_and_readiness() {
+    let s = Server::start(&[]);
+    let r = request(s.addr, "GET", "/healthz", &[], b"");
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    let r = request(s.addr, "GET", "/readyz", &[], b"");
+    assert_eq!((r.status, r.text().as_str()), (200, "ready"));
+}
+
+#[test]
+fn run_a_job() {
+    let s = Server::start(&[]);
+    let mut req = job(
+        "job-a",
+        json!([
+            "bash",
+            "-lc",
+            "echo hello; echo $CYNODE_TASK_ID $CYNODE_JOB_ID $CYNODE_WORKSPACE_DIR $KEY; pwd; echo oops >&2; exit 3"
+        ]),
+    );
+    req["sandbox"]["env"] =
+        json!({"KEY": "VALUE", "CYNODE_JOB_ID": "forged", "CYNODE_WORKSPACE_DIR": "/etc"});
+    req["sandbox"]["timeout_seconds"] = json!(30);
+    req["sandbox"]["network_policy"] = json!("restricted");
+    req["unknown_field"] = json!("ignored");
+    let r = s.post("/v1/worker/jobs:run", &req);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["task_id"], "task-1");
+    assert_eq!(v["job_id"], "job-a");
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["exit_code"], 3);
+    assert_eq!(
+        v["stdout"],
+        "hello\ntask-1 job-a /workspace VALUE\n/workspace\n"
+    );
+    assert_eq!(v["stderr"], "oops\n");
+    assert_eq!(v["truncated"], json!({"stdout": false, "stderr": false}));
+    for t in ["started_at", "ended_at"] {
+        let t = v[t].as_str().unwrap();
+        assert!(
+            t.len() >= 20 && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+            "{t}"
+        );
+    }
+    let ok = s
+        .post(
+            "/v1/worker/jobs:run",
+            &job("job-b", json!(["sh", "-c", "echo fine"])),
+        )
+        .json();
+    assert_eq!(
+        (ok["status"].as_str(), ok["exit_code"].as_i64()),
+        (Some("completed"), Some(0))
+    );
+}
+
+#[test]
+fn authentication() {
+    let s = Server::start(&[]);
+    let body = serde_json::to_vec(&job("j", json!(["true"]))).unwrap();
+    let r = request(s.addr, "POST", "/v1/worker/jobs:run", &[], &body);
+    let p = problem(&r, 401, "authentication");
+    assert_eq!(p["title"], "Unauthorized");
+    assert_eq!(p["detail"], "Invalid or missing bearer token");
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/worker/jobs:run",
+        &[("Authorization", "Bearer wrong")],
+        &body,
+    );
+    problem(&r, 401, "authentication");
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/worker/jobs:run",
+        &[("Authorization", TOKEN)],
+        &body,
+    );
+    problem(&r, 401, "authentication");
+    // The token is checked before the body is read: an oversized body still gets 401.
+    let huge = vec![b'x'; 11 << 20];
+    let r = request(s.addr, "POST", "/v1/worker/jobs:run", &[], &huge);
+    problem(&r, 401, "authentication");
+    let r = request(s.addr, "GET", "/v1/worker/sessions/x", &[], b"");
+    problem(&r, 401, "authentication");
+    assert!(!s.log().contains(TOKEN), "the token was logged");
+}
+
+#[test]
+fn validation_errors() {
+    let s = Server::start(&[]);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"task_id": "t", "job_id": "j", "sandbox": {"image": "i", "command": ["true"]}}),
+            "version is required",
+        ),
+        (
+            json!({"version": 2, "task_id": "t", "job_id": "j", "sandbox": {"image": "i", "command": ["true"]}}),
+            "version must be 1",
+        ),
+        (
+            json!({"version": 1, "job_id": "j", "sandbox": {"image": "i", "command": ["true"]}}),
+            "task_id is required",
+        ),
+        (
+            json!({"version": 1, "task_id": "", "job_id": "j", "sandbox": {"image": "i", "command": ["true"]}}),
+            "task_id is required",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "sandbox": {"image": "i", "command": ["true"]}}),
+            "job_id is required",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "job_id": "j"}),
+            "sandbox is required",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "job_id": "j", "sandbox": {"command": ["true"]}}),
+            "sandbox.image is required",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "job_id": "j", "sandbox": {"image": "i", "command": []}}),
+            "sandbox.command must not be empty",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "job_id": "j", "sandbox": {"image": "i"}}),
+            "sandbox.command is required",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "job_id": "j", "sandbox": {"image": "i", "command": ["true"], "network_policy": "open"}}),
+            "network_policy",
+        ),
+        (
+            json!({"version": 1, "task_id": "t", "job_id": "j", "sandbox": {"image": "i", "command": ["true"], "timeout_seconds": 0}}),
+            "timeout_seconds must be a positive integer",
+        ),
+    ];
+    for (body, detail) in cases {
+        let r = s.post("/v1/worker/jobs:run", &body);
+        let p = problem(&r, 400, "validation");
+        assert!(
+            p["detail"].as_str().unwrap().contains(detail),
+            "{body}: {p}"
+        );
+    }
+    let auth = format!("Bearer {TOKEN}");
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/worker/jobs:run",
+        &[("Authorization", &auth)],
+        b"{not json",
+    );
+    let p = problem(&r, 400, "validation");
+    assert!(
+        p["detail"].as_str().unwrap().starts_with("invalid JSON"),
+        "{p}"
+    );
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/worker/jobs:run",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    problem(&r, 400, "validation");
+    let r = s.get("/v1/worker/nope");
+    problem(&r, 404, "not_found");
+    // The node still serves after all of that.
+    let ok = s
+        .post("/v1/worker/jobs:run", &job("after", json!(["echo", "ok"])))
+        .json();
+    assert_eq!(ok["stdout"], "ok\n");
+}
+
+#[test]
+fn configured_limits_images_and_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("node.yaml");
+    std::fs::write(
+        &yaml,
+        "worker_api:\n  max_request_bytes: 4096\nsandbox:\n  timeouts:\n    default_seconds: 1\n    max_seconds: 2\n  images:\n    - match: \"bash:*\"\n      image: base\n",
+    )
+    .unwrap();
+    let constraints = dir.path().join("node-config.json");
+    std::fs::write(
+        &constraints,
+        r#"{"version":1,"constraints":{"max_request_bytes":2048}}"#,
+    )
+    .unwrap();
+    let s = Server::start(&[
+        "--config",
+        yaml.to_str().unwrap(),
+        "--constraints",
+        constraints.to_str().unwrap(),
+    ]);
+
+    let mut ok = job("img", json!(["echo", "allowed"]));
+    ok["sandbox"]["image"] = json!("bash:5.2");
+    assert_eq!(
+        s.post("/v1/worker/jobs:run", &ok).json()["stdout"],
+        "allowed\n"
+    );
+    let p = problem(
+        &s.post("/v1/worker/jobs:run", &job("img2", json!(["true"]))),
+        400,
+        "validation",
+    );
+    assert!(
+        p["detail"].as_str().unwrap().contains("alpine:latest"),
+        "{p}"
+    );
+
+    // 2048 bytes (the constraint beats the YAML's 4096).
+    let mut big = job("big", json!(["true"]));
+    big["sandbox"]["image"] = json!("bash:5");
+    big["sandbox"]["env"] = json!({"PAD": "x".repeat(3000)});
+    let r = s.post("/v1/worker/jobs:run", &big);
+    let p = problem(&r, 413, "validation");
+    assert_eq!(p["title"], "Request Entity Too Large");
+
+    // Default 1 s, max 2 s: a 30 s request is cut to 2 s.
+    let mut slow = job("slow", json!(["sh", "-c", "echo start; sleep 30"]));
+    slow["sandbox"]["image"] = json!("bash:5");
+    slow["sandbox"]["timeout_seconds"] = json!(30);
+    let started = Instant::now();
+    let v = s.post("/v1/worker/jobs:run", &slow).json();
+    let took = started.elapsed();
+    assert_eq!(
+        (v["status"].as_str(), v["exit_code"].as_i64()),
+        (Some("timeout"), Some(-1)),
+        "{v}"
+    );
+    assert_eq!(v["stdout"], "start\n");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+    let mut dflt = slow.clone();
+    dflt["job_id"] = json!("slow-default");
+    dflt["sandbox"]
+        .as_object_mut()
+        .unwrap()
+        .remove("timeout_seconds");
+    let started = Instant::now();
+    assert_eq!(
+        s.post("/v1/worker/jobs:run", &dflt).json()["status"],
+        "timeout"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "default timeout is 1 s"
+    );
+}
+
+#[test]
+fn output_is_truncated_at_256_kib_on_a_character_boundary() {
+    let s = Server::start(&[]);
+    // "é\n" is 3 bytes: the 262144-byte limit falls just after the first byte of an é.
+    let v = s
+        .post(
+            "/v1/worker/jobs:run",
+            &job(
+                "big",
+                json!([
+                    "sh",
+                    "-c",
+                    "yes é | head -c 400000; yes e | head -c 300000 >&2"
+                ]),
+            ),
+        )
+        .json();
+    assert_eq!(v["truncated"], json!({"stdout": true, "stderr": true}));
+    let out = v["stdout"].as_str().unwrap();
+    assert_eq!(out.len(), 262143);
+    assert!(out.ends_with("é\n"));
+    assert_eq!(v["stderr"].as_str().unwrap().len(), 262144);
+    assert_eq!(v["status"], "completed");
+}
+
+#[test]
+fn a_hundred_concurrent_jobs() {
+    let s = Server::start(&[]);
+    let addr = s.addr;
+    let threads: Vec<_> = (0..100)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let body = serde_json::to_vec(&job(
+                    &format!("c{i}"),
+                    json!(["sh", "-c", format!("echo job {i} | tr a-z A-Z")]),
+                ))
+                .unwrap();
+                let auth = format!("Bearer {TOKEN}");
+                let r = request(
+                    addr,
+                    "POST",
+                    "/v1/worker/jobs:run",
+                    &[("Authorization", &auth)],
+                    &body,
+                );
+                (i, r.status, r.json())
+            })
+        })
+        .collect();
+    for t in threads {
+        let (i, status, v) = t.join().unwrap();
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["job_id"], format!("c{i}"));
+        assert_eq!(v["stdout"], format!("JOB {i}\n"));
+    }
+}
+
+#[test]
+fn concurrency_limit_gives_429() {
+    let s = Server::start(&["--max-concurrent", "1"]);
+    let addr = s.addr;
+    let long = std::thread::spawn(move || {
+        let body = serde_json::to_vec(&job("long", json!(["sleep", "2"]))).unwrap();
+        request(
+            addr,
+            "POST",
+            "/v1/worker/jobs:run",
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            &body,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let r = s.post("/v1/worker/jobs:run", &job("second", json!(["true"])));
+    problem(&r, 429, "rate_limit");
+    assert_eq!(long.join().unwrap().json()["status"], "completed");
+    assert_eq!(
+        s.post("/v1/worker/jobs:run", &job("third", json!(["true"])))
+            .status,
+        200
+    );
+}
+
+#[test]
+fn a_repeated_job_id_runs_once() {
+    let s = Server::start(&[]);
+    let addr = s.addr;
+    let send = move || {
+        let body =
+            serde_json::to_vec(&job("same", json!(["sh", "-c", "sleep 0.5; echo once"]))).unwrap();
+        request(
+            addr,
+            "POST",
+            "/v1/worker/jobs:run",
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            &body,
+        )
+        .json()
+    };
+    let a = std::thread::spawn(send);
+    std::thread::sleep(Duration::from_millis(100));
+    let b = std::thread::spawn(send);
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    assert_eq!(a["stdout"], "once\n");
+    assert_eq!(a, b, "both requests get the one run's answer");
+    // A retry after it finished gets the same answer too.
+    assert_eq!(send(), a);
+}
+
+#[test]
+fn stop_a_running_job() {
+    let s = Server::start(&[]);
+    let addr = s.addr;
+    let runner = std::thread::spawn(move || {
+        let body = serde_json::to_vec(&job(
+            "stoppable",
+            json!(["sh", "-c", "echo began; sleep 60"]),
+        ))
+        .unwrap();
+        request(
+            addr,
+            "POST",
+            "/v1/worker/jobs:run",
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            &body,
+        )
+        .json()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let stop = json!({"version": 1, "task_id": "task-1", "job_id": "stoppable"});
+    let r = s.post("/v1/worker/jobs:stop", &stop).json();
+    assert_eq!(r["status"], "stopping");
+    let v = runner.join().unwrap();
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["stdout"], "began\n");
+    assert!(
+        v["stderr"].as_str().unwrap().contains("stopped by request"),
+        "{v}"
+    );
+    let r = s.post("/v1/worker/jobs:stop", &stop).json();
+    assert_eq!(r["status"], "not_running");
+    let p = problem(
+        &s.post("/v1/worker/jobs:stop", &json!({"version": 1})),
+        400,
+        "validation",
+    );
+    assert!(p["detail"].as_str().unwrap().contains("task_id"));
+}
+
+#[test]
+fn sessions_keep_their_workspace() {
+    let s = Server::start(&[]);
+    let create = json!({"version": 1, "task_id": "task-s", "session_id": "sess-1", "image": "bash:latest", "env": {"MODE": "test"}});
+    let v = s.post("/v1/worker/sessions", &create).json();
+    assert_eq!(
+        (v["session_id"].as_str(), v["status"].as_str()),
+        (Some("sess-1"), Some("running"))
+    );
+    problem(&s.post("/v1/worker/sessions", &create), 409, "conflict");
+
+    let exec = |cmd: Value| {
+        s.post(
+            "/v1/worker/sessions/sess-1/exec",
+            &json!({"version": 1, "task_id": "task-s", "command": cmd}),
+        )
+    };
+    let v = exec(json!([
+        "sh",
+        "-c",
+        "echo round1 > notes.txt; mkdir -p src; echo $MODE"
+    ]))
+    .json();
+    assert_eq!(
+        (v["status"].as_str(), v["stdout"].as_str()),
+        (Some("completed"), Some("test\n"))
+    );
+    let v = exec(json!("cat notes.txt; ls")).json();
+    assert_eq!(v["stdout"], "round1\nnotes.txt\nsrc\n");
+    let v = exec(json!(["sh", "-c", "exit 4"])).json();
+    assert_eq!(v["exit_code"], 4);
+
+    let r = s.put(
+        "/v1/worker/sessions/sess-1/files?path=src/main.py",
+        b"print('hi')\n",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["size"], 12);
+    assert_eq!(
+        exec(json!(["cat", "/workspace/src/main.py"])).json()["stdout"],
+        "print('hi')\n"
+    );
+    let r = s.get("/v1/worker/sessions/sess-1/files?path=notes.txt");
+    assert_eq!((r.status, r.body.as_slice()), (200, b"round1\n".as_slice()));
+    problem(
+        &s.get("/v1/worker/sessions/sess-1/files?path=missing"),
+        404,
+        "not_found",
+    );
+    problem(
+        &s.get("/v1/worker/sessions/sess-1/files?path=../../etc/passwd"),
+        400,
+        "validation",
+    );
+    problem(
+        &s.get("/v1/worker/sessions/sess-1/files"),
+        400,
+        "validation",
+    );
+
+    let v = s.get("/v1/worker/sessions/sess-1").json();
+    assert_eq!(v["exec_count"], 4);
+    let v = s
+        .post("/v1/worker/sessions/sess-1/end", &json!({"version": 1}))
+        .json();
+    assert_eq!(v["status"], "ended");
+    problem(&exec(json!(["true"])), 404, "not_found");
+    problem(&s.get("/v1/worker/sessions/sess-1"), 404, "not_found");
+    problem(
+        &s.post("/v1/worker/sessions/sess-1/end", &json!({"version": 1})),
+        404,
+        "not_found",
+    );
+}
+
+#[test]
+fn idle_sessions_are_reaped() {
+    let s = Server::start(&[]);
+    let create = json!({"version": 1, "task_id": "t", "session_id": "idle", "image": "x", "idle_timeout_seconds": 1});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    let exec = json!({"version": 1, "command": ["sh", "-c", "sleep 1.5; echo busy"]});
+    // A running exec keeps the session alive past its idle limit.
+    assert_eq!(
+        s.post("/v1/worker/sessions/idle/exec", &exec).json()["stdout"],
+        "busy\n"
+    );
+    std::thread::sleep(Duration::from_millis(1600));
+    problem(&s.get("/v1/worker/sessions/idle"), 404, "not_found");
+    let lifetime = json!({"version": 1, "task_id": "t", "session_id": "short", "image": "x", "max_lifetime_seconds": 1});
+    assert_eq!(s.post("/v1/worker/sessions", &lifetime).status, 200);
+    std::thread::sleep(Duration::from_millis(1600));
+    problem(&s.get("/v1/worker/sessions/short"), 404, "not_found");
+}
+
+#[test]
+fn internal_errors_are_problems_without_causes() {
+    // A node whose temporary directory is gone cannot make workspaces.
+    let s = Server::start_with(&[], &[("TMPDIR", "/nonexistent/wasbox-tmp")]);
+    let r = s.post("/v1/worker/jobs:run", &job("no-tmp", json!(["true"])));
+    let p = problem(&r, 500, "internal");
+    assert_eq!(p["detail"], "the node failed to process the request");
+    assert_eq!(request(s.addr, "GET", "/healthz", &[], b"").status, 200);
+}
+
+#[test]
+fn graceful_shutdown_lets_running_jobs_finish() {
+    let mut s = Server::start(&[]);
+    let addr = s.addr;
+    let runner = std::thread::spawn(move || {
+        let body = serde_json::to_vec(&job(
+            "finishing",
+            json!(["sh", "-c", "sleep 1; echo finished"]),
+        ))
+        .unwrap();
+        request(
+            addr,
+            "POST",
+            "/v1/worker/jobs:run",
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            &body,
+        )
+        .json()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let status = s.terminate();
+    assert!(status.success(), "{status:?}\n{}", s.log());
+    let v = runner.join().unwrap();
+    assert_eq!(
+        (v["status"].as_str(), v["stdout"].as_str()),
+        (Some("completed"), Some("finished\n"))
+    );
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still accepting after shutdown"
+    );
+}
