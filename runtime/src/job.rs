@@ -10,7 +10,7 @@ use anyhow::Result;
 use crate::limits::EXIT_TIMEOUT;
 use crate::process::{JobContext, Stdio, run_process};
 use crate::sandbox::SandboxShared;
-use crate::stdio::{Capture, InputSource, OutputSink, pipe};
+use crate::stdio::{Capture, InputSource, OutputSink, PipeReader, PipeWriter, pipe};
 
 /// Where a job's stdout or stderr goes.
 #[derive(Default)]
@@ -20,6 +20,39 @@ pub enum Output {
     Capture,
     /// Written to a host writer as it is produced (nothing is captured).
     Stream(Box<dyn Write + Send>),
+    /// Into a pipe the host reads as the job runs; writers wait while it is full.
+    Pipe(PipeWriter),
+}
+
+/// Where a job's stdin comes from.
+pub enum Input {
+    /// These bytes, then end of file.
+    Bytes(Vec<u8>),
+    /// A pipe the host writes to as the job runs (e.g. a terminal's keystrokes).
+    Pipe(PipeReader),
+}
+
+impl Default for Input {
+    fn default() -> Self {
+        Input::Bytes(Vec::new())
+    }
+}
+
+/// The size of the terminal a job runs on; resizing is seen by its programs (through the
+/// `terminal-size` import). Cheap to clone.
+#[derive(Clone)]
+pub struct Terminal(Arc<Mutex<(u16, u16)>>);
+
+impl Terminal {
+    pub fn new(cols: u16, rows: u16) -> Self {
+        Terminal(Arc::new(Mutex::new((cols, rows))))
+    }
+    pub fn resize(&self, cols: u16, rows: u16) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = (cols, rows);
+    }
+    pub fn size(&self) -> (u16, u16) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Stops a running job from another task. Cheap to clone.
@@ -52,6 +85,17 @@ impl StopSignal {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// Like Ctrl-C on a terminal: ends the job's running child processes (their waiters see
+    /// status 130) and tells the shell, which goes back to its prompt. The job goes on.
+    /// Returns whether a child process was running.
+    pub fn interrupt(&self) -> bool {
+        let s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match s.job.as_ref().and_then(|j| j.upgrade()) {
+            Some(job) => job.interrupt(),
+            None => false,
+        }
+    }
+
     fn attach(&self, job: &Arc<JobContext>) {
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         s.job = Some(Arc::downgrade(job));
@@ -71,11 +115,12 @@ pub struct JobSpec {
     pub cwd: Option<String>,
     /// Deadline; the sandbox's limit when `None` (and never more than it).
     pub timeout: Option<Duration>,
-    /// Bytes given on stdin (then end of file).
-    pub stdin: Vec<u8>,
+    pub stdin: Input,
     pub stdout: Output,
     pub stderr: Output,
     pub stop: Option<StopSignal>,
+    /// The terminal the job runs on, if any (sets `TERM`, `COLUMNS`, `LINES`).
+    pub terminal: Option<Terminal>,
 }
 
 impl JobSpec {
@@ -85,10 +130,11 @@ impl JobSpec {
             env: Vec::new(),
             cwd: None,
             timeout: None,
-            stdin: Vec::new(),
+            stdin: Input::default(),
             stdout: Output::Capture,
             stderr: Output::Capture,
             stop: None,
+            terminal: None,
         }
     }
 
@@ -109,8 +155,17 @@ impl JobSpec {
         self.timeout = Some(timeout);
         self
     }
+    /// Bytes given on stdin (then end of file).
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.stdin = data.into();
+        self.stdin = Input::Bytes(data.into());
+        self
+    }
+    pub fn stdin_pipe(mut self, reader: PipeReader) -> Self {
+        self.stdin = Input::Pipe(reader);
+        self
+    }
+    pub fn terminal(mut self, terminal: Terminal) -> Self {
+        self.terminal = Some(terminal);
         self
     }
     pub fn stdout(mut self, out: Output) -> Self {
@@ -178,6 +233,7 @@ fn sink(out: Output, limit: usize) -> (OutputSink, Option<Capture>) {
             (OutputSink::Capture(c.clone()), Some(c))
         }
         Output::Stream(w) => (OutputSink::Writer(Arc::new(Mutex::new(w))), None),
+        Output::Pipe(w) => (OutputSink::Pipe(w), None),
     }
 }
 
@@ -191,7 +247,11 @@ pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<J
         .timeout
         .map_or(limits.timeout, |t| t.min(limits.timeout));
     let started_at = SystemTime::now();
-    let job = Arc::new(JobContext::new(sandbox.clone(), Instant::now() + timeout));
+    let job = Arc::new(JobContext::new(
+        sandbox.clone(),
+        Instant::now() + timeout,
+        spec.terminal.clone(),
+    ));
     if let Some(stop) = &spec.stop {
         stop.attach(&job);
     }
@@ -210,15 +270,28 @@ pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<J
         env.retain(|(key, _)| key != k);
         env.push((k.clone(), v.clone()));
     }
+    if let Some(t) = &spec.terminal {
+        let (cols, rows) = t.size();
+        for (k, v) in [
+            ("TERM", "xterm-256color".to_string()),
+            ("COLUMNS", cols.to_string()),
+            ("LINES", rows.to_string()),
+        ] {
+            env.retain(|(key, _)| key != k);
+            env.push((k.to_string(), v));
+        }
+    }
     env.retain(|(k, _)| k != "PWD");
     env.push(("PWD".into(), cwd.clone()));
 
-    let stdin = if spec.stdin.is_empty() {
-        InputSource::Null
-    } else {
-        let (r, w) = pipe(spec.stdin.len());
-        w.write_all(&spec.stdin).await?;
-        InputSource::Pipe(r)
+    let stdin = match spec.stdin {
+        Input::Bytes(b) if b.is_empty() => InputSource::Null,
+        Input::Bytes(b) => {
+            let (r, w) = pipe(b.len());
+            w.write_all(&b).await?;
+            InputSource::Pipe(r)
+        }
+        Input::Pipe(r) => InputSource::Pipe(r),
     };
     let (stdout, out_capture) = sink(spec.stdout, limits.max_output_bytes);
     let (stderr, err_capture) = sink(spec.stderr, limits.max_output_bytes);

@@ -34,7 +34,9 @@ mod sandbox;
 pub mod stdio;
 
 pub use image::{BASE_IMAGE, Image, ProgramSource, base_image};
-pub use job::{EXIT_STOPPED, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
+pub use job::{
+    EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Terminal, Truncated,
+};
 pub use limits::Limits;
 pub use runtime::{Runtime, RuntimeBuilder};
 pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, Sandbox, SandboxConfig};

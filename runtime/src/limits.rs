@@ -79,6 +79,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code of a program that could not be found, as a shell reports it.
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit code of a program ended by an interrupt (Ctrl-C), as after SIGINT.
+pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit code of a program that wrote to a pipe with no reader, as after SIGPIPE.
 pub const EXIT_SIGPIPE: i32 = 141;
 /// Exit code of a program that trapped (out of memory, unreachable, ...), like SIGABRT.

@@ -18,7 +18,10 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::process as wit;
-use crate::limits::{EXIT_NOT_FOUND, EXIT_SIGPIPE, EXIT_TIMEOUT, EXIT_TRAP, PIPE_CAPACITY};
+use crate::job::Terminal;
+use crate::limits::{
+    EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_SIGPIPE, EXIT_TIMEOUT, EXIT_TRAP, PIPE_CAPACITY,
+};
 use crate::sandbox::SandboxShared;
 use crate::stdio::{BrokenPipe, InputSource, OutputSink, PipeReader, PipeWriter, pipe};
 
@@ -56,10 +59,17 @@ pub(crate) struct JobContext {
     stop_notify: Notify,
     spawns: AtomicU32,
     tasks: std::sync::Mutex<Vec<AbortHandle>>,
+    terminal: Option<Terminal>,
+    /// An interrupt (Ctrl-C) the shell has not seen yet.
+    interrupted: AtomicBool,
 }
 
 impl JobContext {
-    pub(crate) fn new(sandbox: Arc<SandboxShared>, deadline: Instant) -> Self {
+    pub(crate) fn new(
+        sandbox: Arc<SandboxShared>,
+        deadline: Instant,
+        terminal: Option<Terminal>,
+    ) -> Self {
         JobContext {
             sandbox,
             deadline,
@@ -67,7 +77,22 @@ impl JobContext {
             stop_notify: Notify::new(),
             spawns: AtomicU32::new(0),
             tasks: std::sync::Mutex::new(Vec::new()),
+            terminal,
+            interrupted: AtomicBool::new(false),
         }
+    }
+
+    /// Ctrl-C: ends every child process (not the job's first process) and raises the flag
+    /// `take-interrupt` reports. Returns whether any child was running.
+    pub(crate) fn interrupt(&self) -> bool {
+        self.interrupted.store(true, Ordering::Release);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut any = false;
+        for t in tasks {
+            any |= !t.is_finished();
+            t.abort();
+        }
+        any
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -429,8 +454,9 @@ impl wit::Host for ProcessHost {
         };
         Ok(match task.await {
             Ok(code) => code,
-            // Aborted: the job is over (deadline or stop).
-            Err(_) => EXIT_TIMEOUT,
+            // Aborted: the job is over (deadline or stop), or the user interrupted.
+            Err(_) if self.job.over() => EXIT_TIMEOUT,
+            Err(_) => EXIT_INTERRUPTED,
         })
     }
 
@@ -463,5 +489,13 @@ impl wit::Host for ProcessHost {
 
     async fn has_program(&mut self, name: String) -> Result<bool> {
         Ok(self.job.sandbox.image.has_program(&name))
+    }
+
+    async fn terminal_size(&mut self) -> Result<Option<(u16, u16)>> {
+        Ok(self.job.terminal.as_ref().map(Terminal::size))
+    }
+
+    async fn take_interrupt(&mut self) -> Result<bool> {
+        Ok(self.job.interrupted.swap(false, Ordering::AcqRel))
     }
 }

@@ -132,3 +132,22 @@ async fn a_trapping_program_fails_alone() {
     assert_eq!(out.status, JobStatus::Failed, "{out:?}");
     next_job_works().await;
 }
+
+#[tokio::test]
+async fn the_open_resource_limit_fails_its_process() {
+    // A process needs a handful of resources (streams, the workspace descriptor) to start;
+    // with room for only two it cannot, and fails cleanly.
+    let sandbox = sandbox_with(Limits::default().max_open_resources(2));
+    let out = sandbox.run(JobSpec::shell("echo never")).await.unwrap();
+    assert_eq!(out.status, JobStatus::Failed, "{out:?}");
+    assert_eq!(out.stdout, "");
+    let roomy = sandbox_with(Limits::default().max_open_resources(64));
+    let out = roomy
+        .run(JobSpec::shell(
+            "for f in a b c; do echo $f > $f; done; cat a b c",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "a\nb\nc\n");
+    next_job_works().await;
+}

@@ -567,3 +567,191 @@ fn graceful_shutdown_lets_running_jobs_finish() {
         "still accepting after shutdown"
     );
 }
+
+/// A PTY client over the real HTTP endpoints.
+struct PtyClient<'a> {
+    s: &'a Server,
+    session: &'a str,
+    id: String,
+}
+
+impl PtyClient<'_> {
+    fn open<'a>(s: &'a Server, session: &'a str) -> PtyClient<'a> {
+        let r = s.post(
+            &format!("/v1/worker/sessions/{session}/pty:open"),
+            &json!({"version": 1, "task_id": "task-p", "session_id": session, "cols": 100, "rows": 30}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        PtyClient {
+            s,
+            session,
+            id: r.json()["pty_id"].as_str().unwrap().to_string(),
+        }
+    }
+
+    fn body(&self, extra: Value) -> Value {
+        let mut v = json!({"version": 1, "task_id": "task-p", "session_id": self.session, "pty_id": self.id});
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    }
+
+    fn send(&self, bytes: &[u8]) {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let r = self.s.post(
+            &format!("/v1/worker/sessions/{}/pty:send", self.session),
+            &self.body(json!({"data_b64": data})),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+
+    fn recv(&self, wait_ms: u64) -> Value {
+        let r = self.s.get(&format!(
+            "/v1/worker/sessions/{}/pty:recv?version=1&task_id=task-p&pty_id={}&wait_ms={wait_ms}",
+            self.session, self.id
+        ));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
+
+    /// Reads output until `want` appears (or 20 s pass); returns everything read.
+    fn read_until(&self, want: &str) -> String {
+        use base64::Engine as _;
+        let mut all = String::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !all.contains(want) {
+            assert!(Instant::now() < deadline, "never saw {want:?}; got {all:?}");
+            let v = self.recv(1000);
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v["data_b64"].as_str().unwrap())
+                .unwrap();
+            all.push_str(&String::from_utf8_lossy(&bytes));
+            if v["exited"] == true && !all.contains(want) {
+                panic!("program exited before {want:?}; got {all:?}");
+            }
+        }
+        all
+    }
+}
+
+#[test]
+fn pty_round_trip() {
+    let s = Server::start(&[]);
+    let create = json!({"version": 1, "task_id": "task-p", "session_id": "ps", "image": "bash"});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    let pty = PtyClient::open(&s, "ps");
+    pty.read_until("$ ");
+    pty.send(b"echo hi\r");
+    let out = pty.read_until("hi\r\n$ ");
+    assert!(
+        out.starts_with("echo hi\r\n"),
+        "typed input is echoed: {out:?}"
+    );
+
+    // Line editing: backspace removes a character, Ctrl-U the whole line.
+    pty.send(b"echo abX\x7fc\r");
+    pty.read_until("abc\r\n$ ");
+    pty.send(b"junk\x15echo clean\r");
+    pty.read_until("clean\r\n$ ");
+
+    // Ctrl-C interrupts the running program; the shell goes on.
+    pty.send(b"sleep 100\r");
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    pty.send(b"\x03");
+    pty.read_until("^C\r\n");
+    pty.send(b"echo status=$?\r");
+    pty.read_until("status=130\r\n$ ");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // The program sees the terminal size, and a resize.
+    pty.send(b"echo $COLUMNS $LINES\r");
+    pty.read_until("100 30\r\n$ ");
+    let r = s.post(
+        "/v1/worker/sessions/ps/pty:resize",
+        &pty.body(json!({"cols": 132, "rows": 43})),
+    );
+    assert_eq!(r.json()["status"], "resized");
+    pty.send(b"echo $COLUMNS $LINES\r");
+    pty.read_until("132 43\r\n$ ");
+
+    // Files written in the PTY are in the session's workspace.
+    pty.send(b"echo from-pty > p.txt\r");
+    pty.read_until("$ ");
+    let exec = s.post(
+        "/v1/worker/sessions/ps/exec",
+        &json!({"version": 1, "command": ["cat", "p.txt"]}),
+    );
+    assert_eq!(exec.json()["stdout"], "from-pty\n");
+
+    // Ctrl-D ends input: the shell exits and the PTY reports it.
+    pty.send(b"\x04");
+    pty.read_until("exit\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = pty.recv(500);
+        if v["exited"] == true {
+            assert_eq!(v["exit_code"], 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "pty never reported its exit");
+    }
+    let r = s.post("/v1/worker/sessions/ps/pty:close", &pty.body(json!({})));
+    assert_eq!(r.json()["status"], "closed");
+    problem(
+        &s.post("/v1/worker/sessions/ps/pty:close", &pty.body(json!({}))),
+        404,
+        "not_found",
+    );
+}
+
+#[test]
+fn pty_errors_and_session_end() {
+    let s = Server::start(&[]);
+    let create = json!({"version": 1, "task_id": "task-p", "session_id": "pe", "image": "bash"});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    let pty = PtyClient::open(&s, "pe");
+    pty.read_until("$ ");
+    let bad = s.post(
+        "/v1/worker/sessions/pe/pty:send",
+        &pty.body(json!({"data_b64": "!!not base64"})),
+    );
+    problem(&bad, 400, "validation");
+    let huge = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(vec![b'a'; 70_000])
+    };
+    let r = s.post(
+        "/v1/worker/sessions/pe/pty:send",
+        &pty.body(json!({"data_b64": huge})),
+    );
+    problem(&r, 413, "validation");
+    let r = s.post(
+        "/v1/worker/sessions/pe/pty:send",
+        &json!({"version": 1, "task_id": "task-p", "pty_id": "nope", "data_b64": ""}),
+    );
+    problem(&r, 404, "not_found");
+    let r = s.post(
+        "/v1/worker/sessions/pe/pty:send",
+        &json!({"version": 1, "task_id": "other", "pty_id": pty.id, "data_b64": ""}),
+    );
+    problem(&r, 400, "validation");
+    let r = s.post(
+        "/v1/worker/sessions/nope/pty:open",
+        &json!({"version": 1, "task_id": "task-p"}),
+    );
+    problem(&r, 404, "not_found");
+    // Ending the session ends its PTYs.
+    assert_eq!(
+        s.post("/v1/worker/sessions/pe/end", &json!({"version": 1}))
+            .status,
+        200
+    );
+    let r = s.get(&format!(
+        "/v1/worker/sessions/pe/pty:recv?task_id=task-p&pty_id={}",
+        pty.id
+    ));
+    problem(&r, 404, "not_found");
+}

@@ -31,6 +31,7 @@ fn main() {
 fn run(arg0: String, args: &[String]) -> i32 {
     let mut command_mode = false;
     let mut stdin_mode = false;
+    let mut interactive = false;
     let mut opts = shell::Opts::default();
     let mut i = 0;
     while i < args.len() {
@@ -67,7 +68,8 @@ fn run(arg0: String, args: &[String]) -> i32 {
                         _ => {}
                     }
                 }
-                'l' | 'i' | 'h' | 'v' | 'B' | 'H' | 'm' | 'p' | 'P' | 'E' | 'T' | 'b' | 'C' => {}
+                'i' => interactive = on,
+                'l' | 'h' | 'v' | 'B' | 'H' | 'm' | 'p' | 'P' | 'E' | 'T' | 'b' | 'C' => {}
                 other => {
                     eprintln!("{}: -{other}: invalid option", short(&arg0));
                     return 2;
@@ -77,6 +79,12 @@ fn run(arg0: String, args: &[String]) -> i32 {
         i += 1;
     }
     let rest = &args[i.min(args.len())..];
+    if interactive && !command_mode {
+        let mut sh = Shell::new(arg0.clone(), rest.to_vec());
+        sh.opts = opts;
+        sh.interactive = true;
+        return repl(&mut sh);
+    }
 
     let (script, name, positional) = if command_mode {
         let Some(cmd) = rest.first() else {
@@ -115,6 +123,60 @@ fn run(arg0: String, args: &[String]) -> i32 {
         Ok(s) => s,
         Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,
         Err(Ctl::Break(_)) | Err(Ctl::Continue(_)) => sh.last_status,
+        Err(Ctl::Interrupt) => 130,
+    }
+}
+
+/// The interactive loop: prompt, read a command (more lines while it is incomplete), run
+/// it. Ctrl-C abandons the command; end of input (Ctrl-D) leaves.
+fn repl(sh: &mut Shell) -> i32 {
+    use std::io::Write;
+    let io = Io::standard();
+    let mut pending = String::new();
+    loop {
+        let prompt = if pending.is_empty() {
+            sh.get_var("PS1").unwrap_or_else(|| "$ ".into())
+        } else {
+            sh.get_var("PS2").unwrap_or_else(|| "> ".into())
+        };
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let line = io::read_line(&io.stdin);
+        if guest_support::process::take_interrupt() {
+            pending.clear();
+            sh.last_status = 130;
+            continue;
+        }
+        let Some(line) = line else {
+            eprintln!("exit");
+            return sh.last_status;
+        };
+        pending.push_str(&line);
+        pending.push('\n');
+        let program = match shell::parse_or_incomplete(&pending) {
+            Ok(p) => p,
+            Err(None) => continue,
+            Err(Some(msg)) => {
+                sh.error(&io, &msg);
+                sh.last_status = 2;
+                pending.clear();
+                continue;
+            }
+        };
+        pending.clear();
+        // Like bash's checkwinsize: the size as it is now, for the command about to run.
+        if let Some((cols, rows)) = guest_support::process::terminal_size() {
+            sh.set_var("COLUMNS", cols.to_string());
+            sh.set_var("LINES", rows.to_string());
+        }
+        match sh.run_program(&program, &io) {
+            Ok(s) => sh.last_status = s,
+            Err(Ctl::Exit(s)) => return s,
+            Err(Ctl::Interrupt) => sh.last_status = 130,
+            Err(_) => {}
+        }
+        // An interrupt that came while the command ran is dealt with.
+        guest_support::process::take_interrupt();
     }
 }
 

@@ -17,6 +17,8 @@ pub enum Ctl {
     Continue(usize),
     Return(i32),
     Exit(i32),
+    /// Ctrl-C in an interactive shell: abandon the command line.
+    Interrupt,
 }
 
 pub type Status = Result<i32, Ctl>;
@@ -57,6 +59,8 @@ pub struct Shell {
     pub cwd: String,
     /// Status of the last command substitution of the command being expanded.
     pub subst_status: Option<i32>,
+    /// Reading commands from a terminal (`sh -i`): polls for Ctrl-C between commands.
+    pub interactive: bool,
 }
 
 /// A child started but not finished: bytes still to feed it and output still to collect.
@@ -71,10 +75,23 @@ pub fn parser_options() -> brush_parser::ParserOptions {
 }
 
 pub fn parse(script: &str) -> Result<ast::Program, String> {
+    parse_or_incomplete(script)
+        .map_err(|e| e.unwrap_or_else(|| "syntax error: unexpected end of file".into()))
+}
+
+/// Parses a script; `Err(None)` when it is incomplete (an open quote, `if` without `fi`,
+/// ...), so an interactive shell reads another line.
+pub fn parse_or_incomplete(script: &str) -> Result<ast::Program, Option<String>> {
     let mut parser = brush_parser::Parser::new(std::io::Cursor::new(script), &parser_options());
-    parser
-        .parse_program()
-        .map_err(|e| syntax_error_message(script, &e))
+    parser.parse_program().map_err(|e| match &e {
+        brush_parser::ParseError::ParsingAtEndOfInput => None,
+        brush_parser::ParseError::Tokenizing { inner, .. }
+            if inner.to_string().contains("unterminated") =>
+        {
+            None
+        }
+        _ => Some(syntax_error_message(script, &e)),
+    })
 }
 
 /// bash-like text for a parse error: the line and the token the parser stopped at.
@@ -147,6 +164,7 @@ impl Shell {
             loop_depth: 0,
             cwd,
             subst_status: None,
+            interactive: false,
         }
     }
 
@@ -258,6 +276,9 @@ impl Shell {
     pub fn run_list(&mut self, list: &ast::CompoundList, io: &Io) -> Status {
         let mut status = 0;
         for ast::CompoundListItem(and_or, sep) in &list.0 {
+            if self.interactive && process::take_interrupt() {
+                return Err(Ctl::Interrupt);
+            }
             status = match sep {
                 ast::SeparatorOperator::Async => self.run_async(and_or, io)?,
                 ast::SeparatorOperator::Sequence => self.run_and_or(and_or, io)?,

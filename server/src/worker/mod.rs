@@ -3,6 +3,7 @@
 //! encode the answer; no sandbox logic lives here.
 
 mod jobs;
+mod pty;
 mod sessions;
 mod wire;
 
@@ -119,6 +120,11 @@ pub fn router(node: SharedNode) -> Router {
             "/v1/worker/sessions/{id}/files",
             get(sessions::read_file).put(sessions::write_file),
         )
+        .route("/v1/worker/sessions/{id}/pty:open", post(pty::open))
+        .route("/v1/worker/sessions/{id}/pty:send", post(pty::send))
+        .route("/v1/worker/sessions/{id}/pty:recv", get(pty::recv))
+        .route("/v1/worker/sessions/{id}/pty:resize", post(pty::resize))
+        .route("/v1/worker/sessions/{id}/pty:close", post(pty::close))
         .route_layer(middleware::from_fn_with_state(node.clone(), auth));
     Router::new()
         .route("/healthz", get(healthz))

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use wasbox_runtime::{FileError, JobSpec, Limits, Sandbox, SandboxConfig, StopSignal};
 
+use super::pty::{Pty, PtyTable};
 use super::wire::{RESERVED_ENV, ResultWire, SandboxSpec, check_network_policy, check_timeout};
 use super::{SharedNode, check_version, lock, read_body, read_json, required};
 use crate::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
@@ -33,11 +34,62 @@ pub struct Session {
     execs: AtomicU64,
     /// Stop signals of the execs running now.
     running: Mutex<Vec<StopSignal>>,
+    ptys: PtyTable,
     ended: AtomicBool,
 }
 
 impl Session {
-    fn touch(&self) {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    pub fn task_id(&self) -> &str {
+        &self.task_id
+    }
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.env.clone()
+    }
+    /// Time left before the session's lifetime ends.
+    pub fn remaining(&self) -> Duration {
+        (self.created + self.lifetime).saturating_duration_since(Instant::now())
+    }
+    pub fn pty_count(&self) -> usize {
+        lock(&self.ptys).len()
+    }
+    pub fn add_pty(&self, id: String, pty: Arc<Pty>) {
+        lock(&self.ptys).insert(id, pty);
+        if self.ended.load(Ordering::Acquire) {
+            self.close_ptys();
+        }
+    }
+    pub fn pty(&self, id: &str) -> Option<Arc<Pty>> {
+        lock(&self.ptys).get(id).cloned()
+    }
+    pub fn remove_pty(&self, id: &str) -> Option<Arc<Pty>> {
+        lock(&self.ptys).remove(id)
+    }
+    fn close_ptys(&self) {
+        for (_, pty) in lock(&self.ptys).drain() {
+            pty.close();
+        }
+    }
+    /// Closes PTYs nobody has used for the session's idle limit.
+    fn reap_ptys(&self, now: Instant) {
+        let idle: Vec<String> = lock(&self.ptys)
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(*lock(&p.last_activity)) >= self.idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            if let Some(p) = self.remove_pty(&id) {
+                tracing::info!(task_id = %self.task_id, session_id = %self.id, pty_id = %id, "pty idle timeout");
+                p.close();
+            }
+        }
+    }
+    pub fn touch(&self) {
         *lock(&self.last_activity) = Instant::now();
     }
 
@@ -61,6 +113,7 @@ impl Session {
         for stop in lock(&self.running).drain(..) {
             stop.stop();
         }
+        self.close_ptys();
         tracing::info!(task_id = %self.task_id, session_id = %self.id, reason, "session ended");
     }
 
@@ -186,6 +239,7 @@ async fn create_inner(
         last_activity: Mutex::new(Instant::now()),
         execs: AtomicU64::new(0),
         running: Mutex::new(Vec::new()),
+        ptys: Mutex::new(Default::default()),
         ended: AtomicBool::new(false),
     });
     sessions.insert(session_id.clone(), session.clone());
@@ -193,7 +247,7 @@ async fn create_inner(
     Ok(session.info("running"))
 }
 
-fn find(node: &SharedNode, id: &str) -> Result<Arc<Session>, Problem> {
+pub fn find(node: &SharedNode, id: &str) -> Result<Arc<Session>, Problem> {
     lock(&node.sessions)
         .get(id)
         .cloned()
@@ -432,6 +486,10 @@ pub async fn reap_sessions(node: SharedNode, every: Duration) {
         };
         for (session, why) in expired {
             session.end(why);
+        }
+        let live: Vec<Arc<Session>> = lock(&node.sessions).values().cloned().collect();
+        for s in live {
+            s.reap_ptys(now);
         }
     }
 }
