@@ -1,0 +1,287 @@
+//! End-to-end driver for the worker API: starts the real `wasbox serve` (release build) on
+//! 127.0.0.1, sends `sh -c 'echo hello'` jobs over keep-alive HTTP connections, and spawns
+//! the same command natively in the same run as the baseline.
+//!
+//! `cargo bench -p wasbox-benches --bench worker` (builds `wasbox` in release mode first).
+//! Every phase is bounded in requests and time; only loopback is used.
+
+use std::io::{BufRead, BufReader as StdBufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "bench-token";
+const SEQUENTIAL: usize = 2000;
+const PHASE: Duration = Duration::from_secs(3);
+const PHASE_MAX_REQUESTS: u64 = 50_000;
+
+struct Conn {
+    stream: BufReader<TcpStream>,
+    addr: String,
+}
+
+impl Conn {
+    async fn connect(addr: &str) -> Conn {
+        let s = TcpStream::connect(addr).await.expect("connect");
+        s.set_nodelay(true).unwrap();
+        Conn {
+            stream: BufReader::new(s),
+            addr: addr.to_string(),
+        }
+    }
+
+    /// One request on the kept-alive connection; returns the status and body.
+    async fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        self.stream.get_mut().write_all(req.as_bytes()).await.unwrap();
+        let mut line = String::new();
+        self.stream.read_line(&mut line).await.unwrap();
+        let status: u16 = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let mut len = 0usize;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).await.unwrap();
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0; len];
+        self.stream.read_exact(&mut body).await.unwrap();
+        (status, body)
+    }
+}
+
+fn job_body(n: u64) -> String {
+    format!(
+        r#"{{"version":1,"task_id":"bench","job_id":"job-{n}","sandbox":{{"image":"alpine:latest","command":["sh","-c","echo hello"]}}}}"#
+    )
+}
+
+fn check(status: u16, body: &[u8]) {
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(body));
+    assert!(
+        body.windows(14).any(|w| w == br#""hello\n","std"#) || String::from_utf8_lossy(body).contains("\"stdout\":\"hello\\n\""),
+        "{}",
+        String::from_utf8_lossy(body)
+    );
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} us", d.as_secs_f64() * 1e6)
+}
+
+struct Row {
+    name: String,
+    p50: Duration,
+    p99: Duration,
+    per_sec: f64,
+}
+
+fn print(rows: &[Row]) {
+    println!("\n{:<46} {:>10} {:>10} {:>12}", "phase", "p50", "p99", "per second");
+    for r in rows {
+        println!("{:<46} {:>10} {:>10} {:>12.0}", r.name, us(r.p50), us(r.p99), r.per_sec);
+    }
+}
+
+fn main() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--release", "--quiet", "-p", "wasbox"])
+        .status()
+        .expect("cargo build");
+    assert!(built.success(), "building wasbox failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let mut server = Command::new(target.join("release/wasbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start wasbox serve");
+    let mut line = String::new();
+    StdBufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rows = rt.block_on(async {
+        // Ready (the image is loaded) before measuring.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let mut c = Conn::connect(&addr).await;
+            if c.call("GET", "/readyz", "").await.0 == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "server never became ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let counter = Arc::new(AtomicU64::new(0));
+        let mut rows = Vec::new();
+
+        // Warm-up, then sequential latency on one connection.
+        let mut c = Conn::connect(&addr).await;
+        for _ in 0..200 {
+            let n = counter.fetch_add(1, Ordering::Relaxed);
+            let (s, b) = c.call("POST", "/v1/worker/jobs:run", &job_body(n)).await;
+            check(s, &b);
+        }
+        let mut lat = Vec::with_capacity(SEQUENTIAL);
+        let started = Instant::now();
+        for _ in 0..SEQUENTIAL {
+            let n = counter.fetch_add(1, Ordering::Relaxed);
+            let t = Instant::now();
+            let (s, b) = c.call("POST", "/v1/worker/jobs:run", &job_body(n)).await;
+            lat.push(t.elapsed());
+            check(s, &b);
+        }
+        let elapsed = started.elapsed();
+        lat.sort();
+        rows.push(Row {
+            name: "wasbox jobs:run, sequential".into(),
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
+        });
+
+        for clients in [1usize, 8, 64] {
+            let started = Instant::now();
+            let mut tasks = Vec::new();
+            for _ in 0..clients {
+                let addr = addr.clone();
+                let counter = counter.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut c = Conn::connect(&addr).await;
+                    let mut lat = Vec::new();
+                    while started.elapsed() < PHASE && (lat.len() as u64) < PHASE_MAX_REQUESTS / clients as u64 {
+                        let n = counter.fetch_add(1, Ordering::Relaxed);
+                        let t = Instant::now();
+                        let (s, b) = c.call("POST", "/v1/worker/jobs:run", &job_body(n)).await;
+                        lat.push(t.elapsed());
+                        check(s, &b);
+                    }
+                    lat
+                }));
+            }
+            let mut lat = Vec::new();
+            for t in tasks {
+                lat.extend(t.await.unwrap());
+            }
+            let elapsed = started.elapsed();
+            lat.sort();
+            rows.push(Row {
+                name: format!("wasbox jobs:run, {clients} concurrent clients"),
+                p50: percentile(&lat, 0.5),
+                p99: percentile(&lat, 0.99),
+                per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
+            });
+        }
+
+        // Session exec round trip.
+        let (s, b) = c
+            .call("POST", "/v1/worker/sessions", r#"{"version":1,"task_id":"bench","session_id":"bench-session","image":"alpine"}"#)
+            .await;
+        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+        let exec = r#"{"version":1,"command":["sh","-c","echo hello"]}"#;
+        for _ in 0..200 {
+            let (s, b) = c.call("POST", "/v1/worker/sessions/bench-session/exec", exec).await;
+            check(s, &b);
+        }
+        let mut lat = Vec::with_capacity(SEQUENTIAL);
+        let started = Instant::now();
+        for _ in 0..SEQUENTIAL {
+            let t = Instant::now();
+            let (s, b) = c.call("POST", "/v1/worker/sessions/bench-session/exec", exec).await;
+            lat.push(t.elapsed());
+            check(s, &b);
+        }
+        let elapsed = started.elapsed();
+        lat.sort();
+        rows.push(Row {
+            name: "wasbox session exec, sequential".into(),
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
+        });
+        rows
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+
+    // The baseline: the same command as a native process, spawned by this driver.
+    let mut rows = rows;
+    let native = |_: usize| {
+        let out = Command::new("sh")
+            .args(["-c", "echo hello"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"hello\n");
+    };
+    let mut lat = Vec::new();
+    let started = Instant::now();
+    for i in 0..500 {
+        let t = Instant::now();
+        native(i);
+        lat.push(t.elapsed());
+    }
+    let elapsed = started.elapsed();
+    lat.sort();
+    rows.push(Row {
+        name: "native sh spawn, sequential".into(),
+        p50: percentile(&lat, 0.5),
+        p99: percentile(&lat, 0.99),
+        per_sec: 500.0 / elapsed.as_secs_f64(),
+    });
+    let started = Instant::now();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut lat = Vec::new();
+                while started.elapsed() < PHASE && lat.len() < 5000 {
+                    let t = Instant::now();
+                    native(0);
+                    lat.push(t.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let elapsed = started.elapsed();
+    lat.sort();
+    rows.push(Row {
+        name: "native sh spawn, 8 concurrent".into(),
+        p50: percentile(&lat, 0.5),
+        p99: percentile(&lat, 0.99),
+        per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
+    });
+    print(&rows);
+}
