@@ -41,10 +41,18 @@ impl Conn {
             self.addr,
             body.len()
         );
-        self.stream.get_mut().write_all(req.as_bytes()).await.unwrap();
+        self.stream
+            .get_mut()
+            .write_all(req.as_bytes())
+            .await
+            .unwrap();
         let mut line = String::new();
         self.stream.read_line(&mut line).await.unwrap();
-        let status: u16 = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         let mut len = 0usize;
         loop {
             line.clear();
@@ -53,10 +61,10 @@ impl Conn {
             if l.is_empty() {
                 break;
             }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
+            if let Some((k, v)) = l.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                len = v.trim().parse().unwrap_or(0);
             }
         }
         let mut body = vec![0; len];
@@ -71,13 +79,11 @@ fn job_body(n: u64) -> String {
     )
 }
 
+/// Every answer is checked: a fast wrong answer must not count.
 fn check(status: u16, body: &[u8]) {
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(body));
-    assert!(
-        body.windows(14).any(|w| w == br#""hello\n","std"#) || String::from_utf8_lossy(body).contains("\"stdout\":\"hello\\n\""),
-        "{}",
-        String::from_utf8_lossy(body)
-    );
+    let text = String::from_utf8_lossy(body);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""stdout":"hello\n""#), "{text}");
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -99,9 +105,18 @@ struct Row {
 }
 
 fn print(rows: &[Row]) {
-    println!("\n{:<46} {:>10} {:>10} {:>12}", "phase", "p50", "p99", "per second");
+    println!(
+        "\n{:<46} {:>10} {:>10} {:>12}",
+        "phase", "p50", "p99", "per second"
+    );
     for r in rows {
-        println!("{:<46} {:>10} {:>10} {:>12.0}", r.name, us(r.p50), us(r.p99), r.per_sec);
+        println!(
+            "{:<46} {:>10} {:>10} {:>12.0}",
+            r.name,
+            us(r.p50),
+            us(r.p99),
+            r.per_sec
+        );
     }
 }
 
@@ -124,7 +139,9 @@ fn main() {
         .spawn()
         .expect("start wasbox serve");
     let mut line = String::new();
-    StdBufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    StdBufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let addr = line.trim().rsplit("http://").next().unwrap().to_string();
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -180,7 +197,9 @@ fn main() {
                 tasks.push(tokio::spawn(async move {
                     let mut c = Conn::connect(&addr).await;
                     let mut lat = Vec::new();
-                    while started.elapsed() < PHASE && (lat.len() as u64) < PHASE_MAX_REQUESTS / clients as u64 {
+                    while started.elapsed() < PHASE
+                        && (lat.len() as u64) < PHASE_MAX_REQUESTS / clients as u64
+                    {
                         let n = counter.fetch_add(1, Ordering::Relaxed);
                         let t = Instant::now();
                         let (s, b) = c.call("POST", "/v1/worker/jobs:run", &job_body(n)).await;
@@ -206,19 +225,27 @@ fn main() {
 
         // Session exec round trip.
         let (s, b) = c
-            .call("POST", "/v1/worker/sessions", r#"{"version":1,"task_id":"bench","session_id":"bench-session","image":"alpine"}"#)
+            .call(
+                "POST",
+                "/v1/worker/sessions",
+                r#"{"version":1,"task_id":"bench","session_id":"bench-session","image":"alpine"}"#,
+            )
             .await;
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
         let exec = r#"{"version":1,"command":["sh","-c","echo hello"]}"#;
         for _ in 0..200 {
-            let (s, b) = c.call("POST", "/v1/worker/sessions/bench-session/exec", exec).await;
+            let (s, b) = c
+                .call("POST", "/v1/worker/sessions/bench-session/exec", exec)
+                .await;
             check(s, &b);
         }
         let mut lat = Vec::with_capacity(SEQUENTIAL);
         let started = Instant::now();
         for _ in 0..SEQUENTIAL {
             let t = Instant::now();
-            let (s, b) = c.call("POST", "/v1/worker/sessions/bench-session/exec", exec).await;
+            let (s, b) = c
+                .call("POST", "/v1/worker/sessions/bench-session/exec", exec)
+                .await;
             lat.push(t.elapsed());
             check(s, &b);
         }
@@ -274,7 +301,10 @@ fn main() {
             })
         })
         .collect();
-    let mut lat: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut lat: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     let elapsed = started.elapsed();
     lat.sort();
     rows.push(Row {

@@ -125,6 +125,17 @@ impl Server {
     }
 
     pub fn start_with(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let server = Self::spawn(extra, env);
+        server.wait_ready();
+        server
+    }
+
+    /// Starts a server without waiting for it to be ready.
+    pub fn start_unready(extra: &[&str]) -> Server {
+        Self::spawn(extra, &[])
+    }
+
+    fn spawn(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
         let mut cmd = wasbox();
@@ -150,17 +161,15 @@ impl Server {
             let mut rest = String::new();
             let _ = out.read_to_string(&mut rest);
         });
-        let server = Server {
+        Server {
             addr,
             child,
             log,
             _dir: dir,
-        };
-        server.wait_ready();
-        server
+        }
     }
 
-    fn wait_ready(&self) {
+    pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let r = request(self.addr, "GET", "/readyz", &[], b"");

@@ -755,3 +755,22 @@ fn pty_errors_and_session_end() {
     ));
     problem(&r, 404, "not_found");
 }
+
+#[test]
+fn not_ready_until_the_image_is_compiled() {
+    // An empty compile cache: the programs must be compiled before the node is ready.
+    let cache = tempfile::tempdir().unwrap();
+    let s = Server::start_unready(&["--cache-dir", cache.path().to_str().unwrap()]);
+    let r = request(s.addr, "GET", "/readyz", &[], b"");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.text(), "the sandbox image is still loading");
+    assert_eq!(request(s.addr, "GET", "/healthz", &[], b"").text(), "ok");
+    s.wait_ready();
+    let v = s
+        .post(
+            "/v1/worker/jobs:run",
+            &job("after-ready", json!(["echo", "ready"])),
+        )
+        .json();
+    assert_eq!(v["stdout"], "ready\n");
+}

@@ -336,16 +336,21 @@ async fn exec_inner(
             .filter(|(k, _)| !RESERVED_ENV.contains(&k.as_str())),
     );
     spec.cwd = req.cwd;
-    let sandbox = session.sandbox.clone();
-    let out = tokio::spawn(async move {
-        let _slot = slot;
-        sandbox.run(spec).await
+    // The exec runs in its own task, which also does the session's bookkeeping: a client
+    // that disconnects neither cancels it nor leaves it counted as running.
+    let out = tokio::spawn({
+        let session = session.clone();
+        async move {
+            let _slot = slot;
+            let out = session.sandbox.run(spec).await;
+            lock(&session.running).retain(|s| !s.same_as(&stop));
+            session.touch();
+            out
+        }
     })
     .await
     .map_err(|e| Problem::internal(&anyhow::anyhow!("exec task failed: {e}")))?
     .map_err(|e| Problem::internal(&e));
-    lock(&session.running).retain(|s| !s.same_as(&stop));
-    session.touch();
     let out = out?;
     session.execs.fetch_add(1, Ordering::Relaxed);
     tracing::info!(
