@@ -23,6 +23,12 @@ pub enum Ctl {
 
 pub type Status = Result<i32, Ctl>;
 
+/// What a loop does after one run of its body.
+enum Next {
+    Go,
+    Stop,
+}
+
 #[derive(Clone, Debug)]
 pub struct Var {
     pub value: String,
@@ -569,55 +575,37 @@ impl Shell {
                     }
                     None => self.positional.clone(),
                 };
-                let mut status = 0;
-                self.loop_depth += 1;
-                let result = (|| {
+                self.in_loop(|sh| {
+                    let mut status = 0;
                     for v in values {
-                        self.set_var(&f.variable_name, v);
-                        match self.run_list(&f.body.list, io) {
-                            Ok(s) => status = s,
-                            Err(Ctl::Break(n)) if n > 1 => return Err(Ctl::Break(n - 1)),
-                            Err(Ctl::Break(_)) => break,
-                            Err(Ctl::Continue(n)) if n > 1 => return Err(Ctl::Continue(n - 1)),
-                            Err(Ctl::Continue(_)) => continue,
-                            Err(e) => return Err(e),
+                        sh.set_var(&f.variable_name, v);
+                        if let Next::Stop = sh.loop_body(&f.body.list, io, &mut status)? {
+                            break;
                         }
                     }
                     Ok(status)
-                })();
-                self.loop_depth -= 1;
-                result
+                })
             }
-            C::ArithmeticForClause(f) => {
+            C::ArithmeticForClause(f) => self.in_loop(|sh| {
                 let mut status = 0;
-                self.loop_depth += 1;
-                let result = (|| {
-                    if let Some(init) = &f.initializer {
-                        self.arith(&init.value, io)?;
-                    }
-                    loop {
-                        if let Some(cond) = &f.condition {
-                            if self.arith(&cond.value, io)? == 0 {
-                                break;
-                            }
-                        }
-                        match self.run_list(&f.body.list, io) {
-                            Ok(s) => status = s,
-                            Err(Ctl::Break(n)) if n > 1 => return Err(Ctl::Break(n - 1)),
-                            Err(Ctl::Break(_)) => break,
-                            Err(Ctl::Continue(n)) if n > 1 => return Err(Ctl::Continue(n - 1)),
-                            Err(Ctl::Continue(_)) => {}
-                            Err(e) => return Err(e),
-                        }
-                        if let Some(upd) = &f.updater {
-                            self.arith(&upd.value, io)?;
+                if let Some(init) = &f.initializer {
+                    sh.arith(&init.value, io)?;
+                }
+                loop {
+                    if let Some(cond) = &f.condition {
+                        if sh.arith(&cond.value, io)? == 0 {
+                            break;
                         }
                     }
-                    Ok(status)
-                })();
-                self.loop_depth -= 1;
-                result
-            }
+                    if let Next::Stop = sh.loop_body(&f.body.list, io, &mut status)? {
+                        break;
+                    }
+                    if let Some(upd) = &f.updater {
+                        sh.arith(&upd.value, io)?;
+                    }
+                }
+                Ok(status)
+            }),
             C::CaseClause(case) => {
                 self.cur_io = io.clone();
                 let value = self.expand_single(&case.value.value)?;
@@ -690,26 +678,44 @@ impl Shell {
         io: &Io,
         while_: bool,
     ) -> Status {
-        let mut status = 0;
-        self.loop_depth += 1;
-        let result = (|| {
-            loop {
-                if self.condition(cond, io)? != while_ {
+        self.in_loop(|sh| {
+            let mut status = 0;
+            while sh.condition(cond, io)? == while_ {
+                if let Next::Stop = sh.loop_body(body, io, &mut status)? {
                     break;
-                }
-                match self.run_list(body, io) {
-                    Ok(s) => status = s,
-                    Err(Ctl::Break(n)) if n > 1 => return Err(Ctl::Break(n - 1)),
-                    Err(Ctl::Break(_)) => break,
-                    Err(Ctl::Continue(n)) if n > 1 => return Err(Ctl::Continue(n - 1)),
-                    Err(Ctl::Continue(_)) => continue,
-                    Err(e) => return Err(e),
                 }
             }
             Ok(status)
-        })();
+        })
+    }
+
+    /// Runs `f` as a loop (so `break` and `continue` inside it mean this loop).
+    fn in_loop(&mut self, f: impl FnOnce(&mut Self) -> Status) -> Status {
+        self.loop_depth += 1;
+        let result = f(self);
         self.loop_depth -= 1;
         result
+    }
+
+    /// Runs a loop's body once. `break`/`continue` of this loop become a [`Next`]; those
+    /// naming an outer loop go on up with one level less.
+    fn loop_body(
+        &mut self,
+        body: &ast::CompoundList,
+        io: &Io,
+        status: &mut i32,
+    ) -> Result<Next, Ctl> {
+        match self.run_list(body, io) {
+            Ok(s) => {
+                *status = s;
+                Ok(Next::Go)
+            }
+            Err(Ctl::Break(n)) if n > 1 => Err(Ctl::Break(n - 1)),
+            Err(Ctl::Break(_)) => Ok(Next::Stop),
+            Err(Ctl::Continue(n)) if n > 1 => Err(Ctl::Continue(n - 1)),
+            Err(Ctl::Continue(_)) => Ok(Next::Go),
+            Err(e) => Err(e),
+        }
     }
 
     // -- simple commands ----------------------------------------------------------------

@@ -8,19 +8,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use wasbox_runtime::stdio::{PipeWriter, pipe};
 use wasbox_runtime::{JobSpec, Output, StopSignal, Terminal};
 
-use super::sessions::{Session, find};
+use super::sessions::{Session, find, respond};
 use super::{SharedNode, check_version, lock, read_json, required};
 use crate::problem::Problem;
 
@@ -119,24 +119,30 @@ impl Pty {
     }
 }
 
+/// The identifying fields every PTY request carries (worker-api-node.md, "Session Sandbox
+/// PTY": version, task_id, session_id, pty_id), beside the operation's own fields.
 #[derive(Deserialize)]
-struct OpenRequest {
+struct PtyRequest<T> {
     version: Option<i64>,
     task_id: Option<String>,
     session_id: Option<String>,
-    command: Option<Vec<String>>,
-    cols: Option<u16>,
-    rows: Option<u16>,
+    pty_id: Option<String>,
+    #[serde(flatten)]
+    fields: T,
 }
 
-#[derive(Serialize)]
-struct PtyReply {
-    version: u32,
-    task_id: String,
-    session_id: String,
-    pty_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'static str>,
+/// Finds the session, reads the body and checks the identifying fields.
+async fn decode<T: DeserializeOwned>(
+    node: &SharedNode,
+    id: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Arc<Session>, PtyRequest<T>), Problem> {
+    let session = find(node, id)?;
+    let req: PtyRequest<T> = read_json(headers, body, node.config.max_request_bytes).await?;
+    check_version(req.version)?;
+    check_ids(&session, &req.task_id, &req.session_id)?;
+    Ok((session, req))
 }
 
 fn check_ids(
@@ -158,11 +164,45 @@ fn check_ids(
     Ok(())
 }
 
-fn respond<T: Serialize>(r: Result<T, Problem>) -> Response {
-    match r {
-        Ok(v) => Json(v).into_response(),
-        Err(p) => p.into_response(),
+fn find_pty(session: &Session, pty_id: &Option<String>) -> Result<Arc<Pty>, Problem> {
+    let pty_id = required("pty_id", pty_id)?;
+    session
+        .pty(pty_id)
+        .ok_or_else(|| Problem::not_found(format!("pty `{pty_id}` does not exist")))
+}
+
+/// The answer of every PTY operation; `recv` adds its data.
+#[derive(Serialize)]
+struct PtyReply {
+    version: u32,
+    task_id: String,
+    session_id: String,
+    pty_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+    /// Bytes accepted by `pty:send`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<usize>,
+}
+
+impl PtyReply {
+    fn new(session: &Session, pty: &Pty) -> Self {
+        PtyReply {
+            version: 1,
+            task_id: session.task_id().to_string(),
+            session_id: session.id().to_string(),
+            pty_id: pty.id.clone(),
+            status: None,
+            bytes: None,
+        }
     }
+}
+
+#[derive(Deserialize)]
+struct OpenFields {
+    command: Option<Vec<String>>,
+    cols: Option<u16>,
+    rows: Option<u16>,
 }
 
 /// A random id in UUID v4 form.
@@ -192,10 +232,8 @@ pub async fn open(
 ) -> Response {
     let result = async {
         node.accepting()?;
-        let session = find(&node, &id)?;
-        let req: OpenRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
-        check_version(req.version)?;
-        check_ids(&session, &req.task_id, &req.session_id)?;
+        let (session, req) = decode::<OpenFields>(&node, &id, &headers, body).await?;
+        let req = req.fields;
         let argv = match req.command {
             Some(c) if !c.is_empty() => c,
             Some(_) => return Err(Problem::bad_request("command must not be empty")),
@@ -289,41 +327,15 @@ pub async fn open(
         });
         session.add_pty(pty.id.clone(), pty.clone());
         tracing::info!(task_id = %session.task_id(), session_id = %session.id(), pty_id = %pty.id, cols, rows, "pty opened");
-        Ok(PtyReply {
-            version: 1,
-            task_id: session.task_id().to_string(),
-            session_id: session.id().to_string(),
-            pty_id: pty.id.clone(),
-            status: None,
-        })
+        Ok(PtyReply::new(&session, &pty))
     }
     .await;
     respond(result)
 }
 
-fn find_pty(session: &Session, pty_id: &Option<String>) -> Result<Arc<Pty>, Problem> {
-    let pty_id = required("pty_id", pty_id)?;
-    session
-        .pty(pty_id)
-        .ok_or_else(|| Problem::not_found(format!("pty `{pty_id}` does not exist")))
-}
-
 #[derive(Deserialize)]
-struct SendRequest {
-    version: Option<i64>,
-    task_id: Option<String>,
-    session_id: Option<String>,
-    pty_id: Option<String>,
+struct SendFields {
     data_b64: Option<String>,
-}
-
-#[derive(Serialize)]
-struct SendReply {
-    version: u32,
-    task_id: String,
-    session_id: String,
-    pty_id: String,
-    bytes: usize,
 }
 
 pub async fn send(
@@ -333,12 +345,10 @@ pub async fn send(
     body: Body,
 ) -> Response {
     let result = async {
-        let session = find(&node, &id)?;
-        let req: SendRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
-        check_version(req.version)?;
-        check_ids(&session, &req.task_id, &req.session_id)?;
+        let (session, req) = decode::<SendFields>(&node, &id, &headers, body).await?;
         let pty = find_pty(&session, &req.pty_id)?;
         let encoded = req
+            .fields
             .data_b64
             .as_deref()
             .ok_or_else(|| Problem::bad_request("data_b64 is required"))?;
@@ -366,12 +376,9 @@ pub async fn send(
                 bytes => write_input(&pty, bytes).await,
             }
         }
-        Ok(SendReply {
-            version: 1,
-            task_id: session.task_id().to_string(),
-            session_id: session.id().to_string(),
-            pty_id: pty.id.clone(),
-            bytes: data.len(),
+        Ok(PtyReply {
+            bytes: Some(data.len()),
+            ..PtyReply::new(&session, &pty)
         })
     }
     .await;
@@ -398,10 +405,8 @@ pub struct RecvQuery {
 
 #[derive(Serialize)]
 struct RecvReply {
-    version: u32,
-    task_id: String,
-    session_id: String,
-    pty_id: String,
+    #[serde(flatten)]
+    ids: PtyReply,
     data_b64: String,
     /// The program has ended (and every byte of its output has been returned).
     exited: bool,
@@ -446,10 +451,7 @@ pub async fn recv(
         pty.received.fetch_add(data.len() as u64, Ordering::Relaxed);
         let exited = pty.exited.load(Ordering::Acquire) && lock(&pty.output).is_empty();
         Ok(RecvReply {
-            version: 1,
-            task_id: session.task_id().to_string(),
-            session_id: session.id().to_string(),
-            pty_id: pty.id.clone(),
+            ids: PtyReply::new(&session, &pty),
             data_b64: B64.encode(&data),
             exited,
             exit_code: if exited { *lock(&pty.exit_code) } else { None },
@@ -460,11 +462,7 @@ pub async fn recv(
 }
 
 #[derive(Deserialize)]
-struct ResizeRequest {
-    version: Option<i64>,
-    task_id: Option<String>,
-    session_id: Option<String>,
-    pty_id: Option<String>,
+struct ResizeFields {
     cols: Option<u16>,
     rows: Option<u16>,
 }
@@ -476,23 +474,18 @@ pub async fn resize(
     body: Body,
 ) -> Response {
     let result = async {
-        let session = find(&node, &id)?;
-        let req: ResizeRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
-        check_version(req.version)?;
-        check_ids(&session, &req.task_id, &req.session_id)?;
+        let (session, req) = decode::<ResizeFields>(&node, &id, &headers, body).await?;
         let pty = find_pty(&session, &req.pty_id)?;
-        let (Some(cols), Some(rows)) = (req.cols.filter(|c| *c > 0), req.rows.filter(|r| *r > 0)) else {
+        let size = (req.fields.cols.filter(|c| *c > 0), req.fields.rows.filter(|r| *r > 0));
+        let (Some(cols), Some(rows)) = size else {
             return Err(Problem::bad_request("cols and rows must be positive integers"));
         };
         pty.terminal.resize(cols, rows);
         session.touch();
         tracing::info!(task_id = %session.task_id(), session_id = %session.id(), pty_id = %pty.id, cols, rows, "pty resized");
         Ok(PtyReply {
-            version: 1,
-            task_id: session.task_id().to_string(),
-            session_id: session.id().to_string(),
-            pty_id: pty.id.clone(),
             status: Some("resized"),
+            ..PtyReply::new(&session, &pty)
         })
     }
     .await;
@@ -500,12 +493,7 @@ pub async fn resize(
 }
 
 #[derive(Deserialize)]
-struct CloseRequest {
-    version: Option<i64>,
-    task_id: Option<String>,
-    session_id: Option<String>,
-    pty_id: Option<String>,
-}
+struct NoFields {}
 
 pub async fn close(
     State(node): State<SharedNode>,
@@ -514,10 +502,7 @@ pub async fn close(
     body: Body,
 ) -> Response {
     let result = async {
-        let session = find(&node, &id)?;
-        let req: CloseRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
-        check_version(req.version)?;
-        check_ids(&session, &req.task_id, &req.session_id)?;
+        let (session, req) = decode::<NoFields>(&node, &id, &headers, body).await?;
         let pty_id = required("pty_id", &req.pty_id)?;
         let pty = session
             .remove_pty(pty_id)
@@ -525,11 +510,8 @@ pub async fn close(
         pty.close();
         tracing::info!(task_id = %session.task_id(), session_id = %session.id(), pty_id = %pty.id, "pty closed");
         Ok(PtyReply {
-            version: 1,
-            task_id: session.task_id().to_string(),
-            session_id: session.id().to_string(),
-            pty_id: pty.id.clone(),
             status: Some("closed"),
+            ..PtyReply::new(&session, &pty)
         })
     }
     .await;

@@ -161,7 +161,7 @@ struct CreateRequest {
     idle_timeout_seconds: Option<i64>,
 }
 
-fn respond<T: Serialize>(r: Result<T, Problem>) -> Response {
+pub(super) fn respond<T: Serialize>(r: Result<T, Problem>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
         Err(p) => p.into_response(),
