@@ -37,6 +37,72 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ),
     ("wc", "printf 'a b\\nc\\n' | wc -w", "3\n"),
     ("yes", "yes x | head -2", "x\nx\n"),
+    ("basename", "basename /a/b/c.txt .txt", "c\n"),
+    ("base64", "printf hi | base64", "aGk=\n"),
+    (
+        "chmod",
+        "touch s; chmod +x s && chmod 644 s && echo ok",
+        "ok\n",
+    ),
+    (
+        "comm",
+        "printf 'a\\nb\\n' > x; printf 'b\\nc\\n' > y; comm x y",
+        "a\n\t\tb\n\tc\n",
+    ),
+    ("date", "date -u -d @0 +%Y-%m-%d", "1970-01-01\n"),
+    ("dirname", "dirname /a/b/c", "/a/b\n"),
+    ("expr", "expr 2 + 3", "5\n"),
+    ("fold", "echo abcdef | fold -w 2", "ab\ncd\nef\n"),
+    (
+        "md5sum",
+        "printf abc | md5sum",
+        "900150983cd24fb0d6963f7d28e17f72  -\n",
+    ),
+    ("nl", "printf 'a\\nb\\n' | nl", "     1\ta\n     2\tb\n"),
+    ("od", "printf AB | od -c", "0000000   A   B\n0000002\n"),
+    (
+        "paste",
+        "printf '1\\n2\\n' > a; printf 'x\\ny\\n' > b; paste a b",
+        "1\tx\n2\ty\n",
+    ),
+    (
+        "printf",
+        "/bin/printf '%05.1f|%s\\n' 3.14159 x",
+        "003.1|x\n",
+    ),
+    ("readlink", "ln -s target l; readlink l", "target\n"),
+    (
+        "realpath",
+        "mkdir -p d/e; cd d; realpath e",
+        "/workspace/d/e\n",
+    ),
+    ("rmdir", "mkdir e; rmdir e; ls | wc -l", "0\n"),
+    (
+        "sha256sum",
+        "printf abc | sha256sum",
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  -\n",
+    ),
+    ("tac", "seq 3 | tac", "3\n2\n1\n"),
+    ("tee", "echo hi | tee f > /dev/null; cat f", "hi\n"),
+    ("test", "/usr/bin/test 2 -gt 1 && echo yes", "yes\n"),
+    ("[", "/usr/bin/[ a = a ] && echo same", "same\n"),
+    (
+        "truncate",
+        "echo hello > f; truncate -s 2 f; cat f; echo",
+        "he\n",
+    ),
+    (
+        "grep",
+        "printf 'apple\\nbanana\\ncherry\\n' > f; grep -n an f",
+        "2:banana\n",
+    ),
+    (
+        "egrep",
+        "printf 'a1\\nb22\\nc\\n' | egrep '[0-9]+$'",
+        "a1\nb22\n",
+    ),
+    ("fgrep", "printf 'a.b\\naxb\\n' | fgrep .", "a.b\n"),
+    ("rev", "echo abc | rev", "cba\n"),
 ];
 
 #[tokio::test]
@@ -79,4 +145,71 @@ async fn messages_have_no_raw_keys() {
         );
     }
     assert_eq!(out.stderr.lines().count(), 5, "{out:?}");
+}
+
+/// grep's options, each checked against GNU grep 3 (script, stdout, exit code).
+const GREP: &[(&str, &str, i32)] = &[
+    (
+        "printf 'Foo\\nbar\\nfoo bar\\n' > f; grep -i foo f",
+        "Foo\nfoo bar\n",
+        0,
+    ),
+    (
+        "printf 'Foo\\nbar\\nfoo bar\\n' > f; grep -c foo f; grep -v foo f",
+        "1\nFoo\nbar\n",
+        0,
+    ),
+    ("printf 'foo\\n' > f; grep nothing f", "", 1),
+    ("grep x missing-file", "", 2),
+    (
+        "mkdir -p src/a; echo 'fn main' > src/a/m.rs; echo 'main()' > src/b.py; echo no > src/c.txt; grep -rn main src | sort",
+        "src/a/m.rs:1:fn main\nsrc/b.py:1:main()\n",
+        0,
+    ),
+    (
+        "mkdir -p src; echo main > src/a.rs; echo main > src/b.py; grep -rl main --include='*.rs' .",
+        "./src/a.rs\n",
+        0,
+    ),
+    (
+        "mkdir -p s; echo hit > s/x; cd s; grep -r hit",
+        "x:hit\n",
+        0,
+    ),
+    ("echo 'a1b22c333' | grep -oE '[0-9]+'", "1\n22\n333\n", 0),
+    ("echo 'cat concat' | grep -ow cat", "cat\n", 0),
+    ("printf 'x\\n' | grep -q x && echo found", "found\n", 0),
+    (
+        "printf '1\\n2\\n3\\n4\\n5\\n' | grep -A1 -B1 3",
+        "2\n3\n4\n",
+        0,
+    ),
+    ("printf 'ab\\n' | grep 'a\\(b\\)'", "ab\n", 0),
+    ("printf 'a+b\\nab\\n' | grep 'a+b'", "a+b\n", 0),
+    ("printf 'x1\\ny\\n' | grep -L x - ; echo $?", "0\n", 0),
+    (
+        "printf 'one\\ntwo\\n' > f; grep -x two f; grep -e one -e two -c f",
+        "two\n2\n",
+        0,
+    ),
+    (
+        "printf 'a\\nb\\n' > f1; printf 'b\\n' > f2; grep b f1 f2; grep -h b f1 f2",
+        "f1:b\nf2:b\nb\nb\n",
+        0,
+    ),
+    ("printf 'a\\nb\\na\\n' | grep -m1 -n a", "1:a\n", 0),
+];
+
+#[tokio::test]
+async fn grep_like_gnu() {
+    let mut failures = Vec::new();
+    for (script, want, code) in GREP {
+        let out = sh(script).await;
+        if out.stdout != *want || out.exit_code != *code {
+            failures.push(format!(
+                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,10 +1,13 @@
 //! The multi-call coreutils program of the base image. `argv[0]` names the applet (`ls`,
 //! `/bin/ls`); `coreutils APPLET ARGS...` works too.
 //!
-//! Most applets are uutils; `env`, `printenv`, `true`, `false`, `yes`, `mkdir` and `mv` are
-//! our own (uutils' `env` does not build for WASI, its `mkdir -p /abs/path` and `mv` fail
-//! there, and `yes` must end quietly on a broken pipe).
+//! Most applets are uutils. Ours, where uutils fails on WASI or lacks the tool: `env` (does
+//! not build), `mkdir` (`-p` with an absolute path), `mv`, `realpath`, `tac` (need host
+//! calls WASI lacks), `chmod` (WASI has no modes: a valid mode is accepted), `yes` (must end
+//! quietly on a broken pipe), `printenv`, `true`, `false`, and `grep`, `egrep`, `fgrep`,
+//! `rev`.
 
+mod grep;
 mod own;
 
 use std::ffi::OsString;
@@ -33,6 +36,29 @@ fn applet(name: &str) -> Option<Main> {
         "tr" => uu_tr::uumain,
         "uniq" => uu_uniq::uumain,
         "wc" => uu_wc::uumain,
+        "basename" => uu_basename::uumain,
+        "base64" => uu_base64::uumain,
+        "chmod" => own::chmod,
+        "comm" => uu_comm::uumain,
+        "date" => uu_date::uumain,
+        "dirname" => uu_dirname::uumain,
+        "expr" => uu_expr::uumain,
+        "fold" => uu_fold::uumain,
+        "md5sum" => uu_md5sum::uumain,
+        "nl" => uu_nl::uumain,
+        "od" => uu_od::uumain,
+        "paste" => uu_paste::uumain,
+        "printf" => uu_printf::uumain,
+        "readlink" => uu_readlink::uumain,
+        "realpath" => own::realpath,
+        "rmdir" => uu_rmdir::uumain,
+        "sha256sum" => uu_sha256sum::uumain,
+        "tac" => own::tac,
+        "tee" => uu_tee::uumain,
+        "test" | "[" => uu_test::uumain,
+        "truncate" => uu_truncate::uumain,
+        "grep" | "egrep" | "fgrep" => grep_main,
+        "rev" => grep::rev,
         "env" => env,
         "printenv" => printenv,
         "true" => |_| 0,
@@ -65,6 +91,18 @@ fn base_name(arg: Option<&OsString>) -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
     s.rsplit('/').next().unwrap_or_default().to_string()
+}
+
+/// `grep`, and `egrep`/`fgrep` as `grep -E`/`grep -F`.
+fn grep_main(args: std::vec::IntoIter<OsString>) -> i32 {
+    let mut args: Vec<OsString> = args.collect();
+    let name = base_name(args.first());
+    match name.as_str() {
+        "egrep" => args.insert(1, "-E".into()),
+        "fgrep" => args.insert(1, "-F".into()),
+        _ => {}
+    }
+    grep::main(args.into_iter())
 }
 
 /// `yes [STRING]...`: repeats its arguments (or `y`) until the reader goes away.

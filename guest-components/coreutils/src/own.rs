@@ -1,5 +1,6 @@
 //! Applets written for wasbox where the uutils versions fail on WASI: `mkdir` (absolute
-//! paths with `-p`) and `mv`. Options and messages follow GNU coreutils.
+//! paths with `-p`), `mv`, `chmod`, `realpath` and `tac`. Options and messages follow GNU
+//! coreutils.
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
@@ -251,6 +252,109 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
                 );
                 status = 1;
             }
+        }
+    }
+    status
+}
+
+/// `chmod MODE FILE...`. WASI files have no permission bits, so a valid mode is accepted and
+/// changes nothing (scripts are runnable anyway); files must exist, as with GNU chmod.
+pub fn chmod(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = strings(args)
+        .into_iter()
+        .filter(|a| !matches!(a.as_str(), "-R" | "--recursive" | "-v" | "-f" | "-c"))
+        .collect();
+    let Some((mode, files)) = args.split_first() else {
+        eprintln!("chmod: missing operand\nTry 'chmod --help' for more information.");
+        return 1;
+    };
+    let valid = !mode.is_empty()
+        && (mode.chars().all(|c| ('0'..='7').contains(&c))
+            || mode.split(',').all(|m| {
+                let m = m.trim_start_matches(['u', 'g', 'o', 'a']);
+                m.starts_with(['+', '-', '=']) && m[1..].chars().all(|c| "rwxXstugo".contains(c))
+            }));
+    if !valid {
+        eprintln!("chmod: invalid mode: '{mode}'");
+        return 1;
+    }
+    if files.is_empty() {
+        eprintln!("chmod: missing operand after '{mode}'");
+        return 1;
+    }
+    let mut status = 0;
+    for f in files {
+        if let Err(e) = std::fs::metadata(f) {
+            eprintln!("chmod: cannot access '{f}': {}", reason(&e));
+            status = 1;
+        }
+    }
+    status
+}
+
+/// `realpath [-e|-m|-s] FILE...`: the absolute path, with `.` and `..` resolved (WASI has
+/// no `realpath(3)`; the components are resolved in the sandbox's path space).
+pub fn realpath(args: std::vec::IntoIter<OsString>) -> i32 {
+    let (flags, files) = flags_and_operands(strings(args), &[]);
+    let missing_ok = flags.iter().any(|(c, _)| *c == 'm');
+    if files.is_empty() {
+        eprintln!("realpath: missing operand\nTry 'realpath --help' for more information.");
+        return 1;
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let mut status = 0;
+    for f in files {
+        let mut parts: Vec<String> = Vec::new();
+        let full = if f.starts_with('/') {
+            PathBuf::from(&f)
+        } else {
+            cwd.join(&f)
+        };
+        for c in full.to_string_lossy().split('/') {
+            match c {
+                "" | "." => {}
+                ".." => {
+                    parts.pop();
+                }
+                c => parts.push(c.to_string()),
+            }
+        }
+        let resolved = format!("/{}", parts.join("/"));
+        if !missing_ok && std::fs::symlink_metadata(&resolved).is_err() {
+            eprintln!("realpath: {f}: No such file or directory");
+            status = 1;
+            continue;
+        }
+        println!("{resolved}");
+    }
+    status
+}
+
+/// `tac [FILE]...`: lines in reverse order.
+pub fn tac(args: std::vec::IntoIter<OsString>) -> i32 {
+    use std::io::{Read, Write};
+    let files = strings(args);
+    let mut data = Vec::new();
+    let mut status = 0;
+    if files.is_empty() || files == ["-"] {
+        let _ = std::io::stdin().read_to_end(&mut data);
+    }
+    for f in files.iter().filter(|f| *f != "-") {
+        match std::fs::read(f) {
+            Ok(d) => data.extend_from_slice(&d),
+            Err(e) => {
+                eprintln!("tac: failed to open '{f}' for reading: {}", reason(&e));
+                status = 1;
+            }
+        }
+    }
+    let mut lines: Vec<&[u8]> = data.split_inclusive(|&b| b == b'\n').collect();
+    lines.reverse();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for l in lines {
+        let _ = out.write_all(l);
+        if !l.ends_with(b"\n") {
+            let _ = out.write_all(b"\n");
         }
     }
     status
