@@ -103,6 +103,8 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ),
     ("fgrep", "printf 'a.b\\naxb\\n' | fgrep .", "a.b\n"),
     ("rev", "echo abc | rev", "cba\n"),
+    ("find", "mkdir d; touch d/x; find d -type f", "d/x\n"),
+    ("xargs", "echo a b | xargs -n1 echo", "a\nb\n"),
 ];
 
 #[tokio::test]
@@ -204,6 +206,105 @@ const GREP: &[(&str, &str, i32)] = &[
 async fn grep_like_gnu() {
     let mut failures = Vec::new();
     for (script, want, code) in GREP {
+        let out = sh(script).await;
+        if out.stdout != *want || out.exit_code != *code {
+            failures.push(format!(
+                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// find and xargs, each checked against GNU findutils 4.9 (script, stdout, exit code).
+const FIND: &[(&str, &str, i32)] = &[
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . | sort",
+        ".\n./docs\n./docs/README.md\n./empty.txt\n./src\n./src/lib\n./src/lib/util.py\n./src/main.py\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -name '*.py' | sort",
+        "./src/lib/util.py\n./src/main.py\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find src -type d | sort",
+        "src\nsrc/lib\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -maxdepth 1 -type f",
+        "./empty.txt\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -iname 'readme*'",
+        "./docs/README.md\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -empty -type f",
+        "./empty.txt\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -name '*.py' -exec cat {} \\; | sort",
+        "a\nb\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find src -name '*.py' -exec echo files: {} + | tr ' ' '\\n' | sort | tr '\\n' ' '",
+        "files: src/lib/util.py src/main.py ",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -path ./src -prune -o -type f -print | sort",
+        "./docs/README.md\n./empty.txt\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . -type f ! -name '*.py' | sort",
+        "./docs/README.md\n./empty.txt\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . \\( -name '*.md' -o -name '*.txt' \\) | sort",
+        "./docs/README.md\n./empty.txt\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find docs -mindepth 1",
+        "docs/README.md\n",
+        0,
+    ),
+    (
+        "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find src -name '*.py' -delete; find src -type f | wc -l",
+        "0\n",
+        0,
+    ),
+    ("find missing; echo $?", "1\n", 0),
+    ("echo a b c | xargs -n 1 echo", "a\nb\nc\n", 0),
+    (
+        "printf 'x\\ny\\n' | xargs -I{} echo item {}",
+        "item x\nitem y\n",
+        0,
+    ),
+    ("echo one two | xargs", "one two\n", 0),
+    ("printf 'a b\\0c\\0' | xargs -0 -n1 echo", "a b\nc\n", 0),
+    (
+        "mkdir d; touch d/f1 d/f2; find d -type f | sort | xargs rm; ls d | wc -l",
+        "0\n",
+        0,
+    ),
+    ("echo x | xargs false; echo $?", "123\n", 0),
+    ("echo 'q \"w e\" r' | xargs -n1 echo", "q\nw e\nr\n", 0),
+];
+
+#[tokio::test]
+async fn find_and_xargs_like_gnu() {
+    let mut failures = Vec::new();
+    for (script, want, code) in FIND {
         let out = sh(script).await;
         if out.stdout != *want || out.exit_code != *code {
             failures.push(format!(

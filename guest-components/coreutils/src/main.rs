@@ -5,8 +5,9 @@
 //! not build), `mkdir` (`-p` with an absolute path), `mv`, `realpath`, `tac` (need host
 //! calls WASI lacks), `chmod` (WASI has no modes: a valid mode is accepted), `yes` (must end
 //! quietly on a broken pipe), `printenv`, `true`, `false`, and `grep`, `egrep`, `fgrep`,
-//! `rev`.
+//! `rev`, `find`, `xargs`.
 
+mod find;
 mod grep;
 mod own;
 
@@ -59,6 +60,8 @@ fn applet(name: &str) -> Option<Main> {
         "truncate" => uu_truncate::uumain,
         "grep" | "egrep" | "fgrep" => grep_main,
         "rev" => grep::rev,
+        "find" => find::find,
+        "xargs" => find::xargs,
         "env" => env,
         "printenv" => printenv,
         "true" => |_| 0,

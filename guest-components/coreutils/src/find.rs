@@ -1,0 +1,555 @@
+//! `find` and `xargs` (findutils), as agents use them. Programs they run start through the
+//! process host, in the same sandbox.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use guest_support::process::{self, Command, Error as SpawnError, Stdio};
+
+use crate::own::reason;
+
+fn strings(args: std::vec::IntoIter<OsString>) -> Vec<String> {
+    args.skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Shell patterns: `*`, `?`, `[...]`, `\x`.
+pub fn glob(p: &str, s: &str) -> bool {
+    let p: Vec<char> = p.chars().collect();
+    let s: Vec<char> = s.chars().collect();
+    fn class(p: &[char], c: char) -> Option<(bool, usize)> {
+        let mut i = 1;
+        let neg = matches!(p.get(1), Some('!') | Some('^'));
+        if neg {
+            i += 1;
+        }
+        let mut hit = false;
+        let start = i;
+        while i < p.len() {
+            if p[i] == ']' && i > start {
+                return Some((hit != neg, i + 1));
+            }
+            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                hit |= p[i] <= c && c <= p[i + 2];
+                i += 3;
+            } else {
+                hit |= p[i] == c;
+                i += 1;
+            }
+        }
+        None
+    }
+    fn go(p: &[char], s: &[char]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some('*') => (0..=s.len()).any(|i| go(&p[1..], &s[i..])),
+            Some('?') => !s.is_empty() && go(&p[1..], &s[1..]),
+            Some('[') if !s.is_empty() => match class(p, s[0]) {
+                Some((true, used)) => go(&p[used..], &s[1..]),
+                Some((false, _)) => false,
+                None => s[0] == '[' && go(&p[1..], &s[1..]),
+            },
+            Some('\\') if p.len() > 1 => s.first() == Some(&p[1]) && go(&p[2..], &s[1..]),
+            Some(c) => s.first() == Some(c) && go(&p[1..], &s[1..]),
+        }
+    }
+    go(&p, &s)
+}
+
+#[derive(Debug, Clone)]
+enum Expr {
+    True,
+    Name(String, bool),
+    Path(String),
+    Type(char),
+    Empty,
+    Print(bool),
+    Delete,
+    Prune,
+    Exec { argv: Vec<String>, batch: bool },
+    Not(Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+}
+
+struct Parser {
+    toks: Vec<String>,
+    pos: usize,
+    has_action: bool,
+    maxdepth: Option<usize>,
+    mindepth: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&str> {
+        self.toks.get(self.pos).map(String::as_str)
+    }
+    fn next(&mut self) -> Option<String> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+    fn or(&mut self) -> Result<Expr, String> {
+        let mut e = self.and()?;
+        while matches!(self.peek(), Some("-o") | Some("-or")) {
+            self.pos += 1;
+            e = Expr::Or(Box::new(e), Box::new(self.and()?));
+        }
+        Ok(e)
+    }
+    fn and(&mut self) -> Result<Expr, String> {
+        let mut e = self.not()?;
+        loop {
+            match self.peek() {
+                Some("-a") | Some("-and") => self.pos += 1,
+                None | Some("-o") | Some("-or") | Some(")") => return Ok(e),
+                _ => {}
+            }
+            e = Expr::And(Box::new(e), Box::new(self.not()?));
+        }
+    }
+    fn not(&mut self) -> Result<Expr, String> {
+        if matches!(self.peek(), Some("!") | Some("-not")) {
+            self.pos += 1;
+            return Ok(Expr::Not(Box::new(self.not()?)));
+        }
+        self.primary()
+    }
+    fn arg(&mut self, op: &str) -> Result<String, String> {
+        self.next()
+            .ok_or_else(|| format!("missing argument to `{op}'"))
+    }
+    fn primary(&mut self) -> Result<Expr, String> {
+        let Some(t) = self.next() else {
+            return Err("expected an expression".into());
+        };
+        Ok(match t.as_str() {
+            "(" => {
+                let e = self.or()?;
+                if self.next().as_deref() != Some(")") {
+                    return Err("invalid expression; I was expecting to find a ')' somewhere but did not see one.".into());
+                }
+                e
+            }
+            "-name" => Expr::Name(self.arg(&t)?, false),
+            "-iname" => Expr::Name(self.arg(&t)?.to_lowercase(), true),
+            "-path" | "-wholename" => Expr::Path(self.arg(&t)?),
+            "-type" => {
+                let v = self.arg(&t)?;
+                match v.as_str() {
+                    "f" | "d" | "l" => Expr::Type(v.chars().next().unwrap_or('f')),
+                    _ => return Err(format!("Unknown argument to -type: {v}")),
+                }
+            }
+            "-empty" => Expr::Empty,
+            "-maxdepth" | "-mindepth" => {
+                let v = self.arg(&t)?;
+                let n: usize = v.parse().map_err(|_| {
+                    format!("Expected a positive decimal integer argument to {t}, but got `{v}'")
+                })?;
+                if t == "-maxdepth" {
+                    self.maxdepth = Some(n);
+                } else {
+                    self.mindepth = n;
+                }
+                Expr::True
+            }
+            "-print" | "-print0" => {
+                self.has_action = true;
+                Expr::Print(t == "-print0")
+            }
+            "-delete" => {
+                self.has_action = true;
+                Expr::Delete
+            }
+            "-prune" => Expr::Prune,
+            "-true" => Expr::True,
+            "-false" => Expr::Not(Box::new(Expr::True)),
+            "-exec" => {
+                self.has_action = true;
+                let mut argv = Vec::new();
+                loop {
+                    match self.next() {
+                        None => return Err("missing argument to `-exec'".into()),
+                        Some(a) if a == ";" => break Expr::Exec { argv, batch: false },
+                        Some(a) if a == "+" && argv.last().map(String::as_str) == Some("{}") => {
+                            argv.pop();
+                            break Expr::Exec { argv, batch: true };
+                        }
+                        Some(a) => argv.push(a),
+                    }
+                }
+            }
+            other => return Err(format!("unknown predicate `{other}'")),
+        })
+    }
+}
+
+struct Walk<'a> {
+    expr: &'a Expr,
+    out: std::io::BufWriter<std::io::StdoutLock<'static>>,
+    status: i32,
+    batch: Vec<String>,
+    batch_cmd: Option<Vec<String>>,
+}
+
+impl Walk<'_> {
+    /// Evaluates the expression for one path; `prune` is set by `-prune`.
+    fn eval(&mut self, e: &Expr, path: &str, meta: &std::fs::Metadata, prune: &mut bool) -> bool {
+        match e {
+            Expr::True => true,
+            Expr::Name(p, insensitive) => {
+                let name = Path::new(path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.to_string());
+                if *insensitive {
+                    glob(p, &name.to_lowercase())
+                } else {
+                    glob(p, &name)
+                }
+            }
+            Expr::Path(p) => glob(p, path),
+            Expr::Type(t) => match t {
+                'd' => meta.is_dir(),
+                'l' => meta.file_type().is_symlink(),
+                _ => meta.is_file(),
+            },
+            Expr::Empty => {
+                if meta.is_dir() {
+                    std::fs::read_dir(path)
+                        .map(|mut d| d.next().is_none())
+                        .unwrap_or(false)
+                } else {
+                    meta.len() == 0
+                }
+            }
+            Expr::Print(nul) => {
+                let _ = self.out.write_all(path.as_bytes());
+                let _ = self.out.write_all(if *nul { b"\0" } else { b"\n" });
+                true
+            }
+            Expr::Delete => {
+                let r = if meta.is_dir() {
+                    std::fs::remove_dir(path)
+                } else {
+                    std::fs::remove_file(path)
+                };
+                if let Err(e) = r {
+                    eprintln!("find: cannot delete '{path}': {}", reason(&e));
+                    self.status = 1;
+                    return false;
+                }
+                true
+            }
+            Expr::Prune => {
+                *prune = true;
+                true
+            }
+            Expr::Exec { argv, batch } => {
+                if *batch {
+                    self.batch_cmd = Some(argv.clone());
+                    self.batch.push(path.to_string());
+                    return true;
+                }
+                let argv: Vec<String> = argv.iter().map(|a| a.replace("{}", path)).collect();
+                let _ = self.out.flush();
+                run(&argv, "find") == 0
+            }
+            Expr::Not(x) => !self.eval(x, path, meta, prune),
+            Expr::And(a, b) => self.eval(a, path, meta, prune) && self.eval(b, path, meta, prune),
+            Expr::Or(a, b) => self.eval(a, path, meta, prune) || self.eval(b, path, meta, prune),
+        }
+    }
+
+    fn visit(&mut self, path: &str, depth: usize, p: &Parser) {
+        let meta = match std::fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("find: '{path}': {}", reason(&e));
+                self.status = 1;
+                return;
+            }
+        };
+        let mut prune = false;
+        if depth >= p.mindepth {
+            let expr = self.expr;
+            self.eval(expr, path, &meta, &mut prune);
+        }
+        if meta.is_dir() && !prune && p.maxdepth.is_none_or(|m| depth < m) {
+            let mut names: Vec<String> = match std::fs::read_dir(path) {
+                Ok(rd) => rd
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect(),
+                Err(e) => {
+                    eprintln!("find: '{path}': {}", reason(&e));
+                    self.status = 1;
+                    return;
+                }
+            };
+            names.sort();
+            for n in names {
+                let child = if path.ends_with('/') {
+                    format!("{path}{n}")
+                } else {
+                    format!("{path}/{n}")
+                };
+                self.visit(&child, depth + 1, p);
+            }
+        }
+    }
+}
+
+pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args = strings(args);
+    let split = args
+        .iter()
+        .position(|a| a.starts_with('-') || a == "(" || a == "!")
+        .unwrap_or(args.len());
+    let mut roots: Vec<String> = args[..split].to_vec();
+    if roots.is_empty() {
+        roots.push(".".into());
+    }
+    let mut p = Parser {
+        toks: args[split..].to_vec(),
+        pos: 0,
+        has_action: false,
+        maxdepth: None,
+        mindepth: 0,
+    };
+    let expr = if p.toks.is_empty() {
+        Expr::True
+    } else {
+        match p.or() {
+            Ok(e) if p.pos >= p.toks.len() => e,
+            Ok(_) => {
+                eprintln!("find: paths must precede expression: `{}'", p.toks[p.pos]);
+                return 1;
+            }
+            Err(m) => {
+                eprintln!("find: {m}");
+                return 1;
+            }
+        }
+    };
+    let expr = if p.has_action {
+        expr
+    } else {
+        Expr::And(Box::new(expr), Box::new(Expr::Print(false)))
+    };
+    let mut w = Walk {
+        expr: &expr,
+        out: std::io::BufWriter::new(std::io::stdout().lock()),
+        status: 0,
+        batch: Vec::new(),
+        batch_cmd: None,
+    };
+    for r in &roots {
+        w.visit(r, 0, &p);
+    }
+    let _ = w.out.flush();
+    if let Some(mut cmd) = w.batch_cmd.take() {
+        if !w.batch.is_empty() {
+            cmd.extend(w.batch.drain(..));
+            if run(&cmd, "find") != 0 {
+                w.status = 1;
+            }
+        }
+    }
+    w.status
+}
+
+/// Runs a program in the sandbox with this process's streams and returns its status.
+fn run(argv: &[String], who: &str) -> i32 {
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k != "PWD").collect();
+    env.push(("PWD".into(), cwd.clone()));
+    let _ = std::io::stdout().flush();
+    match process::spawn(&Command {
+        argv: argv.to_vec(),
+        env,
+        cwd,
+        stdin: Stdio::Null,
+        stdout: Stdio::Inherit,
+        stderr: Stdio::Inherit,
+    }) {
+        Ok(pid) => process::wait(pid),
+        Err(SpawnError::NotFound(_)) => {
+            eprintln!("{who}: '{}': No such file or directory", argv[0]);
+            127
+        }
+        Err(SpawnError::Limit(m) | SpawnError::Io(m)) => {
+            eprintln!("{who}: {m}");
+            126
+        }
+        Err(SpawnError::BadHandle) => 126,
+    }
+}
+
+/// Splits xargs input into items: blanks separate, quotes and backslashes protect.
+fn items(input: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut have = false;
+    let mut chars = input.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                have = true;
+                for q in chars.by_ref() {
+                    if q == c {
+                        break;
+                    }
+                    cur.push(q);
+                }
+            }
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    have = true;
+                }
+            }
+            c if c.is_whitespace() => {
+                if have {
+                    out.push(std::mem::take(&mut cur));
+                    have = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                have = true;
+            }
+        }
+    }
+    if have {
+        out.push(cur);
+    }
+    out
+}
+
+pub fn xargs(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args = strings(args);
+    let mut max_args: Option<usize> = None;
+    let mut replace: Option<String> = None;
+    let mut nul = false;
+    let mut delim: Option<char> = None;
+    let mut no_run_if_empty = false;
+    let mut trace = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let value = |i: &mut usize, inline: &str| -> Option<String> {
+            if inline.is_empty() {
+                *i += 1;
+                args.get(*i).cloned()
+            } else {
+                Some(inline.to_string())
+            }
+        };
+        match a {
+            "-0" | "--null" => nul = true,
+            "-r" | "--no-run-if-empty" => no_run_if_empty = true,
+            "-t" | "--verbose" => trace = true,
+            "--" => {
+                i += 1;
+                break;
+            }
+            _ if a.starts_with("-n") => {
+                max_args = value(&mut i, &a[2..]).and_then(|v| v.parse().ok())
+            }
+            _ if a.starts_with("-P") || a.starts_with("-s") || a.starts_with("-L") => {
+                let _ = value(&mut i, &a[2..]);
+            }
+            _ if a.starts_with("-I") => replace = value(&mut i, &a[2..]),
+            "-i" => replace = Some("{}".into()),
+            _ if a.starts_with("-d") => {
+                delim = value(&mut i, &a[2..]).and_then(|d| d.chars().next())
+            }
+            _ if a.starts_with('-') && a.len() > 1 => {
+                eprintln!("xargs: invalid option -- '{}'", &a[1..]);
+                return 1;
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    let mut command: Vec<String> = args[i.min(args.len())..].to_vec();
+    if command.is_empty() {
+        command.push("echo".into());
+    }
+    let mut input = String::new();
+    let _ = std::io::stdin().read_to_string(&mut input);
+    let list: Vec<String> = if nul || delim.is_some() {
+        let d = if nul { '\0' } else { delim.unwrap_or('\n') };
+        let mut v: Vec<String> = input.split(d).map(String::from).collect();
+        if v.last().is_some_and(|l| l.is_empty()) {
+            v.pop();
+        }
+        v
+    } else if replace.is_some() {
+        input
+            .lines()
+            .map(|l| l.trim_start().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    } else {
+        items(&input)
+    };
+    let mut worst = 0;
+    let mut run_one = |argv: Vec<String>| -> bool {
+        if trace {
+            eprintln!("{}", argv.join(" "));
+        }
+        match run(&argv, "xargs") {
+            0 => true,
+            127 => {
+                worst = 127;
+                false
+            }
+            126 => {
+                worst = 126;
+                false
+            }
+            255 => {
+                worst = 124;
+                false
+            }
+            _ => {
+                worst = worst.max(123);
+                true
+            }
+        }
+    };
+    if let Some(r) = &replace {
+        for item in &list {
+            let argv = command
+                .iter()
+                .map(|a| a.replace(r.as_str(), item))
+                .collect();
+            if !run_one(argv) {
+                break;
+            }
+        }
+        return worst;
+    }
+    if list.is_empty() {
+        if !no_run_if_empty {
+            run_one(command.clone());
+        }
+        return worst;
+    }
+    let per = max_args.unwrap_or(usize::MAX).max(1);
+    for chunk in list.chunks(per.min(list.len())) {
+        let mut argv = command.clone();
+        argv.extend(chunk.iter().cloned());
+        if !run_one(argv) {
+            break;
+        }
+    }
+    worst
+}
