@@ -105,6 +105,7 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ("rev", "echo abc | rev", "cba\n"),
     ("find", "mkdir d; touch d/x; find d -type f", "d/x\n"),
     ("xargs", "echo a b | xargs -n1 echo", "a\nb\n"),
+    ("sed", "echo abc | sed 's/b/B/'", "aBc\n"),
 ];
 
 #[tokio::test]
@@ -305,6 +306,126 @@ const FIND: &[(&str, &str, i32)] = &[
 async fn find_and_xargs_like_gnu() {
     let mut failures = Vec::new();
     for (script, want, code) in FIND {
+        let out = sh(script).await;
+        if out.stdout != *want || out.exit_code != *code {
+            failures.push(format!(
+                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// sed, each checked against GNU sed 4.9 (script, stdout, exit code).
+const SED: &[(&str, &str, i32)] = &[
+    ("echo hello world | sed 's/o/0/'", "hell0 world\n", 0),
+    ("echo hello world | sed 's/o/0/g'", "hell0 w0rld\n", 0),
+    ("echo hello world | sed 's/o/0/2'", "hello w0rld\n", 0),
+    ("echo 'a-b' | sed 's/\\(a\\)-\\(b\\)/\\2-\\1/'", "b-a\n", 0),
+    ("echo 'a-b' | sed -E 's/(a)-(b)/\\2+\\1/'", "b+a\n", 0),
+    ("echo abc | sed 's/b/[&]/'", "a[b]c\n", 0),
+    ("echo Hello | sed 's/hello/bye/I'", "bye\n", 0),
+    ("echo /usr/bin | sed 's|/usr|/opt|'", "/opt/bin\n", 0),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n 2p f",
+        "two\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n '2,4p' f",
+        "two\nthree\nfour\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed '2d' f",
+        "one\nthree\nfour\nfive\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed '/t/d' f",
+        "one\nfour\nfive\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n '/two/,/four/p' f",
+        "two\nthree\nfour\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n '$p' f",
+        "five\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed '3q' f",
+        "one\ntwo\nthree\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n '/e/!p' f",
+        "two\nfour\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed '1i first' f | head -2",
+        "first\none\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed '1a after' f | head -3",
+        "one\nafter\ntwo\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed '2c changed' f | head -3",
+        "one\nchanged\nthree\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n '/three/=' f",
+        "3\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -i 's/one/ONE/' f; head -1 f",
+        "ONE\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -i.bak 's/two/2/' f; sed -n 2p f; sed -n 2p f.bak",
+        "2\ntwo\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -e 's/one/1/' -e 's/two/2/' f | head -2",
+        "1\n2\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed 's/o/0/g;s/e/E/' f | head -2",
+        "0nE\ntw0\n",
+        0,
+    ),
+    ("echo hello | sed 'y/abcdefghij/ABCDEFGHIJ/'", "HEllo\n", 0),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n '2{p;p}' f",
+        "two\ntwo\n",
+        0,
+    ),
+    (
+        "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > f; sed -n 's/o/O/p' f",
+        "One\ntwO\nfOur\n",
+        0,
+    ),
+    ("printf 'a\\nb' | sed 's/b/c/'", "a\nc", 0),
+    ("echo x | sed 's/x/a\\nb/'", "a\nb\n", 0),
+    ("sed p missing; echo $?", "2\n", 0),
+];
+
+#[tokio::test]
+async fn sed_like_gnu() {
+    let mut failures = Vec::new();
+    for (script, want, code) in SED {
         let out = sh(script).await;
         if out.stdout != *want || out.exit_code != *code {
             failures.push(format!(

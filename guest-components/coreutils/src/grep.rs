@@ -322,8 +322,8 @@ fn glob_match(p: &str, s: &str) -> bool {
     go(&p, &s)
 }
 
-/// A basic regular expression (grep's default syntax) in the regex crate's syntax.
-fn from_basic(p: &str) -> String {
+/// A basic regular expression (grep's and sed's default syntax) in the regex crate's syntax.
+pub fn from_basic(p: &str) -> String {
     let mut out = String::new();
     let mut chars = p.chars().peekable();
     while let Some(c) = chars.next() {

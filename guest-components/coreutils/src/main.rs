@@ -5,11 +5,12 @@
 //! not build), `mkdir` (`-p` with an absolute path), `mv`, `realpath`, `tac` (need host
 //! calls WASI lacks), `chmod` (WASI has no modes: a valid mode is accepted), `yes` (must end
 //! quietly on a broken pipe), `printenv`, `true`, `false`, and `grep`, `egrep`, `fgrep`,
-//! `rev`, `find`, `xargs`.
+//! `rev`, `find`, `xargs`, `sed`.
 
 mod find;
 mod grep;
 mod own;
+mod sed;
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
@@ -61,6 +62,7 @@ fn applet(name: &str) -> Option<Main> {
         "grep" | "egrep" | "fgrep" => grep_main,
         "rev" => grep::rev,
         "find" => find::find,
+        "sed" => sed::main,
         "xargs" => find::xargs,
         "env" => env,
         "printenv" => printenv,
