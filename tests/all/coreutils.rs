@@ -106,6 +106,11 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ("find", "mkdir d; touch d/x; find d -type f", "d/x\n"),
     ("xargs", "echo a b | xargs -n1 echo", "a\nb\n"),
     ("sed", "echo abc | sed 's/b/B/'", "aBc\n"),
+    (
+        "diff",
+        "echo a > x; echo b > y; diff x y; echo $?",
+        "1c1\n< a\n---\n> b\n1\n",
+    ),
 ];
 
 #[tokio::test]
@@ -426,6 +431,85 @@ const SED: &[(&str, &str, i32)] = &[
 async fn sed_like_gnu() {
     let mut failures = Vec::new();
     for (script, want, code) in SED {
+        let out = sh(script).await;
+        if out.stdout != *want || out.exit_code != *code {
+            failures.push(format!(
+                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// diff, recorded from GNU diffutils 3.8 (script, stdout, exit code).
+const DIFF: &[(&str, &str, i32)] = &[
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; cp a b; diff a b; echo $?",
+        "0\n",
+        0,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed 's/c/C/' a > b; diff a b; echo $?",
+        "3c3\n< c\n---\n> C\n1\n",
+        0,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed '2d' a > b; diff a b",
+        "2d1\n< b\n",
+        1,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed '4a new' a > b; diff a b",
+        "4a5\n> new\n",
+        1,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed -e 's/b/B/' -e '9d' a > b; diff a b",
+        "2c2\n< b\n---\n> B\n9d8\n< i\n",
+        1,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed 's/c/C/' a > b; diff -u a b | tail -n +3",
+        "@@ -1,6 +1,6 @@\n a\n b\n-c\n+C\n d\n e\n f\n",
+        0,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed -e 's/b/B/' -e 's/i/I/' a > b; diff -u a b | tail -n +3",
+        "@@ -1,10 +1,10 @@\n a\n-b\n+B\n c\n d\n e\n f\n g\n h\n-i\n+I\n j\n",
+        0,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed -e 's/b/B/' -e 's/e/E/' a > b; diff -U1 a b | tail -n +3",
+        "@@ -1,6 +1,6 @@\n a\n-b\n+B\n c\n d\n-e\n+E\n f\n",
+        0,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; printf 'x' > b; diff a b | tail -2",
+        "> x\n\\ No newline at end of file\n",
+        0,
+    ),
+    (
+        "printf 'x' > a; printf 'x\\n' > b; diff a b",
+        "1c1\n< x\n\\ No newline at end of file\n---\n> x\n",
+        1,
+    ),
+    (
+        "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > a; sed 's/j/J/' a > b; diff -q a b",
+        "Files a and b differ\n",
+        1,
+    ),
+    ("diff nope a; echo $?", "2\n", 0),
+    (
+        ": > e; printf 'x\\n' > f; diff -u e f | tail -n +3",
+        "@@ -0,0 +1 @@\n+x\n",
+        0,
+    ),
+];
+
+#[tokio::test]
+async fn diff_like_gnu() {
+    let mut failures = Vec::new();
+    for (script, want, code) in DIFF {
         let out = sh(script).await;
         if out.stdout != *want || out.exit_code != *code {
             failures.push(format!(

@@ -5,8 +5,9 @@
 //! not build), `mkdir` (`-p` with an absolute path), `mv`, `realpath`, `tac` (need host
 //! calls WASI lacks), `chmod` (WASI has no modes: a valid mode is accepted), `yes` (must end
 //! quietly on a broken pipe), `printenv`, `true`, `false`, and `grep`, `egrep`, `fgrep`,
-//! `rev`, `find`, `xargs`, `sed`.
+//! `rev`, `find`, `xargs`, `sed`, `diff`.
 
+mod diff;
 mod find;
 mod grep;
 mod own;
@@ -63,6 +64,7 @@ fn applet(name: &str) -> Option<Main> {
         "rev" => grep::rev,
         "find" => find::find,
         "sed" => sed::main,
+        "diff" => diff::main,
         "xargs" => find::xargs,
         "env" => env,
         "printenv" => printenv,

@@ -1,0 +1,363 @@
+//! `diff`: normal and unified (`-u`, `-U N`) output and `-q`, exit status 0 (same), 1
+//! (different), 2 (trouble). Line matching is Myers' O((N+M)D) algorithm after trimming the
+//! common prefix and suffix.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+
+use crate::own::reason;
+
+/// A run of differing lines: a[i1..i2] became b[j1..j2].
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    i1: usize,
+    i2: usize,
+    j1: usize,
+    j2: usize,
+}
+
+fn changes(a: &[&[u8]], b: &[&[u8]]) -> Vec<Change> {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (ca, cb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+    // Edit script as (deleted, inserted) flags per step, from Myers with a trace.
+    let (n, m) = (ca.len() as isize, cb.len() as isize);
+    let max = (n + m) as usize;
+    let off = max as isize + 1;
+    let mut v = vec![0isize; 2 * max + 3];
+    let mut trace: Vec<Vec<isize>> = Vec::new();
+    let mut found = None;
+    'outer: for d in 0..=max as isize {
+        trace.push(v[(off - d) as usize..=(off + d) as usize].to_vec());
+        let mut k = -d;
+        while k <= d {
+            let idx = (off + k) as usize;
+            let mut x = if k == -d || (k != d && v[idx - 1] < v[idx + 1]) {
+                v[idx + 1]
+            } else {
+                v[idx - 1] + 1
+            };
+            let mut y = x - k;
+            while x < n && y < m && ca[x as usize] == cb[y as usize] {
+                x += 1;
+                y += 1;
+            }
+            v[idx] = x;
+            if x >= n && y >= m {
+                found = Some(d);
+                break 'outer;
+            }
+            k += 2;
+        }
+    }
+    // Walk back: collect per-line operations in reverse.
+    let mut ops: Vec<u8> = Vec::new(); // b'=', b'-', b'+'
+    let (mut x, mut y) = (n, m);
+    for d in (0..=found.unwrap_or(0)).rev() {
+        let w = &trace[d as usize];
+        let at = |k: isize| w[(k + d) as usize];
+        let k = x - y;
+        let prev_k = if k == -d || (k != d && at(k - 1) < at(k + 1)) {
+            k + 1
+        } else {
+            k - 1
+        };
+        let prev_x = if d == 0 { 0 } else { at(prev_k) };
+        let prev_y = prev_x - prev_k;
+        while x > prev_x && y > prev_y {
+            ops.push(b'=');
+            x -= 1;
+            y -= 1;
+        }
+        if d > 0 {
+            if x == prev_x {
+                ops.push(b'+');
+            } else {
+                ops.push(b'-');
+            }
+        }
+        x = prev_x;
+        y = prev_y;
+    }
+    ops.reverse();
+    let mut out = Vec::new();
+    let (mut i, mut j) = (prefix, prefix);
+    let mut cur: Option<Change> = None;
+    for op in ops {
+        match op {
+            b'=' => {
+                if let Some(c) = cur.take() {
+                    out.push(c);
+                }
+                i += 1;
+                j += 1;
+            }
+            b'-' => {
+                let c = cur.get_or_insert(Change {
+                    i1: i,
+                    i2: i,
+                    j1: j,
+                    j2: j,
+                });
+                c.i2 += 1;
+                i += 1;
+            }
+            _ => {
+                let c = cur.get_or_insert(Change {
+                    i1: i,
+                    i2: i,
+                    j1: j,
+                    j2: j,
+                });
+                c.j2 += 1;
+                j += 1;
+            }
+        }
+    }
+    if let Some(c) = cur {
+        out.push(c);
+    }
+    out
+}
+
+struct Text {
+    name: String,
+    data: Vec<u8>,
+    mtime: Option<std::time::SystemTime>,
+}
+
+impl Text {
+    fn lines(&self) -> Vec<&[u8]> {
+        let mut v: Vec<&[u8]> = self.data.split(|&b| b == b'\n').collect();
+        if self.data.ends_with(b"\n") || self.data.is_empty() {
+            v.pop();
+        }
+        v
+    }
+    fn ends_without_newline(&self) -> bool {
+        !self.data.is_empty() && !self.data.ends_with(b"\n")
+    }
+}
+
+fn read(name: &str) -> Result<Text, String> {
+    if name == "-" {
+        let mut data = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut data);
+        return Ok(Text {
+            name: name.into(),
+            data,
+            mtime: Some(std::time::SystemTime::now()),
+        });
+    }
+    let meta = std::fs::metadata(name).map_err(|e| format!("diff: {name}: {}", reason(&e)))?;
+    if meta.is_dir() {
+        return Err(format!("diff: {name}: Is a directory"));
+    }
+    let data = std::fs::read(name).map_err(|e| format!("diff: {name}: {}", reason(&e)))?;
+    Ok(Text {
+        name: name.into(),
+        data,
+        mtime: meta.modified().ok(),
+    })
+}
+
+/// `2026-11-22 02:23:16.123456789 +0000`, as GNU diff labels unified output.
+fn stamp(t: Option<std::time::SystemTime>) -> String {
+    let d = t
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:09} +0000",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_nanos()
+    )
+}
+
+fn range(start: usize, end: usize) -> String {
+    // 1-based, inclusive; `start` is the 0-based first line.
+    if end - start == 1 {
+        format!("{}", start + 1)
+    } else {
+        format!("{},{}", start + 1, end)
+    }
+}
+
+fn line(out: &mut Vec<u8>, prefix: &[u8], l: &[u8], last_without_newline: bool) {
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(l);
+    out.push(b'\n');
+    if last_without_newline {
+        out.extend_from_slice(b"\\ No newline at end of file\n");
+    }
+}
+
+pub fn main(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let (mut unified, mut context, mut brief) = (false, 3usize, false);
+    let mut files = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        i += 1;
+        match a {
+            "-u" | "--unified" => unified = true,
+            "-q" | "--brief" => brief = true,
+            "-U" => {
+                unified = true;
+                context = args.get(i).and_then(|v| v.parse().ok()).unwrap_or(3);
+                i += 1;
+            }
+            "--" => {
+                files.extend(args[i..].iter().cloned());
+                break;
+            }
+            a if a.starts_with("-U") || a.starts_with("--unified=") => {
+                unified = true;
+                context = a
+                    .trim_start_matches("-U")
+                    .trim_start_matches("--unified=")
+                    .parse()
+                    .unwrap_or(3);
+            }
+            a if a.starts_with('-') && a.len() > 1 => {
+                eprintln!(
+                    "diff: invalid option -- '{}'\ndiff: Try 'diff --help' for more information.",
+                    &a[1..]
+                );
+                return 2;
+            }
+            _ => files.push(a.to_string()),
+        }
+    }
+    if files.len() != 2 {
+        let what = if files.len() < 2 {
+            "missing operand after"
+        } else {
+            "extra operand"
+        };
+        eprintln!(
+            "diff: {what} '{}'\ndiff: Try 'diff --help' for more information.",
+            files.last().map_or("diff", |f| f.as_str())
+        );
+        return 2;
+    }
+    let (a, b) = match (read(&files[0]), read(&files[1])) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let (la, lb) = (a.lines(), b.lines());
+    let mut cs = changes(&la, &lb);
+    // A changed last line that differs only in its final newline still differs.
+    if cs.is_empty() && a.ends_without_newline() != b.ends_without_newline() && !la.is_empty() {
+        cs.push(Change {
+            i1: la.len() - 1,
+            i2: la.len(),
+            j1: lb.len() - 1,
+            j2: lb.len(),
+        });
+    }
+    if cs.is_empty() {
+        return 0;
+    }
+    if brief {
+        println!("Files {} and {} differ", a.name, b.name);
+        return 1;
+    }
+    let (a_nl, b_nl) = (a.ends_without_newline(), b.ends_without_newline());
+    let mut out = Vec::new();
+    if unified {
+        out.extend_from_slice(
+            format!(
+                "--- {}\t{}\n+++ {}\t{}\n",
+                a.name,
+                stamp(a.mtime),
+                b.name,
+                stamp(b.mtime)
+            )
+            .as_bytes(),
+        );
+        let mut k = 0;
+        while k < cs.len() {
+            let mut end = k;
+            while end + 1 < cs.len() && cs[end + 1].i1 - cs[end].i2 <= 2 * context {
+                end += 1;
+            }
+            let (first, last) = (cs[k], cs[end]);
+            let a_start = first.i1.saturating_sub(context);
+            let a_end = (last.i2 + context).min(la.len());
+            let b_start = first.j1.saturating_sub(context);
+            let b_end = (last.j2 + context).min(lb.len());
+            let hdr = |s: usize, e: usize| match e - s {
+                0 => format!("{s},0"),
+                1 => format!("{}", s + 1),
+                n => format!("{},{n}", s + 1),
+            };
+            out.extend_from_slice(
+                format!("@@ -{} +{} @@\n", hdr(a_start, a_end), hdr(b_start, b_end)).as_bytes(),
+            );
+            let mut ia = a_start;
+            for c in &cs[k..=end] {
+                while ia < c.i1 {
+                    line(&mut out, b" ", la[ia], a_nl && b_nl && ia + 1 == la.len());
+                    ia += 1;
+                }
+                for x in c.i1..c.i2 {
+                    line(&mut out, b"-", la[x], a_nl && x + 1 == la.len());
+                }
+                for y in c.j1..c.j2 {
+                    line(&mut out, b"+", lb[y], b_nl && y + 1 == lb.len());
+                }
+                ia = c.i2;
+            }
+            while ia < a_end {
+                line(&mut out, b" ", la[ia], a_nl && b_nl && ia + 1 == la.len());
+                ia += 1;
+            }
+            k = end + 1;
+        }
+    } else {
+        for c in &cs {
+            let head = match (c.i1 == c.i2, c.j1 == c.j2) {
+                (true, _) => format!("{}a{}\n", c.i1, range(c.j1, c.j2)),
+                (_, true) => format!("{}d{}\n", range(c.i1, c.i2), c.j1),
+                _ => format!("{}c{}\n", range(c.i1, c.i2), range(c.j1, c.j2)),
+            };
+            out.extend_from_slice(head.as_bytes());
+            for x in c.i1..c.i2 {
+                line(&mut out, b"< ", la[x], a_nl && x + 1 == la.len());
+            }
+            if c.i1 != c.i2 && c.j1 != c.j2 {
+                out.extend_from_slice(b"---\n");
+            }
+            for y in c.j1..c.j2 {
+                line(&mut out, b"> ", lb[y], b_nl && y + 1 == lb.len());
+            }
+        }
+    }
+    let _ = std::io::stdout().write_all(&out);
+    1
+}
