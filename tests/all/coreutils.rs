@@ -210,16 +210,7 @@ const GREP: &[(&str, &str, i32)] = &[
 
 #[tokio::test]
 async fn grep_like_gnu() {
-    let mut failures = Vec::new();
-    for (script, want, code) in GREP {
-        let out = sh(script).await;
-        if out.stdout != *want || out.exit_code != *code {
-            failures.push(format!(
-                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    check_table(GREP).await;
 }
 
 /// find and xargs, each checked against GNU findutils 4.9 (script, stdout, exit code).
@@ -309,16 +300,7 @@ const FIND: &[(&str, &str, i32)] = &[
 
 #[tokio::test]
 async fn find_and_xargs_like_gnu() {
-    let mut failures = Vec::new();
-    for (script, want, code) in FIND {
-        let out = sh(script).await;
-        if out.stdout != *want || out.exit_code != *code {
-            failures.push(format!(
-                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    check_table(FIND).await;
 }
 
 /// sed, each checked against GNU sed 4.9 (script, stdout, exit code).
@@ -429,16 +411,7 @@ const SED: &[(&str, &str, i32)] = &[
 
 #[tokio::test]
 async fn sed_like_gnu() {
-    let mut failures = Vec::new();
-    for (script, want, code) in SED {
-        let out = sh(script).await;
-        if out.stdout != *want || out.exit_code != *code {
-            failures.push(format!(
-                "{script:?}\n  want {want:?} exit {code}\n  got  {out:?}"
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    check_table(SED).await;
 }
 
 /// diff, recorded from GNU diffutils 3.8 (script, stdout, exit code).
@@ -508,8 +481,13 @@ const DIFF: &[(&str, &str, i32)] = &[
 
 #[tokio::test]
 async fn diff_like_gnu() {
+    check_table(DIFF).await;
+}
+
+/// Runs each (script, stdout, exit code) row and reports every row that differs.
+async fn check_table(table: &[(&str, &str, i32)]) {
     let mut failures = Vec::new();
-    for (script, want, code) in DIFF {
+    for (script, want, code) in table {
         let out = sh(script).await;
         if out.stdout != *want || out.exit_code != *code {
             failures.push(format!(
@@ -517,5 +495,11 @@ async fn diff_like_gnu() {
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ:\n{}",
+        failures.len(),
+        table.len(),
+        failures.join("\n")
+    );
 }

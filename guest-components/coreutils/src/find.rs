@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use guest_support::process::{self, Command, Error as SpawnError, Stdio};
+use guest_support::process::Stdio;
 
 use crate::own::reason;
 
@@ -362,33 +362,9 @@ pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
     w.status
 }
 
-/// Runs a program in the sandbox with this process's streams and returns its status.
+/// Runs a program with this process's environment; its stdin is empty, as GNU does.
 fn run(argv: &[String], who: &str) -> i32 {
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k != "PWD").collect();
-    env.push(("PWD".into(), cwd.clone()));
-    let _ = std::io::stdout().flush();
-    match process::spawn(&Command {
-        argv: argv.to_vec(),
-        env,
-        cwd,
-        stdin: Stdio::Null,
-        stdout: Stdio::Inherit,
-        stderr: Stdio::Inherit,
-    }) {
-        Ok(pid) => process::wait(pid),
-        Err(SpawnError::NotFound(_)) => {
-            eprintln!("{who}: '{}': No such file or directory", argv[0]);
-            127
-        }
-        Err(SpawnError::Limit(m) | SpawnError::Io(m)) => {
-            eprintln!("{who}: {m}");
-            126
-        }
-        Err(SpawnError::BadHandle) => 126,
-    }
+    crate::run_command(argv, std::env::vars().collect(), Stdio::Null, who)
 }
 
 /// Splits xargs input into items: blanks separate, quotes and backslashes protect.

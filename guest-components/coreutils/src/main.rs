@@ -183,11 +183,23 @@ fn env(args: std::vec::IntoIter<OsString>) -> i32 {
         }
         return 0;
     }
-    run_command(&args[i..], vars)
+    run_command(
+        &args[i..],
+        vars,
+        guest_support::process::Stdio::Inherit,
+        "env",
+    )
 }
 
-/// Runs a command with exactly `vars` as its environment and returns its status.
-fn run_command(argv: &[String], vars: Vec<(String, String)>) -> i32 {
+/// Runs a program in the sandbox with this process's stdout and stderr, exactly `vars` as
+/// its environment and `stdin` as its input; returns its status (127 not found, 126 cannot
+/// run, with `who`'s message).
+pub fn run_command(
+    argv: &[String],
+    vars: Vec<(String, String)>,
+    stdin: guest_support::process::Stdio,
+    who: &str,
+) -> i32 {
     use guest_support::process::{self, Command, Error, Stdio};
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
@@ -197,17 +209,17 @@ fn run_command(argv: &[String], vars: Vec<(String, String)>) -> i32 {
         argv: argv.to_vec(),
         env: vars,
         cwd,
-        stdin: Stdio::Inherit,
+        stdin,
         stdout: Stdio::Inherit,
         stderr: Stdio::Inherit,
     }) {
         Ok(pid) => process::wait(pid),
         Err(Error::NotFound(_)) => {
-            eprintln!("env: '{}': No such file or directory", argv[0]);
+            eprintln!("{who}: '{}': No such file or directory", argv[0]);
             127
         }
         Err(Error::Limit(m) | Error::Io(m)) => {
-            eprintln!("env: {m}");
+            eprintln!("{who}: {m}");
             126
         }
         Err(Error::BadHandle) => 126,

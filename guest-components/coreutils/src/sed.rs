@@ -61,34 +61,38 @@ impl Parser<'_> {
             self.i += 1;
         }
     }
-    fn regex(&mut self, delim: char, insensitive: bool) -> Result<Regex, String> {
-        let mut pat = String::new();
+    /// Reads up to the unescaped `delim` (consumed). `\delim` stands for the delimiter
+    /// itself; other escapes are kept for the regex (or the replacement) to interpret.
+    fn delimited(&mut self, delim: char, what: &str) -> Result<String, String> {
+        let mut text = String::new();
         loop {
             match self.peek() {
-                None => return Err("unterminated address regex".into()),
+                None => return Err(format!("unterminated {what}")),
                 Some(c) if c == delim => {
                     self.i += 1;
-                    break;
+                    return Ok(text);
                 }
                 Some('\\') => {
                     self.i += 1;
                     match self.peek() {
-                        Some(c) if c == delim => pat.push(c),
-                        Some('n') => pat.push_str("\\n"),
+                        Some(c) if c == delim => text.push(c),
                         Some(c) => {
-                            pat.push('\\');
-                            pat.push(c);
+                            text.push('\\');
+                            text.push(c);
                         }
-                        None => return Err("unterminated regex".into()),
+                        None => return Err(format!("unterminated {what}")),
                     }
                     self.i += 1;
                 }
                 Some(c) => {
-                    pat.push(c);
+                    text.push(c);
                     self.i += 1;
                 }
             }
         }
+    }
+    fn regex(&mut self, delim: char, insensitive: bool) -> Result<Regex, String> {
+        let pat = self.delimited(delim, "address regex")?;
         compile(&pat, self.extended, insensitive)
     }
     fn addr(&mut self) -> Result<Option<Addr>, String> {
@@ -191,71 +195,9 @@ impl Parser<'_> {
                 's' => {
                     let d = self.peek().ok_or("unterminated `s' command")?;
                     self.i += 1;
-                    let mut pat = String::new();
-                    loop {
-                        match self.peek() {
-                            None => return Err("unterminated `s' command".into()),
-                            Some(x) if x == d => {
-                                self.i += 1;
-                                break;
-                            }
-                            Some('\\') => {
-                                self.i += 1;
-                                match self.peek() {
-                                    Some(x) if x == d => pat.push(x),
-                                    Some('n') => pat.push_str("\\n"),
-                                    Some(x) => {
-                                        pat.push('\\');
-                                        pat.push(x);
-                                    }
-                                    None => return Err("unterminated `s' command".into()),
-                                }
-                                self.i += 1;
-                            }
-                            Some(x) => {
-                                pat.push(x);
-                                self.i += 1;
-                            }
-                        }
-                    }
-                    let mut with = Vec::new();
-                    loop {
-                        match self.peek() {
-                            None => return Err("unterminated `s' command".into()),
-                            Some(x) if x == d => {
-                                self.i += 1;
-                                break;
-                            }
-                            Some('\\') => {
-                                self.i += 1;
-                                match self.peek() {
-                                    Some('n') => with.extend_from_slice(b"\n"),
-                                    Some('t') => with.extend_from_slice(b"\t"),
-                                    Some('&') => with.extend_from_slice(b"\x00&"),
-                                    Some(x) if x.is_ascii_digit() => {
-                                        with.push(0x01);
-                                        with.push(x as u8 - b'0');
-                                    }
-                                    Some(x) => {
-                                        let mut b = [0; 4];
-                                        with.extend_from_slice(x.encode_utf8(&mut b).as_bytes());
-                                    }
-                                    None => return Err("unterminated `s' command".into()),
-                                }
-                                self.i += 1;
-                            }
-                            Some('&') => {
-                                with.push(0x01);
-                                with.push(0);
-                                self.i += 1;
-                            }
-                            Some(x) => {
-                                let mut b = [0; 4];
-                                with.extend_from_slice(x.encode_utf8(&mut b).as_bytes());
-                                self.i += 1;
-                            }
-                        }
-                    }
+                    let pat = self.delimited(d, "`s' command")?;
+                    let raw = self.delimited(d, "`s' command")?;
+                    let with = replacement(&raw);
                     let (mut global, mut nth, mut print, mut insensitive) =
                         (false, 1, false, false);
                     while let Some(f) = self.peek() {
@@ -311,6 +253,28 @@ impl Parser<'_> {
             });
         }
     }
+}
+
+/// A replacement in the form `substitute` applies: `&` and `\N` become group references
+/// (0x01, N), `\&` a literal `&` (0x00, `&`), `\n`/`\t` those characters.
+fn replacement(raw: &str) -> Vec<u8> {
+    let mut with = Vec::new();
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '&' => with.extend_from_slice(&[0x01, 0]),
+            '\\' => match chars.next() {
+                Some('n') => with.push(b'\n'),
+                Some('t') => with.push(b'\t'),
+                Some('&') => with.extend_from_slice(b"\x00&"),
+                Some(d) if d.is_ascii_digit() => with.extend_from_slice(&[0x01, d as u8 - b'0']),
+                Some(x) => with.extend_from_slice(x.encode_utf8(&mut [0; 4]).as_bytes()),
+                None => with.push(b'\\'),
+            },
+            c => with.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+    with
 }
 
 fn compile(pat: &str, extended: bool, insensitive: bool) -> Result<Regex, String> {
