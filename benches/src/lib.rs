@@ -36,19 +36,20 @@ fn human(ns: f64) -> String {
 pub fn print_ratios(rows: &[(&str, &str, &str)]) {
     println!();
     println!(
-        "{:<34} {:>12} {:>12} {:>16}",
-        "benchmark", "wasbox", "native", "native / wasbox"
+        "{:<36} {:>12} {:>12} {:>16}",
+        "benchmark (medians)", "wasbox", "native", "native / wasbox"
     );
     for (group, ours, native) in rows {
+        let label = format!("{group} {ours}");
         match (median_ns(group, ours), median_ns(group, native)) {
             (Some(a), Some(b)) => println!(
-                "{:<34} {:>12} {:>12} {:>15.1}x",
-                group,
+                "{:<36} {:>12} {:>12} {:>15.1}x",
+                label,
                 human(a),
                 human(b),
                 b / a
             ),
-            _ => println!("{group:<34} (not measured in this run)"),
+            _ => println!("{label:<36} (not measured in this run)"),
         }
     }
 }
