@@ -15,6 +15,23 @@ fn job(job_id: &str, command: Value) -> Value {
     })
 }
 
+/// Sends a job from another thread (so the test can act while it runs); join for the answer.
+fn run_in_background(
+    addr: std::net::SocketAddr,
+    body: Value,
+) -> std::thread::JoinHandle<crate::http::Reply> {
+    std::thread::spawn(move || {
+        let body = serde_json::to_vec(&body).unwrap();
+        request(
+            addr,
+            "POST",
+            "/v1/worker/jobs:run",
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            &body,
+        )
+    })
+}
+
 fn problem(r: &crate::http::Reply, status: u16, kind: &str) -> Value {
     assert_eq!(r.status, status, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
@@ -344,16 +361,7 @@ fn a_hundred_concurrent_jobs() {
 fn concurrency_limit_gives_429() {
     let s = Server::start(&["--max-concurrent", "1"]);
     let addr = s.addr;
-    let long = std::thread::spawn(move || {
-        let body = serde_json::to_vec(&job("long", json!(["sleep", "2"]))).unwrap();
-        request(
-            addr,
-            "POST",
-            "/v1/worker/jobs:run",
-            &[("Authorization", &format!("Bearer {TOKEN}"))],
-            &body,
-        )
-    });
+    let long = run_in_background(addr, job("long", json!(["sleep", "2"])));
     std::thread::sleep(Duration::from_millis(500));
     let r = s.post("/v1/worker/jobs:run", &job("second", json!(["true"])));
     problem(&r, 429, "rate_limit");
@@ -395,26 +403,15 @@ fn a_repeated_job_id_runs_once() {
 fn stop_a_running_job() {
     let s = Server::start(&[]);
     let addr = s.addr;
-    let runner = std::thread::spawn(move || {
-        let body = serde_json::to_vec(&job(
-            "stoppable",
-            json!(["sh", "-c", "echo began; sleep 60"]),
-        ))
-        .unwrap();
-        request(
-            addr,
-            "POST",
-            "/v1/worker/jobs:run",
-            &[("Authorization", &format!("Bearer {TOKEN}"))],
-            &body,
-        )
-        .json()
-    });
+    let runner = run_in_background(
+        addr,
+        job("stoppable", json!(["sh", "-c", "echo began; sleep 60"])),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let stop = json!({"version": 1, "task_id": "task-1", "job_id": "stoppable"});
     let r = s.post("/v1/worker/jobs:stop", &stop).json();
     assert_eq!(r["status"], "stopping");
-    let v = runner.join().unwrap();
+    let v = runner.join().unwrap().json();
     assert_eq!(v["status"], "failed");
     assert_eq!(v["stdout"], "began\n");
     assert!(
@@ -539,25 +536,14 @@ fn internal_errors_are_problems_without_causes() {
 fn graceful_shutdown_lets_running_jobs_finish() {
     let mut s = Server::start(&[]);
     let addr = s.addr;
-    let runner = std::thread::spawn(move || {
-        let body = serde_json::to_vec(&job(
-            "finishing",
-            json!(["sh", "-c", "sleep 1; echo finished"]),
-        ))
-        .unwrap();
-        request(
-            addr,
-            "POST",
-            "/v1/worker/jobs:run",
-            &[("Authorization", &format!("Bearer {TOKEN}"))],
-            &body,
-        )
-        .json()
-    });
+    let runner = run_in_background(
+        addr,
+        job("finishing", json!(["sh", "-c", "sleep 1; echo finished"])),
+    );
     std::thread::sleep(Duration::from_millis(300));
     let status = s.terminate();
     assert!(status.success(), "{status:?}\n{}", s.log());
-    let v = runner.join().unwrap();
+    let v = runner.join().unwrap().json();
     assert_eq!(
         (v["status"].as_str(), v["stdout"].as_str()),
         (Some("completed"), Some("finished\n"))
