@@ -97,25 +97,20 @@ fn changes(a: &[&[u8]], b: &[&[u8]]) -> Vec<Change> {
                 i += 1;
                 j += 1;
             }
-            b'-' => {
+            op => {
                 let c = cur.get_or_insert(Change {
                     i1: i,
                     i2: i,
                     j1: j,
                     j2: j,
                 });
-                c.i2 += 1;
-                i += 1;
-            }
-            _ => {
-                let c = cur.get_or_insert(Change {
-                    i1: i,
-                    i2: i,
-                    j1: j,
-                    j2: j,
-                });
-                c.j2 += 1;
-                j += 1;
+                if op == b'-' {
+                    c.i2 += 1;
+                    i += 1;
+                } else {
+                    c.j2 += 1;
+                    j += 1;
+                }
             }
         }
     }

@@ -110,13 +110,6 @@ fn run(arg0: String, args: &[String]) -> i32 {
     };
 
     let mut sh = Shell::new(name, positional);
-    if short(&arg0) == "bash" {
-        sh.arg0 = if command_mode {
-            sh.arg0.clone()
-        } else {
-            sh.arg0.clone()
-        };
-    }
     sh.opts = opts;
     let io = Io::standard();
     match sh.run_script(&script, &io) {

@@ -193,9 +193,6 @@ impl Shell {
                 );
             }
         }
-        if name == "PWD" {
-            // keep our idea of the working directory in step
-        }
     }
 
     pub fn export(&mut self, name: &str) {
@@ -386,9 +383,6 @@ impl Shell {
         let status = result?;
         let status = if p.bang { (status == 0) as i32 } else { status };
         self.last_status = status;
-        if !p.bang && p.seq.len() == 1 {
-            // errexit for a single command is checked by the and-or list.
-        }
         Ok(status)
     }
 
