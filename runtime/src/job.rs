@@ -303,14 +303,18 @@ pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<J
     };
 
     let process = run_process(job.clone(), spec.argv, env, cwd, stdio);
+    // A stop ends the processes too, so the process may report first: what it ended
+    // with is decided by the flag, not by which branch wins.
     let (status, exit_code) = tokio::select! {
+        biased;
+        _ = job.stopped() => (JobStatus::Failed, EXIT_STOPPED),
         code = process => match code {
+            _ if job.was_stopped() => (JobStatus::Failed, EXIT_STOPPED),
             0 => (JobStatus::Completed, 0),
             EXIT_TIMEOUT if Instant::now() >= job.deadline() => (JobStatus::Timeout, EXIT_TIMEOUT),
             code => (JobStatus::Failed, code),
         },
         _ = tokio::time::sleep_until(job.deadline().into()) => (JobStatus::Timeout, EXIT_TIMEOUT),
-        _ = job.stopped() => (JobStatus::Failed, EXIT_STOPPED),
     };
     job.abort_all();
     let note = match (status, exit_code) {

@@ -110,6 +110,11 @@ impl JobContext {
         self.abort_all();
     }
 
+    /// Whether [`stop`](Self::stop) was called.
+    pub(crate) fn was_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
     pub(crate) async fn stopped(&self) {
         loop {
             let notified = self.stop_notify.notified();
