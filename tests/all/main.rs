@@ -3,6 +3,7 @@
 
 mod cli;
 mod containment;
+mod corpus;
 mod coreutils;
 mod harness;
 mod http;

@@ -7,6 +7,7 @@
 //! quietly on a broken pipe), `printenv`, `true`, `false`, and `grep`, `egrep`, `fgrep`,
 //! `rev`, `find`, `xargs`, `sed`, `diff`.
 
+mod awk;
 mod diff;
 mod find;
 mod grep;
@@ -65,6 +66,7 @@ fn applet(name: &str) -> Option<Main> {
         "find" => find::find,
         "sed" => sed::main,
         "diff" => diff::main,
+        "awk" | "gawk" | "mawk" | "nawk" => awk::main,
         "xargs" => find::xargs,
         "env" => env,
         "printenv" => printenv,

@@ -1,0 +1,181 @@
+//! The userland corpus (`tests/corpus/cases.txt`): command lines with the stdout and exit
+//! code that bash 5 and the GNU tools give, run in wasbox in a fresh copy of the fixture
+//! workspace, with the pass rate reported by category.
+//!
+//! The expected answers (`tests/corpus/expected.json`) are recorded, not written by hand:
+//! `WASBOX_RECORD_CORPUS=1 cargo test -p wasbox --test all corpus` runs every case with the
+//! host's bash in bubblewrap, the fixture copy mounted at `/workspace`, and rewrites the file.
+//! Cases marked `$!` are known to differ today; the test fails if one of them starts passing,
+//! so the list stays true.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasbox_runtime::{JobSpec, SandboxConfig};
+
+use crate::harness::{run_bounded, runtime, text};
+
+struct Case {
+    category: String,
+    script: String,
+    known_to_differ: bool,
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus")
+}
+
+fn parse(src: &str) -> Vec<Case> {
+    let mut cases: Vec<Case> = Vec::new();
+    let mut category = String::new();
+    for line in src.lines() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            category = name.to_string();
+        } else if let Some(script) = line.strip_prefix("$ ") {
+            cases.push(Case {
+                category: category.clone(),
+                script: script.to_string(),
+                known_to_differ: false,
+            });
+        } else if let Some(script) = line.strip_prefix("$! ") {
+            cases.push(Case {
+                category: category.clone(),
+                script: script.to_string(),
+                known_to_differ: true,
+            });
+        } else if let Some(more) = line.strip_prefix("> ").or(line.strip_prefix('>')) {
+            let case = cases.last_mut().expect("a continuation line follows a case");
+            case.script.push('\n');
+            case.script.push_str(more);
+        } else {
+            assert!(
+                line.is_empty() || line.starts_with('#'),
+                "cases.txt: cannot read line {line:?}"
+            );
+        }
+    }
+    cases
+}
+
+/// Copies the fixture to `to`, permissions included.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn fresh_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&corpus_dir().join("fixture"), dir.path());
+    dir
+}
+
+/// Runs one case with the host's bash in bubblewrap (recording only).
+fn record_one(script: &str) -> (String, i32) {
+    let dir = fresh_fixture();
+    let mut cmd = Command::new("bwrap");
+    cmd.args(["--dev-bind", "/", "/", "--bind"])
+        .arg(dir.path())
+        .args(["/workspace", "--chdir", "/workspace", "--clearenv"])
+        .args(["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"])
+        .args(["--setenv", "HOME", "/workspace", "--setenv", "PWD", "/workspace"])
+        .args(["--setenv", "SHELL", "/bin/sh", "--setenv", "LC_ALL", "C"])
+        .args(["--setenv", "TZ", "UTC", "bash", "-c", script])
+        .stdin(Stdio::null());
+    let out = run_bounded(cmd, Duration::from_secs(20));
+    (text(&out.stdout), out.status.code().unwrap_or(-1))
+}
+
+fn record(cases: &[Case]) {
+    let mut map = serde_json::Map::new();
+    for case in cases {
+        let (stdout, exit) = record_one(&case.script);
+        map.insert(
+            case.script.clone(),
+            json!({"stdout": stdout, "exit_code": exit}),
+        );
+    }
+    let path = corpus_dir().join("expected.json");
+    let mut body = serde_json::to_string_pretty(&Value::Object(map)).unwrap();
+    body.push('\n');
+    std::fs::write(path, body).unwrap();
+}
+
+#[tokio::test]
+async fn corpus() {
+    let cases = parse(&std::fs::read_to_string(corpus_dir().join("cases.txt")).unwrap());
+    if std::env::var_os("WASBOX_RECORD_CORPUS").is_some() {
+        record(&cases);
+    }
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap())
+            .unwrap();
+
+    let mut by_category: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut newly_passing = Vec::new();
+    for case in &cases {
+        let want = expected.get(&case.script).unwrap_or_else(|| {
+            panic!(
+                "no recorded answer for {:?}; record with WASBOX_RECORD_CORPUS=1",
+                case.script
+            )
+        });
+        let dir = fresh_fixture();
+        let sandbox = runtime()
+            .sandbox(SandboxConfig::default().workspace(dir.path()))
+            .unwrap();
+        let spec = JobSpec::new(["bash", "-c", &case.script]).timeout(Duration::from_secs(20));
+        let got = sandbox.run(spec).await.unwrap();
+        let pass = got.stdout == want["stdout"].as_str().unwrap()
+            && i64::from(got.exit_code) == want["exit_code"].as_i64().unwrap();
+        let entry = by_category.entry(&case.category).or_default();
+        entry.1 += 1;
+        if pass {
+            entry.0 += 1;
+        }
+        match (pass, case.known_to_differ) {
+            (false, false) => failures.push(format!(
+                "[{}] {:?}\n  want exit {} {:?}\n  got  exit {} {:?}\n  stderr {:?}",
+                case.category,
+                case.script,
+                want["exit_code"],
+                want["stdout"].as_str().unwrap(),
+                got.exit_code,
+                got.stdout,
+                got.stderr
+            )),
+            (true, true) => newly_passing.push(case.script.clone()),
+            _ => {}
+        }
+    }
+
+    let (mut passed, mut total) = (0, 0);
+    let mut report = String::from("category        pass/total\n");
+    for (category, (p, t)) in &by_category {
+        report.push_str(&format!("{category:<15} {p:>4}/{t}\n"));
+        passed += p;
+        total += t;
+    }
+    report.push_str(&format!(
+        "all             {passed:>4}/{total} ({:.1}%)\n",
+        100.0 * passed as f64 / total as f64
+    ));
+    println!("{report}");
+    assert!(
+        failures.is_empty() && newly_passing.is_empty(),
+        "{report}\n{} differ from bash:\n{}\n\nmarked `$!` but now pass (mark them `$ `): {newly_passing:?}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
