@@ -5,6 +5,7 @@ use crate::harness::sh;
 /// (command, expected stdout). Every applet of guest-components/coreutils/applets.txt
 /// must appear here (checked below).
 const APPLETS: &[(&str, &str, &str)] = &[
+    ("awk", "printf '1 2\\n3 4\\n' | /usr/bin/awk '{ s += $2 } END { print s }'", "6\n"),
     ("cat", "printf 'a\\nb\\n' > f; cat f", "a\nb\n"),
     ("cp", "echo x > f; cp f g; cat g", "x\n"),
     ("cut", "echo a:b:c | cut -d: -f2", "b\n"),

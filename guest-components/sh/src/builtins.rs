@@ -2,7 +2,7 @@
 //! and the common ones that are cheaper inside it (`echo`, `printf`, `test`).
 
 use crate::io::{Io, read_line};
-use crate::shell::{BUILTINS, Ctl, Shell, Status, io_message};
+use crate::shell::{Array, BUILTINS, Ctl, Shell, Status, io_message};
 
 pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
     let args = &argv[1..];
@@ -125,6 +125,11 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                     continue;
                 }
                 sh.make_local(k);
+                if args.iter().any(|a| a == "-A" || a == "-a") {
+                    let assoc = args.iter().any(|a| a == "-A");
+                    sh.set_array(k, new_array(assoc));
+                    continue;
+                }
                 match v {
                     Some(v) => sh.set_var(k, v.to_string()),
                     None => {
@@ -145,7 +150,18 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                     n if functions => {
                         sh.functions.remove(n);
                     }
-                    n => sh.unset_var(n),
+                    n => match n.split_once('[') {
+                        Some((name, rest)) if rest.ends_with(']') => {
+                            let index = &rest[..rest.len() - 1];
+                            if matches!(index, "@" | "*") {
+                                sh.unset_var(name);
+                            } else {
+                                let key = sh.resolve_key(name, index)?;
+                                sh.unset_elem(name, &key);
+                            }
+                        }
+                        _ => sh.unset_var(n),
+                    },
                 }
             }
             Ok(0)
@@ -195,6 +211,22 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             }
         }
         "read" => Ok(read(sh, args, io)),
+        "declare" | "typeset" => declare(sh, args, io),
+        "mapfile" | "readarray" => Ok(mapfile(sh, args, io)),
+        "getopts" => Ok(getopts(sh, args, io)),
+        "let" => {
+            let mut v = 0;
+            for a in args {
+                match crate::arith::eval_str(sh, a) {
+                    Ok(n) => v = n,
+                    Err(msg) => {
+                        err(sh, &msg);
+                        return Ok(1);
+                    }
+                }
+            }
+            Ok((v == 0) as i32)
+        }
         "type" => {
             let mut status = 0;
             for a in args.iter().filter(|a| !a.starts_with('-')) {
@@ -458,6 +490,7 @@ fn quote(v: &str) -> String {
 
 fn read(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     let mut raw = false;
+    let mut array: Option<String> = None;
     let mut names = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -470,7 +503,11 @@ fn read(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
                 }
             }
             "-s" | "-e" => {}
-            "-t" | "-n" | "-N" | "-d" | "-u" | "-a" => i += 1,
+            "-a" => {
+                i += 1;
+                array = args.get(i).cloned();
+            }
+            "-t" | "-n" | "-N" | "-d" | "-u" => i += 1,
             a => names.push(a.to_string()),
         }
         i += 1;
@@ -507,6 +544,17 @@ fn read(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
             }
         }
         line = out;
+    }
+    if let Some(name) = array {
+        let ifs = sh.get_var("IFS").unwrap_or_else(|| " \t\n".into());
+        let words = line
+            .split(|c: char| ifs.contains(c))
+            .filter(|w| !w.is_empty())
+            .enumerate()
+            .map(|(i, w)| (i as i64, w.to_string()))
+            .collect();
+        sh.set_array(&name, Array::Indexed(words));
+        return 0;
     }
     if names.is_empty() {
         sh.set_var("REPLY", line);
@@ -552,4 +600,249 @@ fn printf(sh: &mut Shell, args: &[String], io: &Io) -> Status {
         }
     }
     Ok(status.0)
+}
+
+fn new_array(assoc: bool) -> Array {
+    if assoc {
+        Array::Assoc(Default::default())
+    } else {
+        Array::Indexed(Default::default())
+    }
+}
+
+/// `declare`/`typeset [-aAxrigplun] [NAME[=VALUE]]...`.
+fn declare(sh: &mut Shell, args: &[String], io: &Io) -> Status {
+    let mut flags = String::new();
+    let mut names = Vec::new();
+    for a in args {
+        match a.strip_prefix('-') {
+            Some(f) if !f.is_empty() && names.is_empty() => flags.push_str(f),
+            _ => names.push(a.clone()),
+        }
+    }
+    if flags.contains('f') || flags.contains('F') {
+        // Functions: list names (bodies are not kept as text).
+        for n in names.iter().filter(|n| sh.functions.contains_key(*n)) {
+            io.stdout.write_str(&format!("{n}\n"));
+        }
+        return Ok(0);
+    }
+    if flags.contains('p') || names.is_empty() {
+        let mut list: Vec<String> = if names.is_empty() {
+            let mut all: Vec<String> = sh.vars.keys().cloned().collect();
+            all.sort();
+            all
+        } else {
+            names.clone()
+        };
+        list.retain(|n| sh.vars.contains_key(n));
+        let mut status = 0;
+        for n in &names {
+            if !sh.vars.contains_key(n) {
+                sh.error(io, &format!("declare: {n}: not found"));
+                status = 1;
+            }
+        }
+        for n in list {
+            io.stdout.write_str(&(describe(sh, &n) + "\n"));
+        }
+        return Ok(status);
+    }
+    let local = !sh.locals.is_empty() && !flags.contains('g');
+    for a in names {
+        let (k, v) = match a.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (a.clone(), None),
+        };
+        if !valid_name(&k) {
+            sh.error(io, &format!("declare: `{a}': not a valid identifier"));
+            return Ok(1);
+        }
+        if local {
+            sh.make_local(&k);
+        }
+        if flags.contains('A') && !sh.is_assoc(&k) {
+            sh.set_array(&k, new_array(true));
+        } else if flags.contains('a') && sh.vars.get(&k).is_none_or(|v| v.array.is_none()) {
+            let old = sh.get_var(&k);
+            let mut arr = new_array(false);
+            if let (Array::Indexed(m), Some(old)) = (&mut arr, old) {
+                m.insert(0, old);
+            }
+            sh.set_array(&k, arr);
+        }
+        match v {
+            Some(v) => {
+                let v = if flags.contains('l') {
+                    v.to_lowercase()
+                } else if flags.contains('u') {
+                    v.to_uppercase()
+                } else if flags.contains('i') {
+                    crate::arith::eval_str(sh, &v).map_or(v, |n| n.to_string())
+                } else {
+                    v
+                };
+                sh.set_var(&k, v);
+            }
+            None if local && !sh.vars.contains_key(&k) => sh.set_var(&k, String::new()),
+            None => {}
+        }
+        if flags.contains('x') {
+            sh.export(&k);
+        }
+    }
+    Ok(0)
+}
+
+/// `declare -p` text for one variable.
+fn describe(sh: &Shell, name: &str) -> String {
+    let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+    let Some(var) = sh.vars.get(name) else {
+        return String::new();
+    };
+    let x = if var.exported { "x" } else { "" };
+    match &var.array {
+        Some(Array::Indexed(m)) => {
+            let items: Vec<String> = m.iter().map(|(k, v)| format!("[{k}]={}", quote(v))).collect();
+            format!("declare -a{x} {name}=({})", items.join(" "))
+        }
+        Some(Array::Assoc(m)) => {
+            let items: Vec<String> = m.iter().map(|(k, v)| format!("[{k}]={} ", quote(v))).collect();
+            format!("declare -A{x} {name}=({})", items.concat())
+        }
+        None => {
+            let f = if x.is_empty() { "-" } else { x };
+            format!("declare -{f} {name}={}", quote(&var.value))
+        }
+    }
+}
+
+/// `mapfile`/`readarray [-t] [-n COUNT] [-s SKIP] [-d DELIM] [ARRAY]`.
+fn mapfile(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let mut trim = false;
+    let mut count = 0usize;
+    let mut skip = 0usize;
+    let mut name = "MAPFILE".to_string();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-t" => trim = true,
+            "-n" | "-s" | "-d" | "-u" | "-C" | "-c" | "-O" => {
+                i += 1;
+                let v = args.get(i).cloned().unwrap_or_default();
+                match args[i - 1].as_str() {
+                    "-n" => count = v.parse().unwrap_or(0),
+                    "-s" => skip = v.parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            a => name = a.to_string(),
+        }
+        i += 1;
+    }
+    let mut m = std::collections::BTreeMap::new();
+    let mut n = 0;
+    while count == 0 || (m.len() < count) {
+        let Some(line) = read_line(&io.stdin) else {
+            break;
+        };
+        if n < skip {
+            n += 1;
+            continue;
+        }
+        n += 1;
+        let line = if trim { line } else { line + "\n" };
+        m.insert(m.len() as i64, line);
+    }
+    sh.set_array(&name, Array::Indexed(m));
+    0
+}
+
+/// `getopts OPTSTRING NAME [ARG]...`: the next option of the positional parameters (or ARGs).
+fn getopts(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    if args.len() < 2 {
+        sh.error(io, "getopts: usage: getopts optstring name [arg ...]");
+        return 2;
+    }
+    let spec = args[0].clone();
+    let name = args[1].clone();
+    let params: Vec<String> = if args.len() > 2 {
+        args[2..].to_vec()
+    } else {
+        sh.positional.clone()
+    };
+    let silent = spec.starts_with(':');
+    let mut optind: usize = sh
+        .get_var("OPTIND")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    if sh.getopts_last != Some(optind) {
+        sh.getopts_char = 0;
+    }
+    let done = |sh: &mut Shell, optind: usize| {
+        sh.set_var(&name, "?".into());
+        sh.set_var("OPTIND", optind.to_string());
+        sh.getopts_last = Some(optind);
+        sh.getopts_char = 0;
+        1
+    };
+    let Some(arg) = params.get(optind - 1).cloned() else {
+        return done(sh, optind);
+    };
+    if sh.getopts_char == 0 {
+        if arg == "--" {
+            return done(sh, optind + 1);
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            return done(sh, optind);
+        }
+        sh.getopts_char = 1;
+    }
+    let chars: Vec<char> = arg.chars().collect();
+    let c = chars[sh.getopts_char];
+    sh.getopts_char += 1;
+    if sh.getopts_char >= chars.len() {
+        optind += 1;
+        sh.getopts_char = 0;
+    }
+    let pos = spec.find(c).filter(|_| c != ':');
+    match pos {
+        Some(p) if spec[p + 1..].starts_with(':') => {
+            if sh.getopts_char != 0 {
+                let rest: String = chars[sh.getopts_char..].iter().collect();
+                sh.set_var("OPTARG", rest);
+                optind += 1;
+                sh.getopts_char = 0;
+                sh.set_var(&name, c.to_string());
+            } else if let Some(v) = params.get(optind - 1) {
+                sh.set_var("OPTARG", v.clone());
+                optind += 1;
+                sh.set_var(&name, c.to_string());
+            } else if silent {
+                sh.set_var(&name, ":".into());
+                sh.set_var("OPTARG", c.to_string());
+            } else {
+                sh.error(io, &format!("option requires an argument -- {c}"));
+                sh.set_var(&name, "?".into());
+                sh.unset_var("OPTARG");
+            }
+        }
+        Some(_) => {
+            sh.unset_var("OPTARG");
+            sh.set_var(&name, c.to_string());
+        }
+        None => {
+            if silent {
+                sh.set_var("OPTARG", c.to_string());
+            } else {
+                sh.error(io, &format!("illegal option -- {c}"));
+                sh.unset_var("OPTARG");
+            }
+            sh.set_var(&name, "?".into());
+        }
+    }
+    sh.set_var("OPTIND", optind.to_string());
+    sh.getopts_last = Some(optind);
+    0
 }

@@ -11,13 +11,15 @@ use brush_parser::word::{
 
 use crate::io::{Io, Out};
 use crate::pattern;
-use crate::shell::{Ctl, Shell, parser_options};
+use crate::shell::{Array, Ctl, Shell, parser_options};
 
 #[derive(Default, Clone)]
 struct Field {
     text: String,
     /// The same text as a pattern: quoted characters escaped.
     pat: String,
+    /// The same text as a regular expression (`[[ =~ ]]`): quoted parts escaped.
+    re: String,
     quoted: bool,
     magic: bool,
 }
@@ -46,9 +48,11 @@ impl Fields {
         self.cur.text.push_str(s);
         if quoted {
             self.cur.pat.push_str(&escape_pattern(s));
+            self.cur.re.push_str(&regex::escape(s));
             self.cur.quoted = true;
         } else {
             self.cur.pat.push_str(s);
+            self.cur.re.push_str(s);
             if pattern::has_magic(s) {
                 self.cur.magic = true;
             }
@@ -59,9 +63,14 @@ impl Fields {
     fn expansion(&mut self, s: &str, quoted: bool) {
         if quoted || !self.split {
             self.cur.text.push_str(s);
-            self.cur.pat.push_str(&escape_pattern(s));
             if quoted {
+                self.cur.pat.push_str(&escape_pattern(s));
+                self.cur.re.push_str(&regex::escape(s));
                 self.cur.quoted = true;
+            } else {
+                // Unquoted results stay patterns: `[[ $x == $pat ]]`, `${v%$suffix}`.
+                self.cur.pat.push_str(s);
+                self.cur.re.push_str(s);
             }
             return;
         }
@@ -85,6 +94,7 @@ impl Fields {
                 // Unquoted expansion results are subject to pathname expansion.
                 self.cur.text.push(c);
                 self.cur.pat.push(c);
+                self.cur.re.push(c);
                 if matches!(c, '*' | '?' | '[') {
                     self.cur.magic = true;
                 }
@@ -155,6 +165,16 @@ impl Shell {
             .join(" "))
     }
 
+    /// A word as a regular expression: quoted parts match literally.
+    pub fn expand_regex(&mut self, w: &str) -> Result<String, Ctl> {
+        let fields = self.expand_fields(w, false)?;
+        Ok(fields
+            .into_iter()
+            .map(|f| f.re)
+            .collect::<Vec<_>>()
+            .join(" "))
+    }
+
     pub fn expand_heredoc(&mut self, body: &str) -> Result<String, Ctl> {
         let pieces = match word::parse_heredoc(body, &parser_options()) {
             Ok(p) => p,
@@ -178,6 +198,103 @@ impl Shell {
             return Ok(text.to_string());
         }
         self.expand_heredoc(text)
+    }
+
+    /// An array assignment (`a=(x y)`, `a+=(z)`, `a[i]=v`, `m[k]+=v`), done at once.
+    /// Returns `false` for a plain scalar assignment, which the caller does.
+    pub fn assign_array_forms(&mut self, a: &brush_parser::ast::Assignment) -> Result<bool, Ctl> {
+        use brush_parser::ast::{AssignmentName, AssignmentValue};
+        match (&a.name, &a.value) {
+            (AssignmentName::VariableName(name), AssignmentValue::Array(items)) => {
+                let assoc = self.is_assoc(name);
+                let mut array = match (a.append, self.array(name)) {
+                    (true, Some(existing)) => existing,
+                    _ if assoc => Array::Assoc(Default::default()),
+                    _ => Array::Indexed(Default::default()),
+                };
+                let mut next = match &array {
+                    Array::Indexed(m) => m.keys().next_back().map_or(0, |k| k + 1),
+                    Array::Assoc(_) => 0,
+                };
+                for (key, w) in items {
+                    match key {
+                        Some(k) => {
+                            let value = self.expand_single(&w.value)?;
+                            match &mut array {
+                                Array::Indexed(m) => {
+                                    let i = self.arith_index(&k.value)?;
+                                    m.insert(i, value);
+                                    next = i + 1;
+                                }
+                                Array::Assoc(m) => {
+                                    let k = self.expand_single(&k.value)?;
+                                    m.insert(k, value);
+                                }
+                            }
+                        }
+                        None => {
+                            for value in self.expand_word(&w.value)? {
+                                match &mut array {
+                                    Array::Indexed(m) => {
+                                        m.insert(next, value);
+                                        next += 1;
+                                    }
+                                    Array::Assoc(m) => {
+                                        m.insert(value, String::new());
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                self.set_array(name, array);
+                Ok(true)
+            }
+            (AssignmentName::ArrayElementName(name, index), value) => {
+                let key = self.resolve_key(name, index)?;
+                let mut v = match value {
+                    AssignmentValue::Scalar(w) => self.expand_single(&w.value)?,
+                    AssignmentValue::Array(_) => {
+                        let io = self.cur_io.clone();
+                        self.error(&io, &format!("{name}[{index}]: cannot assign list to array member"));
+                        return Err(Ctl::Exit(1));
+                    }
+                };
+                if a.append {
+                    v = self.get_elem(name, &key).unwrap_or_default() + &v;
+                }
+                self.set_elem(name, &key, v);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// An index of an indexed array: arithmetic, negative counts from the end.
+    fn arith_index(&mut self, text: &str) -> Result<i64, Ctl> {
+        let t = self.expand_arith_text(text)?;
+        crate::arith::eval_str(self, &t).map_err(|msg| {
+            let io = self.cur_io.clone();
+            self.error(&io, &msg);
+            Ctl::Exit(1)
+        })
+    }
+
+    /// The key `index` names in array `name`: a string for associative arrays, a
+    /// number (negative from the end) for indexed ones.
+    pub fn resolve_key(&mut self, name: &str, index: &str) -> Result<String, Ctl> {
+        if self.is_assoc(name) {
+            return self.expand_single(index);
+        }
+        let mut i = self.arith_index(index)?;
+        if i < 0 {
+            let last = match self.array(name) {
+                Some(Array::Indexed(m)) => m.keys().next_back().copied().unwrap_or(-1),
+                _ => 0,
+            };
+            i += last + 1;
+        }
+        Ok(i.to_string())
     }
 
     pub fn expand_assignment(
@@ -355,11 +472,19 @@ impl Shell {
                 SpecialParameter::ShellName => self.arg0.clone(),
             }),
             Parameter::Named(n) => self.get_var(n),
-            Parameter::NamedWithIndex { name, index } => match index.as_str() {
-                "0" | "@" | "*" => self.get_var(name),
-                _ => None,
-            },
-            Parameter::NamedWithAllIndices { name, .. } => self.get_var(name),
+            Parameter::NamedWithIndex { name, index } => {
+                let key = self.resolve_key(name, index).ok()?;
+                self.get_elem(name, &key)
+            }
+            Parameter::NamedWithAllIndices { name, concatenate } => {
+                let values = self.array(name)?.values();
+                let sep = if *concatenate {
+                    self.ifs().chars().next().map(String::from).unwrap_or_default()
+                } else {
+                    " ".to_string()
+                };
+                Some(values.join(&sep))
+            }
         }
     }
 
@@ -376,6 +501,9 @@ impl Shell {
     }
 
     fn lookup(&mut self, p: &Parameter, indirect: bool) -> Option<String> {
+        if let Some(v) = self.element_override.clone() {
+            return Some(v);
+        }
         let v = self.param_value(p);
         if indirect {
             let name = v?;
@@ -390,30 +518,157 @@ impl Shell {
         Ctl::Exit(1)
     }
 
+    /// The elements of `$@`/`$*`/`${a[@]}`/`${a[*]}`, and whether they are joined (`*`).
+    fn list_of(&self, p: &Parameter) -> Option<(Vec<String>, bool)> {
+        match p {
+            Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }) => {
+                Some((self.positional.clone(), *concatenate))
+            }
+            Parameter::NamedWithAllIndices { name, concatenate } => Some((
+                self.array(name).map(|a| a.values()).unwrap_or_default(),
+                *concatenate,
+            )),
+            _ => None,
+        }
+    }
+
+    /// One field per element (quoted `@`, or unquoted and split), or the elements joined
+    /// by the first character of IFS (quoted `*`).
+    fn emit_list(&mut self, list: &[String], concatenate: bool, f: &mut Fields, quoted: bool) {
+        if concatenate && quoted {
+            let sep = self.ifs().chars().next().map(String::from).unwrap_or_default();
+            f.expansion(&list.join(&sep), true);
+            return;
+        }
+        if quoted && list.is_empty() {
+            return;
+        }
+        for (i, p) in list.iter().enumerate() {
+            if i > 0 {
+                if quoted || f.split {
+                    f.end_always();
+                } else {
+                    f.literal(" ", true);
+                }
+            }
+            f.expansion(p, quoted);
+        }
+    }
+
     fn parameter(&mut self, expr: &PE, f: &mut Fields, quoted: bool) -> Result<(), Ctl> {
-        // "$@" (and unquoted $@ / $*) make one field per positional parameter.
-        if let PE::Parameter {
-            parameter: Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }),
-            ..
+        let list_param = match expr {
+            PE::Parameter {
+                parameter,
+                indirect: false,
+            }
+            | PE::Substring {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::RemoveSmallestSuffixPattern {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::RemoveLargestSuffixPattern {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::RemoveSmallestPrefixPattern {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::RemoveLargestPrefixPattern {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::ReplaceSubstring {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::Transform {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::UppercaseFirstChar {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::UppercasePattern {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::LowercaseFirstChar {
+                parameter,
+                indirect: false,
+                ..
+            }
+            | PE::LowercasePattern {
+                parameter,
+                indirect: false,
+                ..
+            } => Some(parameter),
+            _ => None,
+        };
+        if let Some(p) = list_param
+            && let Some((mut list, concatenate)) = self.list_of(p)
+        {
+            match expr {
+                PE::Parameter { .. } => {}
+                PE::Substring { offset, length, .. } => {
+                    // `${@:0}` starts with $0; arrays count elements from 0.
+                    if matches!(p, Parameter::Special(_)) {
+                        list.insert(0, self.arg0.clone());
+                    }
+                    let n = list.len() as i64;
+                    let off = self.arith_index(&offset.value)?;
+                    let start = if off < 0 { (n + off).max(0) } else { off.min(n) };
+                    let end = match length {
+                        Some(l) => {
+                            let len = self.arith_index(&l.value)?;
+                            if len < 0 {
+                                (n + len).max(start)
+                            } else {
+                                (start + len).min(n)
+                            }
+                        }
+                        None => n,
+                    };
+                    list = list[start as usize..end.max(start) as usize].to_vec();
+                }
+                _ => {
+                    let mut mapped = Vec::with_capacity(list.len());
+                    for v in list {
+                        self.element_override = Some(v);
+                        let r = self.parameter_value(expr);
+                        self.element_override = None;
+                        mapped.push(r?);
+                    }
+                    list = mapped;
+                }
+            }
+            self.emit_list(&list, concatenate, f, quoted);
+            return Ok(());
+        }
+        if let PE::MemberKeys {
+            variable_name,
+            concatenate,
         } = expr
         {
-            if !*concatenate || !quoted {
-                let params = self.positional.clone();
-                if quoted && params.is_empty() {
-                    return Ok(());
-                }
-                for (i, p) in params.iter().enumerate() {
-                    if i > 0 {
-                        if quoted || f.split {
-                            f.end_always();
-                        } else {
-                            f.literal(" ", true);
-                        }
-                    }
-                    f.expansion(p, quoted);
-                }
-                return Ok(());
-            }
+            let keys = self
+                .array(variable_name)
+                .map(|a| a.keys())
+                .unwrap_or_default();
+            self.emit_list(&keys, *concatenate, f, quoted);
+            return Ok(());
         }
         let value = self.parameter_value(expr)?;
         f.expansion(&value, quoted);
@@ -504,6 +759,9 @@ impl Shell {
             } => match parameter {
                 Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => {
                     self.positional.len().to_string()
+                }
+                Parameter::NamedWithAllIndices { name, .. } if !*indirect => {
+                    self.array(name).map_or(0, |a| a.len()).to_string()
                 }
                 _ => match self.lookup(parameter, *indirect) {
                     Some(v) => v.chars().count().to_string(),
@@ -653,7 +911,10 @@ impl Shell {
                 names.sort();
                 names.into_iter().cloned().collect::<Vec<_>>().join(" ")
             }
-            PE::MemberKeys { .. } => "0".to_string(),
+            PE::MemberKeys { variable_name, .. } => self
+                .array(variable_name)
+                .map(|a| a.keys().join(" "))
+                .unwrap_or_default(),
         })
     }
 }

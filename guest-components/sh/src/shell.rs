@@ -2,7 +2,7 @@
 //! are not builtins or functions run as child processes through the process host.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use brush_parser::ast;
@@ -29,10 +29,42 @@ enum Next {
     Stop,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Var {
+    /// The scalar value (unused while `array` is set).
     pub value: String,
     pub exported: bool,
+    pub array: Option<Array>,
+}
+
+/// An array variable: indexed (`a=(x y)`, sparse) or associative (`declare -A`).
+#[derive(Clone, Debug)]
+pub enum Array {
+    Indexed(BTreeMap<i64, String>),
+    Assoc(BTreeMap<String, String>),
+}
+
+impl Array {
+    pub fn values(&self) -> Vec<String> {
+        match self {
+            Array::Indexed(m) => m.values().cloned().collect(),
+            Array::Assoc(m) => m.values().cloned().collect(),
+        }
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        match self {
+            Array::Indexed(m) => m.keys().map(|k| k.to_string()).collect(),
+            Array::Assoc(m) => m.keys().cloned().collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Array::Indexed(m) => m.len(),
+            Array::Assoc(m) => m.len(),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -67,6 +99,14 @@ pub struct Shell {
     pub subst_status: Option<i32>,
     /// Reading commands from a terminal (`sh -i`): polls for Ctrl-C between commands.
     pub interactive: bool,
+    /// While expanding `${a[@]%x}` and the like: the element being transformed.
+    pub element_override: Option<String>,
+    /// `getopts`: position inside a cluster of options (`-abc`) and the OPTIND it set.
+    pub getopts_char: usize,
+    pub getopts_last: Option<usize>,
+    /// Array assignments that are arguments of `local`/`declare` (`local a=(x y)`), done
+    /// after the builtin has declared the names.
+    pub pending_arrays: Vec<ast::Assignment>,
 }
 
 /// A child started but not finished: bytes still to feed it and output still to collect.
@@ -126,7 +166,8 @@ fn syntax_error_message(script: &str, e: &brush_parser::ParseError) -> String {
 pub const BUILTINS: &[&str] = &[
     ":", ".", "[", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit", "export",
     "false", "local", "printf", "pwd", "read", "readonly", "return", "set", "shift", "source",
-    "test", "true", "type", "unset", "wait",
+    "test", "true", "type", "unset", "wait", "declare", "typeset", "mapfile", "readarray",
+    "getopts", "let",
 ];
 
 impl Shell {
@@ -138,6 +179,7 @@ impl Shell {
                 Var {
                     value: v,
                     exported: true,
+                    array: None,
                 },
             );
         }
@@ -153,7 +195,7 @@ impl Shell {
         ] {
             vars.entry(k.to_string()).or_insert(Var {
                 value: v.to_string(),
-                exported: false,
+                ..Var::default()
             });
         }
         Shell {
@@ -171,26 +213,131 @@ impl Shell {
             cwd,
             subst_status: None,
             interactive: false,
+            element_override: None,
+            getopts_char: 0,
+            getopts_last: None,
+            pending_arrays: Vec::new(),
         }
     }
 
     // -- variables --------------------------------------------------------------------
 
     pub fn get_var(&self, name: &str) -> Option<String> {
-        self.vars.get(name).map(|v| v.value.clone())
+        let v = self.vars.get(name)?;
+        match &v.array {
+            None => Some(v.value.clone()),
+            Some(Array::Indexed(m)) => m.get(&0).cloned(),
+            Some(Array::Assoc(m)) => m.get("0").cloned(),
+        }
     }
 
     pub fn set_var(&mut self, name: &str, value: String) {
         match self.vars.get_mut(name) {
+            Some(Var {
+                array: Some(Array::Indexed(m)),
+                ..
+            }) => {
+                m.insert(0, value);
+            }
+            Some(Var {
+                array: Some(Array::Assoc(m)),
+                ..
+            }) => {
+                m.insert("0".into(), value);
+            }
             Some(v) => v.value = value,
             None => {
                 self.vars.insert(
                     name.to_string(),
                     Var {
                         value,
-                        exported: false,
+                        ..Var::default()
                     },
                 );
+            }
+        }
+    }
+
+    /// The array `name` (a scalar is a one-element array; unset is `None`).
+    pub fn array(&self, name: &str) -> Option<Array> {
+        let v = self.vars.get(name)?;
+        Some(match &v.array {
+            Some(a) => a.clone(),
+            None => Array::Indexed(BTreeMap::from([(0, v.value.clone())])),
+        })
+    }
+
+    pub fn is_assoc(&self, name: &str) -> bool {
+        matches!(
+            self.vars.get(name),
+            Some(Var {
+                array: Some(Array::Assoc(_)),
+                ..
+            })
+        )
+    }
+
+    /// Replaces `name` with an array (keeping its export flag).
+    pub fn set_array(&mut self, name: &str, array: Array) {
+        let v = self.vars.entry(name.to_string()).or_default();
+        v.value.clear();
+        v.array = Some(array);
+    }
+
+    /// Makes `name` an array if it is not one (a scalar becomes element 0).
+    fn array_mut(&mut self, name: &str, assoc: bool) -> &mut Array {
+        let v = self.vars.entry(name.to_string()).or_default();
+        if v.array.is_none() {
+            let old = std::mem::take(&mut v.value);
+            v.array = Some(if assoc {
+                Array::Assoc(BTreeMap::new())
+            } else {
+                let mut m = BTreeMap::new();
+                if !old.is_empty() {
+                    m.insert(0, old);
+                }
+                Array::Indexed(m)
+            });
+        }
+        v.array.as_mut().unwrap()
+    }
+
+    /// Sets one element; `key` is already resolved (a number for indexed arrays).
+    pub fn set_elem(&mut self, name: &str, key: &str, value: String) {
+        let assoc = self.is_assoc(name);
+        match self.array_mut(name, assoc) {
+            Array::Indexed(m) => {
+                m.insert(key.parse().unwrap_or(0), value);
+            }
+            Array::Assoc(m) => {
+                m.insert(key.to_string(), value);
+            }
+        }
+    }
+
+    pub fn get_elem(&self, name: &str, key: &str) -> Option<String> {
+        match &self.vars.get(name)?.array {
+            Some(Array::Indexed(m)) => m.get(&key.parse().ok()?).cloned(),
+            Some(Array::Assoc(m)) => m.get(key).cloned(),
+            None => (key == "0").then(|| self.get_var(name)).flatten(),
+        }
+    }
+
+    pub fn unset_elem(&mut self, name: &str, key: &str) {
+        if let Some(v) = self.vars.get_mut(name) {
+            match &mut v.array {
+                Some(Array::Indexed(m)) => {
+                    if let Ok(k) = key.parse() {
+                        m.remove(&k);
+                    }
+                }
+                Some(Array::Assoc(m)) => {
+                    m.remove(key);
+                }
+                None if key == "0" => {
+                    self.vars.remove(name);
+                }
+                None => {}
             }
         }
     }
@@ -198,10 +345,7 @@ impl Shell {
     pub fn export(&mut self, name: &str) {
         self.vars
             .entry(name.to_string())
-            .or_insert(Var {
-                value: String::new(),
-                exported: true,
-            })
+            .or_default()
             .exported = true;
     }
 
@@ -727,8 +871,10 @@ impl Shell {
         for item in cmd.prefix.iter().flat_map(|p| p.0.iter()) {
             match item {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
-                    let (name, value) = self.expand_assignment(a)?;
-                    assigns.push((name, value));
+                    if !self.assign_array_forms(a)? {
+                        let (name, value) = self.expand_assignment(a)?;
+                        assigns.push((name, value));
+                    }
                 }
                 ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
                 ast::CommandPrefixOrSuffixItem::Word(w) => {
@@ -748,9 +894,21 @@ impl Shell {
         for item in cmd.suffix.iter().flat_map(|s| s.0.iter()) {
             match item {
                 ast::CommandPrefixOrSuffixItem::Word(w) => argv.extend(self.expand_word(&w.value)?),
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
-                    // `export A=$x`: one field, no splitting (a declaration builtin).
-                    argv.push(self.expand_single(&w.value)?);
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
+                    let array = matches!(a.value, ast::AssignmentValue::Array(_))
+                        || matches!(a.name, ast::AssignmentName::ArrayElementName(..));
+                    if array {
+                        // `local a=(x y)`: the builtin declares `a`, then it is assigned.
+                        let name = match &a.name {
+                            ast::AssignmentName::VariableName(n)
+                            | ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                        };
+                        argv.push(name);
+                        self.pending_arrays.push(a.clone());
+                    } else {
+                        // `export A=$x`: one field, no splitting (a declaration builtin).
+                        argv.push(self.expand_single(&w.value)?);
+                    }
                 }
                 ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
@@ -812,6 +970,7 @@ impl Shell {
             Prepared::Status(s) => Ok(s),
             Prepared::InShell { argv, assigns, io } => {
                 if let Some(body) = self.functions.get(&argv[0]).cloned() {
+                    self.pending_arrays.clear();
                     return self.call_function(&body, argv, assigns, &io);
                 }
                 // Assignments before a special builtin stay; before others they are
@@ -823,7 +982,16 @@ impl Shell {
                 for (k, v) in &assigns {
                     self.set_var(k, v.clone());
                 }
-                let r = crate::builtins::run(self, &argv, &io);
+                let pending = std::mem::take(&mut self.pending_arrays);
+                let mut r = crate::builtins::run(self, &argv, &io);
+                if r.is_ok() {
+                    for a in &pending {
+                        if let Err(e) = self.assign_array_forms(a) {
+                            r = Err(e);
+                            break;
+                        }
+                    }
+                }
                 let special = matches!(
                     argv[0].as_str(),
                     ":" | "."

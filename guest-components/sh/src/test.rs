@@ -189,7 +189,10 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                         == matches!(op, B::StringExactlyMatchesPattern)
                 }
                 B::StringMatchesRegex => {
-                    return Err("=~: regular expressions are not supported yet".into());
+                    let re = sh
+                        .expand_regex(&r.value)
+                        .map_err(|_| "bad substitution".to_string())?;
+                    return regex_match(sh, &a, &re);
                 }
                 _ => {
                     let b = expand(sh, &r.value)?;
@@ -232,4 +235,33 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
             }
         }
     })
+}
+
+/// `[[ s =~ re ]]`: POSIX extended syntax; sets `BASH_REMATCH`. A bad expression is
+/// status 2, like bash.
+fn regex_match(sh: &mut Shell, s: &str, re: &str) -> Result<bool, String> {
+    let translated = re
+        .replace("[[:<:]]", "\\b")
+        .replace("[[:>:]]", "\\b");
+    let compiled = regex::Regex::new(&translated).map_err(|_| RegexError.to_string())?;
+    let mut m = std::collections::BTreeMap::new();
+    let found = match compiled.captures(s) {
+        Some(caps) => {
+            for (i, g) in caps.iter().enumerate() {
+                m.insert(i as i64, g.map_or(String::new(), |g| g.as_str().to_string()));
+            }
+            true
+        }
+        None => false,
+    };
+    sh.set_array("BASH_REMATCH", crate::shell::Array::Indexed(m));
+    Ok(found)
+}
+
+struct RegexError;
+
+impl std::fmt::Display for RegexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("=~: invalid regular expression")
+    }
 }
