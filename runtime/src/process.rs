@@ -217,6 +217,13 @@ pub(crate) async fn run_process(
         let _ = stdio.stderr.write_all(msg.as_bytes()).await;
         return 126;
     }
+    if let Some((tmp, _)) = &sandbox.tmp
+        && let Err(e) = wasi.preopened_dir(tmp.path(), "/tmp", FsPerms::ReadWrite)
+    {
+        let msg = format!("sh: {}: cannot open /tmp: {e}\n", argv[0]);
+        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+        return 126;
+    }
     let mut table = ResourceTable::new();
     table.set_max_capacity(sandbox.limits.max_open_resources);
     let limits = StoreLimitsBuilder::new()

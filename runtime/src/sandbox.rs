@@ -94,56 +94,73 @@ pub(crate) struct SandboxShared {
     pub(crate) limits: Limits,
     /// Processes alive now.
     pub(crate) live: AtomicU32,
+    /// The sandbox's private `/tmp`: a host directory of its own, removed with the sandbox.
+    pub(crate) tmp: Option<(tempfile::TempDir, Dir)>,
 }
 
 impl SandboxShared {
     /// Maps a sandbox path (absolute, or relative to `cwd`) to a path inside the workspace,
     /// or `None` when it names something outside the mount point.
     pub(crate) fn workspace_relative(&self, cwd: &str, path: &str) -> Option<PathBuf> {
-        let full = if path.starts_with('/') {
-            path.to_string()
-        } else {
-            format!("{cwd}/{path}")
-        };
-        let mut parts: Vec<&str> = Vec::new();
-        for part in full.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                p => parts.push(p),
-            }
-        }
-        let mount: Vec<&str> = self.mount.split('/').filter(|p| !p.is_empty()).collect();
-        if parts.len() < mount.len() || parts[..mount.len()] != mount[..] {
-            return None;
-        }
-        let rel: PathBuf = parts[mount.len()..].iter().collect();
-        Some(if rel.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            rel
-        })
+        under(&normalize(cwd, path), &self.mount)
     }
 
-    /// Opens a file of the workspace for a redirection.
+    /// Opens a file of the workspace (or of `/tmp`) for a redirection.
     pub(crate) fn open(
         &self,
         cwd: &str,
         path: &str,
         options: impl FnOnce(&mut OpenOptions) -> &mut OpenOptions,
     ) -> Result<std::fs::File, wit::Error> {
-        let Some(rel) = self.workspace_relative(cwd, path) else {
-            return Err(wit::Error::Io(format!("{path}: Permission denied")));
+        let parts = normalize(cwd, path);
+        let (dir, rel) = match under(&parts, &self.mount) {
+            Some(rel) => (&self.dir, rel),
+            None => match (&self.tmp, under(&parts, "/tmp")) {
+                (Some((_, dir)), Some(rel)) => (dir, rel),
+                _ => return Err(wit::Error::Io(format!("{path}: Permission denied"))),
+            },
         };
         let mut o = OpenOptions::new();
         options(&mut o);
-        match self.dir.open_with(&rel, &o) {
+        match dir.open_with(&rel, &o) {
             Ok(f) => Ok(f.into_std()),
             Err(e) => Err(wit::Error::Io(format!("{path}: {}", io_message(&e)))),
         }
     }
+}
+
+/// The components of `path` (relative to `cwd`) with `.` and `..` resolved.
+fn normalize(cwd: &str, path: &str) -> Vec<String> {
+    let full = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{cwd}/{path}")
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for part in full.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p.to_string()),
+        }
+    }
+    parts
+}
+
+/// `parts` relative to `mount`, or `None` when outside it.
+fn under(parts: &[String], mount: &str) -> Option<PathBuf> {
+    let mount: Vec<&str> = mount.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.len() < mount.len() || parts[..mount.len()].iter().zip(&mount).any(|(a, b)| a != b) {
+        return None;
+    }
+    let rel: PathBuf = parts[mount.len()..].iter().collect();
+    Some(if rel.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        rel
+    })
 }
 
 /// The text a shell prints for an I/O error ("No such file or directory").
@@ -193,6 +210,17 @@ impl Sandbox {
         let dir = Dir::open_ambient_dir(&workspace, ambient_authority())
             .with_context(|| format!("opening workspace {}", workspace.display()))?;
         let mount = normalize_mount(&config.mount)?;
+        let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
+            None
+        } else {
+            let t = tempfile::Builder::new()
+                .prefix("wasbox-tmp-")
+                .tempdir()
+                .context("creating the sandbox's /tmp")?;
+            let dir = Dir::open_ambient_dir(t.path(), ambient_authority())
+                .context("opening the sandbox's /tmp")?;
+            Some((t, dir))
+        };
         Ok(Sandbox {
             shared: Arc::new(SandboxShared {
                 runtime: runtime.inner.clone(),
@@ -205,6 +233,7 @@ impl Sandbox {
                     .limits
                     .unwrap_or_else(|| runtime.inner.limits.clone()),
                 live: AtomicU32::new(0),
+                tmp,
             }),
             _tempdir: tempdir,
         })

@@ -280,6 +280,9 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         }
         "exec" => {
             if args.is_empty() {
+                // Only redirections: they stay for the rest of the script.
+                sh.exec_io = Some(io.clone());
+                sh.exec_gen += 1;
                 return Ok(0);
             }
             let status = match sh.launch(args, &[], io) {
@@ -450,7 +453,8 @@ fn set(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
                 "xtrace" => sh.opts.xtrace = on,
                 "pipefail" => sh.opts.pipefail = on,
                 "noglob" => sh.opts.noglob = on,
-                "posix" | "noclobber" | "monitor" | "emacs" | "vi" | "errtrace" | "functrace" => {}
+                "noclobber" => sh.opts.noclobber = on,
+                "posix" | "monitor" | "emacs" | "vi" | "errtrace" | "functrace" => {}
                 other => {
                     sh.error(io, &format!("set: {other}: invalid option name"));
                     return 2;
@@ -463,7 +467,8 @@ fn set(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
                     'u' => sh.opts.nounset = on,
                     'x' => sh.opts.xtrace = on,
                     'f' => sh.opts.noglob = on,
-                    'v' | 'h' | 'B' | 'H' | 'm' | 'C' | 'b' | 'E' | 'T' | 'P' => {}
+                    'C' => sh.opts.noclobber = on,
+                    'v' | 'h' | 'B' | 'H' | 'm' | 'b' | 'E' | 'T' | 'P' => {}
                     other => {
                         sh.error(io, &format!("set: -{other}: invalid option"));
                         return 2;

@@ -515,7 +515,8 @@ impl Shell {
     fn unbound(&mut self, p: &Parameter) -> Ctl {
         let io = self.cur_io.clone();
         self.error(&io, &format!("{}: unbound variable", Self::param_name(p)));
-        Ctl::Exit(1)
+        // bash leaves a non-interactive shell with 127 here.
+        Ctl::Exit(127)
     }
 
     /// The elements of `$@`/`$*`/`${a[@]}`/`${a[*]}`, and whether they are joined (`*`).

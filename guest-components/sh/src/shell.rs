@@ -74,6 +74,7 @@ pub struct Opts {
     pub xtrace: bool,
     pub pipefail: bool,
     pub noglob: bool,
+    pub noclobber: bool,
 }
 
 /// The state of one shell (a subshell is a clone).
@@ -107,6 +108,22 @@ pub struct Shell {
     /// Array assignments that are arguments of `local`/`declare` (`local a=(x y)`), done
     /// after the builtin has declared the names.
     pub pending_arrays: Vec<ast::Assignment>,
+    /// Output descriptors above 2 (`exec 3> file`).
+    pub fds: BTreeMap<i32, Out>,
+    /// The streams `exec` without a command redirected, and how many times it did so:
+    /// every list running at the time goes on with them.
+    pub exec_io: Option<Io>,
+    pub exec_gen: u64,
+    /// Files standing for `<(cmd)` and `>(cmd)` of the command being run.
+    pub psubs: Vec<PSub>,
+}
+
+/// A process substitution: a file in `/tmp` holding the output of `<(cmd)`, or collecting
+/// the input of `>(cmd)` (which runs when the command that wrote it is done).
+#[derive(Clone)]
+pub enum PSub {
+    Input(String),
+    Output(String, ast::SubshellCommand),
 }
 
 /// A child started but not finished: bytes still to feed it and output still to collect.
@@ -217,6 +234,10 @@ impl Shell {
             getopts_char: 0,
             getopts_last: None,
             pending_arrays: Vec::new(),
+            fds: BTreeMap::new(),
+            exec_io: None,
+            exec_gen: 0,
+            psubs: Vec::new(),
         }
     }
 
@@ -404,8 +425,15 @@ impl Shell {
 
     pub fn run_program(&mut self, program: &ast::Program, io: &Io) -> Status {
         let mut status = 0;
+        let mut io = io.clone();
         for cc in &program.complete_commands {
-            status = self.run_list(cc, io)?;
+            let generation = self.exec_gen;
+            status = self.run_list(cc, &io)?;
+            if self.exec_gen != generation
+                && let Some(new) = &self.exec_io
+            {
+                io = new.clone();
+            }
         }
         Ok(status)
     }
@@ -422,15 +450,22 @@ impl Shell {
 
     pub fn run_list(&mut self, list: &ast::CompoundList, io: &Io) -> Status {
         let mut status = 0;
+        let mut io = io.clone();
         for ast::CompoundListItem(and_or, sep) in &list.0 {
             if self.interactive && process::take_interrupt() {
                 return Err(Ctl::Interrupt);
             }
+            let generation = self.exec_gen;
             status = match sep {
-                ast::SeparatorOperator::Async => self.run_async(and_or, io)?,
-                ast::SeparatorOperator::Sequence => self.run_and_or(and_or, io)?,
+                ast::SeparatorOperator::Async => self.run_async(and_or, &io)?,
+                ast::SeparatorOperator::Sequence => self.run_and_or(and_or, &io)?,
             };
             self.last_status = status;
+            if self.exec_gen != generation
+                && let Some(new) = &self.exec_io
+            {
+                io = new.clone();
+            }
         }
         Ok(status)
     }
@@ -555,17 +590,20 @@ impl Shell {
         let mut launched: Vec<Option<Launched>> = Vec::new();
         let mut statuses: Vec<Option<i32>> = vec![None; n];
         let mut in_shell: Vec<usize> = Vec::new();
+        let mut stage_psubs = Vec::new();
         for (i, cmd) in seq.iter().enumerate() {
             let sio = stage_io(i);
             let mut external = None;
             if let ast::Command::Simple(simple) = cmd {
                 let mut sub = self.clone();
+                sub.psubs.clear();
                 match sub.prepare_simple(simple, &sio) {
                     Ok(Some(Prepared::External { argv, env, io: cio })) => {
                         external = Some(sub.launch(&argv, &env, &cio));
                     }
                     Ok(_) | Err(_) => {}
                 }
+                stage_psubs.push((sub.psubs, sio.clone()));
             }
             match external {
                 Some(Ok(l)) => launched.push(Some(l)),
@@ -610,6 +648,11 @@ impl Shell {
                 statuses[i] = Some(self.finish(l));
             }
         }
+        for (psubs, sio) in stage_psubs {
+            let mark = self.psubs.len();
+            self.psubs.extend(psubs);
+            self.finish_psubs(mark, &sio);
+        }
         let statuses: Vec<i32> = statuses.into_iter().map(|s| s.unwrap_or(0)).collect();
         let last = *statuses.last().unwrap_or(&0);
         if self.opts.pipefail {
@@ -621,6 +664,13 @@ impl Shell {
     }
 
     pub fn run_command(&mut self, cmd: &ast::Command, io: &Io) -> Status {
+        let mark = self.psubs.len();
+        let r = self.run_command_inner(cmd, io);
+        self.finish_psubs(mark, io);
+        r
+    }
+
+    fn run_command_inner(&mut self, cmd: &ast::Command, io: &Io) -> Status {
         match cmd {
             ast::Command::Simple(simple) => match self.prepare_simple(simple, io)? {
                 Some(prepared) => self.run_prepared(prepared),
@@ -881,10 +931,7 @@ impl Shell {
                     // Should not happen in a prefix; treat as a word.
                     let _ = w;
                 }
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
-                    self.error(io, "process substitution is not supported");
-                    return Ok(Some(Prepared::Status(2)));
-                }
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {}
             }
         }
         let mut argv: Vec<String> = Vec::new();
@@ -911,9 +958,14 @@ impl Shell {
                     }
                 }
                 ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
-                    self.error(io, "process substitution is not supported");
-                    return Ok(Some(Prepared::Status(2)));
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, cmd) => {
+                    match self.process_substitution(kind, cmd, io) {
+                        Ok(path) => argv.push(path),
+                        Err(msg) => {
+                            self.error(io, &msg);
+                            return Ok(Some(Prepared::Status(1)));
+                        }
+                    }
                 }
             }
         }
@@ -1223,6 +1275,80 @@ impl Shell {
         process::wait(l.pid)
     }
 
+    // -- process substitution -----------------------------------------------------------
+
+    /// Runs `<(cmd)` to completion into a file and returns its path; for `>(cmd)` returns
+    /// an empty file that `cmd` reads when the command is done.
+    pub fn process_substitution(
+        &mut self,
+        kind: &ast::ProcessSubstitutionKind,
+        cmd: &ast::SubshellCommand,
+        io: &Io,
+    ) -> Result<String, String> {
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = if std::fs::metadata("/tmp").is_ok_and(|m| m.is_dir()) {
+            "/tmp".to_string()
+        } else {
+            self.cwd.clone()
+        };
+        let path = format!("{dir}/.sh-psub-{nanos:x}-{n}");
+        std::fs::write(&path, b"").map_err(|e| format!("{path}: {}", io_message(&e)))?;
+        match kind {
+            ast::ProcessSubstitutionKind::Read => {
+                let sio = Io {
+                    stdin: io.stdin.clone(),
+                    stdout: Out::File(path.clone()),
+                    stderr: io.stderr.clone(),
+                };
+                let mut sub = self.clone();
+                sub.psubs.clear();
+                let _ = sub.run_list(&cmd.list, &sio);
+                sub.finish_psubs(0, &sio);
+                if sub.cwd != self.cwd {
+                    let _ = std::env::set_current_dir(&self.cwd);
+                }
+                self.psubs.push(PSub::Input(path.clone()));
+            }
+            ast::ProcessSubstitutionKind::Write => {
+                self.psubs.push(PSub::Output(path.clone(), cmd.clone()));
+            }
+        }
+        Ok(path)
+    }
+
+    /// Ends the process substitutions made since `mark`: feeds `>(cmd)`s, removes files.
+    pub fn finish_psubs(&mut self, mark: usize, io: &Io) {
+        if self.psubs.len() <= mark {
+            return;
+        }
+        for p in self.psubs.split_off(mark) {
+            match p {
+                PSub::Input(path) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                PSub::Output(path, cmd) => {
+                    let data = std::fs::read(&path).unwrap_or_default();
+                    let _ = std::fs::remove_file(&path);
+                    let sio = Io {
+                        stdin: In::bytes(data),
+                        stdout: io.stdout.clone(),
+                        stderr: io.stderr.clone(),
+                    };
+                    let mut sub = self.clone();
+                    sub.psubs.clear();
+                    let _ = sub.run_list(&cmd.list, &sio);
+                    if sub.cwd != self.cwd {
+                        let _ = std::env::set_current_dir(&self.cwd);
+                    }
+                }
+            }
+        }
+    }
+
     // -- redirections -------------------------------------------------------------------
 
     /// Applies redirections to `io`. `in_shell`: the command runs inside the shell, so an
@@ -1251,29 +1377,49 @@ impl Shell {
                                 | ast::IoFileRedirectTarget::Filename(w) => self
                                     .expand_single(&w.value)
                                     .map_err(|_| "bad substitution".to_string())?,
-                                ast::IoFileRedirectTarget::ProcessSubstitution(..) => {
-                                    return Err("process substitution is not supported".into());
+                                ast::IoFileRedirectTarget::ProcessSubstitution(kind, cmd) => {
+                                    self.process_substitution(kind, cmd, &io)?
                                 }
                             };
                             let out = match src.as_str() {
                                 "1" => Some(io.stdout.clone()),
                                 "2" => Some(io.stderr.clone()),
+                                "-" if fd > 2 => {
+                                    self.fds.remove(&fd);
+                                    continue;
+                                }
                                 "-" => Some(Out::Null),
                                 "0" => None,
-                                other => return Err(format!("{other}: Bad file descriptor")),
+                                other => match other.parse::<i32>().ok().and_then(|n| self.fds.get(&n)) {
+                                    Some(o) => Some(o.clone()),
+                                    None => return Err(format!("{other}: Bad file descriptor")),
+                                },
                             };
                             match (fd, out) {
                                 (1, Some(o)) => io.stdout = o,
                                 (2, Some(o)) => io.stderr = o,
                                 (0, _) => {}
+                                (n, Some(o)) if n > 2 => {
+                                    self.fds.insert(n, o);
+                                }
                                 (n, _) if n > 2 => {}
                                 _ => return Err(format!("{src}: Bad file descriptor")),
                             }
                         }
-                        (_, ast::IoFileRedirectTarget::Filename(w)) => {
-                            let path = self
-                                .expand_single(&w.value)
-                                .map_err(|_| "bad substitution".to_string())?;
+                        (
+                            _,
+                            target @ (ast::IoFileRedirectTarget::Filename(_)
+                            | ast::IoFileRedirectTarget::ProcessSubstitution(..)),
+                        ) => {
+                            let path = match target {
+                                ast::IoFileRedirectTarget::Filename(w) => self
+                                    .expand_single(&w.value)
+                                    .map_err(|_| "bad substitution".to_string())?,
+                                ast::IoFileRedirectTarget::ProcessSubstitution(kind, cmd) => {
+                                    self.process_substitution(kind, cmd, &io)?
+                                }
+                                _ => unreachable!(),
+                            };
                             if path.is_empty() {
                                 return Err(": No such file or directory".into());
                             }
@@ -1298,12 +1444,18 @@ impl Shell {
                                     }
                                 }
                                 _ => {
-                                    let out =
-                                        self.open_output(&path, matches!(kind, K::Append), &io)?;
+                                    let out = self.open_output(
+                                        &path,
+                                        matches!(kind, K::Append),
+                                        matches!(kind, K::Clobber),
+                                        &io,
+                                    )?;
                                     match fd {
                                         1 => io.stdout = out,
                                         2 => io.stderr = out,
-                                        _ => {}
+                                        n => {
+                                            self.fds.insert(n, out);
+                                        }
                                     }
                                 }
                             }
@@ -1312,7 +1464,10 @@ impl Shell {
                             let out = match n {
                                 1 => io.stdout.clone(),
                                 2 => io.stderr.clone(),
-                                _ => return Err(format!("{n}: Bad file descriptor")),
+                                n => match self.fds.get(&(*n as i32)) {
+                                    Some(o) => o.clone(),
+                                    None => return Err(format!("{n}: Bad file descriptor")),
+                                },
                             };
                             match fd {
                                 1 => io.stdout = out,
@@ -1320,8 +1475,7 @@ impl Shell {
                                 _ => {}
                             }
                         }
-                        (_, ast::IoFileRedirectTarget::Duplicate(_))
-                        | (_, ast::IoFileRedirectTarget::ProcessSubstitution(..)) => {
+                        (_, ast::IoFileRedirectTarget::Duplicate(_)) => {
                             return Err("unsupported redirection".into());
                         }
                     }
@@ -1356,7 +1510,7 @@ impl Shell {
                     let path = self
                         .expand_single(&word.value)
                         .map_err(|_| "bad substitution".to_string())?;
-                    let out = self.open_output(&path, *append, &io)?;
+                    let out = self.open_output(&path, *append, false, &io)?;
                     io.stdout = out.clone();
                     io.stderr = out;
                 }
@@ -1382,7 +1536,13 @@ impl Shell {
         }
     }
 
-    fn open_output(&self, path: &str, append: bool, io: &Io) -> Result<Out, String> {
+    fn open_output(
+        &self,
+        path: &str,
+        append: bool,
+        clobber: bool,
+        io: &Io,
+    ) -> Result<Out, String> {
         match path {
             "/dev/null" => return Ok(Out::Null),
             "/dev/stdout" => return Ok(io.stdout.clone()),
@@ -1390,6 +1550,13 @@ impl Shell {
             _ => {}
         }
         let abs = self.abs_path(path);
+        if self.opts.noclobber
+            && !append
+            && !clobber
+            && std::fs::metadata(&abs).is_ok_and(|m| m.is_file())
+        {
+            return Err(format!("{path}: cannot overwrite existing file"));
+        }
         let mut o = std::fs::OpenOptions::new();
         if append {
             o.append(true).create(true);
