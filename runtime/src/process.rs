@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
@@ -245,6 +245,7 @@ pub(crate) async fn run_process(
             handles: HashMap::new(),
             next_handle: 3,
             children: HashMap::new(),
+            killed: HashMap::new(),
             next_pid: 1,
         },
     };
@@ -313,6 +314,8 @@ pub(crate) struct ProcessHost {
     handles: HashMap<u32, PipeEnd>,
     next_handle: u32,
     children: HashMap<u32, JoinHandle<i32>>,
+    /// Children ended by `kill`, with the signal.
+    killed: HashMap<u32, u8>,
     next_pid: u32,
 }
 
@@ -320,6 +323,18 @@ pub(crate) struct ProcessHost {
 const MAX_HANDLES: usize = 1024;
 
 impl ProcessHost {
+    /// What a waiter sees of a child that ended (or was aborted).
+    fn status_of(&mut self, pid: u32, result: Result<i32, tokio::task::JoinError>) -> i32 {
+        let killed = self.killed.remove(&pid);
+        match result {
+            Ok(code) => code,
+            Err(_) if killed.is_some() => 128 + i32::from(killed.unwrap_or(9)),
+            // Aborted: the job is over (deadline or stop), or the user interrupted.
+            Err(_) if self.job.over() => EXIT_TIMEOUT,
+            Err(_) => EXIT_INTERRUPTED,
+        }
+    }
+
     fn output(
         &self,
         s: &wit::Stdio,
@@ -464,12 +479,54 @@ impl wit::Host for ProcessHost {
         let Some(task) = self.children.remove(&pid) else {
             return Ok(EXIT_NOT_FOUND);
         };
-        Ok(match task.await {
-            Ok(code) => code,
-            // Aborted: the job is over (deadline or stop), or the user interrupted.
-            Err(_) if self.job.over() => EXIT_TIMEOUT,
-            Err(_) => EXIT_INTERRUPTED,
-        })
+        let result = task.await;
+        Ok(self.status_of(pid, result))
+    }
+
+    async fn wait_timeout(&mut self, pid: u32, millis: u64) -> Result<Option<i32>> {
+        let Some(task) = self.children.get_mut(&pid) else {
+            return Ok(Some(EXIT_NOT_FOUND));
+        };
+        match tokio::time::timeout(Duration::from_millis(millis), task).await {
+            Ok(result) => {
+                self.children.remove(&pid);
+                Ok(Some(self.status_of(pid, result)))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    async fn kill(&mut self, pid: u32, signal: u8) -> Result<()> {
+        if let Some(task) = self.children.get(&pid)
+            && !task.is_finished()
+        {
+            task.abort();
+            self.killed.insert(pid, signal.clamp(1, 127));
+        }
+        Ok(())
+    }
+
+    async fn file_mode(&mut self, path: String) -> Result<Option<u32>> {
+        use cap_std::fs::PermissionsExt;
+        Ok(self
+            .job
+            .sandbox
+            .resolve(&self.cwd, &path)
+            .and_then(|(dir, rel)| dir.metadata(rel).ok())
+            .map(|m| m.permissions().mode() & 0o7777))
+    }
+
+    async fn set_file_mode(&mut self, path: String, mode: u32) -> Result<Result<(), wit::Error>> {
+        use cap_std::fs::PermissionsExt;
+        let Some((dir, rel)) = self.job.sandbox.resolve(&self.cwd, &path) else {
+            return Ok(Err(wit::Error::Io(format!(
+                "{path}: Operation not permitted"
+            ))));
+        };
+        let perms = cap_std::fs::Permissions::from_mode(mode & 0o7777);
+        Ok(dir
+            .set_permissions(&rel, perms)
+            .map_err(|e| wit::Error::Io(format!("{path}: {}", crate::sandbox::io_message(&e)))))
     }
 
     async fn read(&mut self, handle: u32, max: u32) -> Result<Result<Vec<u8>, wit::Error>> {

@@ -105,6 +105,18 @@ impl SandboxShared {
         under(&normalize(cwd, path), &self.mount)
     }
 
+    /// The directory (workspace or `/tmp`) holding a sandbox path, and the path inside it.
+    pub(crate) fn resolve(&self, cwd: &str, path: &str) -> Option<(&Dir, PathBuf)> {
+        let parts = normalize(cwd, path);
+        match under(&parts, &self.mount) {
+            Some(rel) => Some((&self.dir, rel)),
+            None => match (&self.tmp, under(&parts, "/tmp")) {
+                (Some((_, dir)), Some(rel)) => Some((dir, rel)),
+                _ => None,
+            },
+        }
+    }
+
     /// Opens a file of the workspace (or of `/tmp`) for a redirection.
     pub(crate) fn open(
         &self,
@@ -112,13 +124,8 @@ impl SandboxShared {
         path: &str,
         options: impl FnOnce(&mut OpenOptions) -> &mut OpenOptions,
     ) -> Result<std::fs::File, wit::Error> {
-        let parts = normalize(cwd, path);
-        let (dir, rel) = match under(&parts, &self.mount) {
-            Some(rel) => (&self.dir, rel),
-            None => match (&self.tmp, under(&parts, "/tmp")) {
-                (Some((_, dir)), Some(rel)) => (dir, rel),
-                _ => return Err(wit::Error::Io(format!("{path}: Permission denied"))),
-            },
+        let Some((dir, rel)) = self.resolve(cwd, path) else {
+            return Err(wit::Error::Io(format!("{path}: Permission denied")));
         };
         let mut o = OpenOptions::new();
         options(&mut o);

@@ -80,9 +80,61 @@ async fn guest_made_symlink_pointing_out_fails() {
 
 #[tokio::test]
 async fn absolute_paths_outside_fail() {
-    attempt("echo pwned > /tmp/wasbox-pwned").await;
+    attempt("echo pwned > /var/wasbox-pwned").await;
     attempt("mkdir /etc/wasbox-pwned").await;
-    assert!(!std::path::Path::new("/tmp/wasbox-pwned").exists());
+    attempt("cat /tmp/../etc/passwd").await;
+    attempt("echo pwned > /tmp/../wasbox-pwned").await;
+    assert!(!std::path::Path::new("/var/wasbox-pwned").exists());
+}
+
+/// `/tmp` inside a sandbox is its own: kept across its jobs, invisible to other sandboxes
+/// and to the host's `/tmp`, and gone with the sandbox.
+#[tokio::test]
+async fn tmp_is_private_to_the_sandbox() {
+    use wasbox_runtime::{JobSpec, SandboxConfig};
+    let rt = crate::harness::runtime();
+    let name = format!("wasbox-private-{}", std::process::id());
+    let a = rt.sandbox(SandboxConfig::default()).unwrap();
+    let b = rt.sandbox(SandboxConfig::default()).unwrap();
+    let out = a
+        .run(JobSpec::shell(&format!(
+            "echo mine > /tmp/{name}; d=$(mktemp -d); echo x > $d/f; cat /tmp/{name} $d/f"
+        )))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, out.stdout.as_str()),
+        (0, "mine\nx\n"),
+        "{out:?}"
+    );
+    let out = a
+        .run(JobSpec::shell(&format!("cat /tmp/{name}")))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout, "mine\n",
+        "a later job of the same sandbox sees it"
+    );
+    let out = b
+        .run(JobSpec::shell(&format!("cat /tmp/{name}")))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 1, "another sandbox does not: {out:?}");
+    assert!(!std::path::Path::new("/tmp").join(&name).exists());
+    let host_dirs = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join(&name).exists())
+            .count()
+    };
+    assert_eq!(
+        host_dirs(),
+        1,
+        "the sandbox's /tmp is a host directory of its own"
+    );
+    drop(a);
+    assert_eq!(host_dirs(), 0, "and it goes with the sandbox");
 }
 
 #[tokio::test]

@@ -5,8 +5,33 @@ use crate::harness::sh;
 /// (command, expected stdout). Every applet of guest-components/coreutils/applets.txt
 /// must appear here (checked below).
 const APPLETS: &[(&str, &str, &str)] = &[
-    ("awk", "printf '1 2\\n3 4\\n' | /usr/bin/awk '{ s += $2 } END { print s }'", "6\n"),
+    (
+        "awk",
+        "printf '1 2\\n3 4\\n' | /usr/bin/awk '{ s += $2 } END { print s }'",
+        "6\n",
+    ),
     ("cat", "printf 'a\\nb\\n' > f; cat f", "a\nb\n"),
+    (
+        "cmp",
+        "echo abc > a; echo abd > b; cmp a b; cmp -s a a && echo same",
+        "a b differ: byte 3, line 1\nsame\n",
+    ),
+    ("du", "printf 12345 > f; du -b f; du -k f", "5\tf\n4\tf\n"),
+    (
+        "mktemp",
+        "f=$(mktemp); test -f $f && echo ${f%.*}; d=$(mktemp -d -p /workspace); test -d $d && echo dir",
+        "/tmp/tmp\ndir\n",
+    ),
+    (
+        "stat",
+        "printf 12345 > f; chmod 640 f; stat -c '%n %s %a %A %F' f",
+        "f 5 640 -rw-r----- regular file\n",
+    ),
+    (
+        "timeout",
+        "timeout 5 echo fast; timeout 0.1 sleep 10; echo $?",
+        "fast\n124\n",
+    ),
     ("cp", "echo x > f; cp f g; cat g", "x\n"),
     ("cut", "echo a:b:c | cut -d: -f2", "b\n"),
     ("echo", "/bin/echo -n hi; /usr/bin/echo", "hi\n"),

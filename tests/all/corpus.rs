@@ -47,7 +47,9 @@ fn parse(src: &str) -> Vec<Case> {
                 known_to_differ: true,
             });
         } else if let Some(more) = line.strip_prefix("> ").or(line.strip_prefix('>')) {
-            let case = cases.last_mut().expect("a continuation line follows a case");
+            let case = cases
+                .last_mut()
+                .expect("a continuation line follows a case");
             case.script.push('\n');
             case.script.push_str(more);
         } else {
@@ -88,7 +90,14 @@ fn record_one(script: &str) -> (String, i32) {
         .arg(dir.path())
         .args(["/workspace", "--chdir", "/workspace", "--clearenv"])
         .args(["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"])
-        .args(["--setenv", "HOME", "/workspace", "--setenv", "PWD", "/workspace"])
+        .args([
+            "--setenv",
+            "HOME",
+            "/workspace",
+            "--setenv",
+            "PWD",
+            "/workspace",
+        ])
         .args(["--setenv", "SHELL", "/bin/sh", "--setenv", "LC_ALL", "C"])
         .args(["--setenv", "TZ", "UTC", "bash", "-c", script])
         .stdin(Stdio::null());

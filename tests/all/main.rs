@@ -3,8 +3,8 @@
 
 mod cli;
 mod containment;
-mod corpus;
 mod coreutils;
+mod corpus;
 mod harness;
 mod http;
 mod limits;

@@ -40,7 +40,11 @@ const CASES: &[(&str, &str, i32)] = &[
         "from script arg\n",
         0,
     ),
-    ("echo 'echo via shebang' > t.sh; ./t.sh", "via shebang\n", 0),
+    (
+        "echo 'echo via shebang' > t.sh; ./t.sh; echo $?; chmod +x t.sh; ./t.sh",
+        "126\nvia shebang\n",
+        0,
+    ),
     (
         "if [ -f nope ]; then echo y; elif [ 1 -lt 2 ]; then echo elif; else echo n; fi",
         "elif\n",

@@ -161,8 +161,9 @@ fn read(name: &str) -> Result<Text, String> {
     })
 }
 
-/// `2026-11-22 02:23:16.123456789 +0000`, as GNU diff labels unified output.
-fn stamp(t: Option<std::time::SystemTime>) -> String {
+/// `2026-11-22 02:23:16.123456789 +0000`, as GNU diff labels unified output (and `stat`
+/// prints times).
+pub fn stamp(t: Option<std::time::SystemTime>) -> String {
     let d = t
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .unwrap_or_default();

@@ -9,6 +9,7 @@
 
 mod awk;
 mod diff;
+mod files;
 mod find;
 mod grep;
 mod own;
@@ -22,7 +23,12 @@ type Main = fn(std::vec::IntoIter<OsString>) -> i32;
 fn applet(name: &str) -> Option<Main> {
     Some(match name {
         "cat" => uu_cat::uumain,
-        "cp" => uu_cp::uumain,
+        "cp" => files::cp,
+        "cmp" => files::cmp,
+        "du" => files::du,
+        "mktemp" => files::mktemp,
+        "stat" => files::stat,
+        "timeout" => files::timeout,
         "cut" => uu_cut::uumain,
         "echo" => uu_echo::uumain,
         "head" => uu_head::uumain,
@@ -42,7 +48,7 @@ fn applet(name: &str) -> Option<Main> {
         "wc" => uu_wc::uumain,
         "basename" => uu_basename::uumain,
         "base64" => uu_base64::uumain,
-        "chmod" => own::chmod,
+        "chmod" => files::chmod,
         "comm" => uu_comm::uumain,
         "date" => uu_date::uumain,
         "dirname" => uu_dirname::uumain,

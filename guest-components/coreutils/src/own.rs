@@ -257,41 +257,6 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
     status
 }
 
-/// `chmod MODE FILE...`. WASI files have no permission bits, so a valid mode is accepted and
-/// changes nothing (scripts are runnable anyway); files must exist, as with GNU chmod.
-pub fn chmod(args: std::vec::IntoIter<OsString>) -> i32 {
-    let args: Vec<String> = strings(args)
-        .into_iter()
-        .filter(|a| !matches!(a.as_str(), "-R" | "--recursive" | "-v" | "-f" | "-c"))
-        .collect();
-    let Some((mode, files)) = args.split_first() else {
-        eprintln!("chmod: missing operand\nTry 'chmod --help' for more information.");
-        return 1;
-    };
-    let valid = !mode.is_empty()
-        && (mode.chars().all(|c| ('0'..='7').contains(&c))
-            || mode.split(',').all(|m| {
-                let m = m.trim_start_matches(['u', 'g', 'o', 'a']);
-                m.starts_with(['+', '-', '=']) && m[1..].chars().all(|c| "rwxXstugo".contains(c))
-            }));
-    if !valid {
-        eprintln!("chmod: invalid mode: '{mode}'");
-        return 1;
-    }
-    if files.is_empty() {
-        eprintln!("chmod: missing operand after '{mode}'");
-        return 1;
-    }
-    let mut status = 0;
-    for f in files {
-        if let Err(e) = std::fs::metadata(f) {
-            eprintln!("chmod: cannot access '{f}': {}", reason(&e));
-            status = 1;
-        }
-    }
-    status
-}
-
 /// `realpath [-e|-m|-s] FILE...`: the absolute path, with `.` and `..` resolved (WASI has
 /// no `realpath(3)`; the components are resolved in the sandbox's path space).
 pub fn realpath(args: std::vec::IntoIter<OsString>) -> i32 {

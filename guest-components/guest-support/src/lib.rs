@@ -35,3 +35,27 @@ pub fn exit(code: i32) -> ! {
     wasip2::cli::exit::exit_with_code(code.clamp(1, 255) as u8);
     std::process::exit(1)
 }
+
+/// `path` made absolute against the working directory (the host resolves absolute paths).
+pub fn absolute(path: &str) -> String {
+    if path.starts_with('/') {
+        return path.to_string();
+    }
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    format!("{}/{path}", cwd.trim_end_matches('/'))
+}
+
+/// The permission bits of a file (WASI has none; the host keeps them), `None` if absent.
+pub fn file_mode(path: &str) -> Option<u32> {
+    process::file_mode(&absolute(path))
+}
+
+/// Sets the permission bits of a file; the error carries the shell-style message.
+pub fn set_file_mode(path: &str, mode: u32) -> Result<(), String> {
+    process::set_file_mode(&absolute(path), mode).map_err(|e| match e {
+        process::Error::Io(m) | process::Error::NotFound(m) | process::Error::Limit(m) => m,
+        process::Error::BadHandle => format!("{path}: bad handle"),
+    })
+}

@@ -708,11 +708,17 @@ fn describe(sh: &Shell, name: &str) -> String {
     let x = if var.exported { "x" } else { "" };
     match &var.array {
         Some(Array::Indexed(m)) => {
-            let items: Vec<String> = m.iter().map(|(k, v)| format!("[{k}]={}", quote(v))).collect();
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("[{k}]={}", quote(v)))
+                .collect();
             format!("declare -a{x} {name}=({})", items.join(" "))
         }
         Some(Array::Assoc(m)) => {
-            let items: Vec<String> = m.iter().map(|(k, v)| format!("[{k}]={} ", quote(v))).collect();
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("[{k}]={} ", quote(v)))
+                .collect();
             format!("declare -A{x} {name}=({})", items.concat())
         }
         None => {

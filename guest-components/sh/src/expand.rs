@@ -256,7 +256,10 @@ impl Shell {
                     AssignmentValue::Scalar(w) => self.expand_single(&w.value)?,
                     AssignmentValue::Array(_) => {
                         let io = self.cur_io.clone();
-                        self.error(&io, &format!("{name}[{index}]: cannot assign list to array member"));
+                        self.error(
+                            &io,
+                            &format!("{name}[{index}]: cannot assign list to array member"),
+                        );
                         return Err(Ctl::Exit(1));
                     }
                 };
@@ -479,7 +482,11 @@ impl Shell {
             Parameter::NamedWithAllIndices { name, concatenate } => {
                 let values = self.array(name)?.values();
                 let sep = if *concatenate {
-                    self.ifs().chars().next().map(String::from).unwrap_or_default()
+                    self.ifs()
+                        .chars()
+                        .next()
+                        .map(String::from)
+                        .unwrap_or_default()
                 } else {
                     " ".to_string()
                 };
@@ -537,7 +544,12 @@ impl Shell {
     /// by the first character of IFS (quoted `*`).
     fn emit_list(&mut self, list: &[String], concatenate: bool, f: &mut Fields, quoted: bool) {
         if concatenate && quoted {
-            let sep = self.ifs().chars().next().map(String::from).unwrap_or_default();
+            let sep = self
+                .ifs()
+                .chars()
+                .next()
+                .map(String::from)
+                .unwrap_or_default();
             f.expansion(&list.join(&sep), true);
             return;
         }
@@ -631,7 +643,11 @@ impl Shell {
                     }
                     let n = list.len() as i64;
                     let off = self.arith_index(&offset.value)?;
-                    let start = if off < 0 { (n + off).max(0) } else { off.min(n) };
+                    let start = if off < 0 {
+                        (n + off).max(0)
+                    } else {
+                        off.min(n)
+                    };
                     let end = match length {
                         Some(l) => {
                             let len = self.arith_index(&l.value)?;

@@ -181,10 +181,39 @@ fn syntax_error_message(script: &str, e: &brush_parser::ParseError) -> String {
 }
 
 pub const BUILTINS: &[&str] = &[
-    ":", ".", "[", "break", "cd", "command", "continue", "echo", "eval", "exec", "exit", "export",
-    "false", "local", "printf", "pwd", "read", "readonly", "return", "set", "shift", "source",
-    "test", "true", "type", "unset", "wait", "declare", "typeset", "mapfile", "readarray",
-    "getopts", "let",
+    ":",
+    ".",
+    "[",
+    "break",
+    "cd",
+    "command",
+    "continue",
+    "echo",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "local",
+    "printf",
+    "pwd",
+    "read",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "source",
+    "test",
+    "true",
+    "type",
+    "unset",
+    "wait",
+    "declare",
+    "typeset",
+    "mapfile",
+    "readarray",
+    "getopts",
+    "let",
 ];
 
 impl Shell {
@@ -364,10 +393,7 @@ impl Shell {
     }
 
     pub fn export(&mut self, name: &str) {
-        self.vars
-            .entry(name.to_string())
-            .or_default()
-            .exported = true;
+        self.vars.entry(name.to_string()).or_default().exported = true;
     }
 
     pub fn unset_var(&mut self, name: &str) {
@@ -1225,6 +1251,10 @@ impl Shell {
                 self.error(io, &format!("{}: Is a directory", argv[0]));
                 Err(126)
             }
+            Ok(_) if guest_support::file_mode(&path).is_some_and(|mode| mode & 0o111 == 0) => {
+                self.error(io, &format!("{}: Permission denied", argv[0]));
+                Err(126)
+            }
             Ok(_) => {
                 let head = std::fs::read(&path).unwrap_or_default();
                 let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
@@ -1390,10 +1420,14 @@ impl Shell {
                                 }
                                 "-" => Some(Out::Null),
                                 "0" => None,
-                                other => match other.parse::<i32>().ok().and_then(|n| self.fds.get(&n)) {
-                                    Some(o) => Some(o.clone()),
-                                    None => return Err(format!("{other}: Bad file descriptor")),
-                                },
+                                other => {
+                                    match other.parse::<i32>().ok().and_then(|n| self.fds.get(&n)) {
+                                        Some(o) => Some(o.clone()),
+                                        None => {
+                                            return Err(format!("{other}: Bad file descriptor"));
+                                        }
+                                    }
+                                }
                             };
                             match (fd, out) {
                                 (1, Some(o)) => io.stdout = o,
@@ -1536,13 +1570,7 @@ impl Shell {
         }
     }
 
-    fn open_output(
-        &self,
-        path: &str,
-        append: bool,
-        clobber: bool,
-        io: &Io,
-    ) -> Result<Out, String> {
+    fn open_output(&self, path: &str, append: bool, clobber: bool, io: &Io) -> Result<Out, String> {
         match path {
             "/dev/null" => return Ok(Out::Null),
             "/dev/stdout" => return Ok(io.stdout.clone()),

@@ -12,7 +12,10 @@ fn file_test(sh: &Shell, op: &str, path: &str) -> bool {
         "-f" => meta.map(|m| m.is_file()).unwrap_or(false),
         "-d" => meta.map(|m| m.is_dir()).unwrap_or(false),
         "-s" => meta.map(|m| m.len() > 0).unwrap_or(false),
-        "-r" | "-w" | "-x" => meta.is_ok(),
+        // As root (the sandbox user): readable and writable when present; executable
+        // with any execute bit (modes come from the host, WASI has none).
+        "-r" | "-w" => meta.is_ok(),
+        "-x" => meta.is_ok() && guest_support::file_mode(&p).is_none_or(|mode| mode & 0o111 != 0),
         "-L" | "-h" => std::fs::symlink_metadata(&p)
             .map(|m| m.file_type().is_symlink())
             .unwrap_or(false),
@@ -171,9 +174,8 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                 U::FileExistsAndIsDir => file_test(sh, "-d", &v),
                 U::FileExistsAndIsNotZeroLength => file_test(sh, "-s", &v),
                 U::FileExistsAndIsSymlink => file_test(sh, "-L", &v),
-                U::FileExistsAndIsReadable
-                | U::FileExistsAndIsWritable
-                | U::FileExistsAndIsExecutable => file_test(sh, "-e", &v),
+                U::FileExistsAndIsReadable | U::FileExistsAndIsWritable => file_test(sh, "-e", &v),
+                U::FileExistsAndIsExecutable => file_test(sh, "-x", &v),
                 U::ShellVariableIsSetAndAssigned => sh.get_var(&v).is_some(),
                 _ => false,
             }
@@ -240,15 +242,16 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
 /// `[[ s =~ re ]]`: POSIX extended syntax; sets `BASH_REMATCH`. A bad expression is
 /// status 2, like bash.
 fn regex_match(sh: &mut Shell, s: &str, re: &str) -> Result<bool, String> {
-    let translated = re
-        .replace("[[:<:]]", "\\b")
-        .replace("[[:>:]]", "\\b");
+    let translated = re.replace("[[:<:]]", "\\b").replace("[[:>:]]", "\\b");
     let compiled = regex::Regex::new(&translated).map_err(|_| RegexError.to_string())?;
     let mut m = std::collections::BTreeMap::new();
     let found = match compiled.captures(s) {
         Some(caps) => {
             for (i, g) in caps.iter().enumerate() {
-                m.insert(i as i64, g.map_or(String::new(), |g| g.as_str().to_string()));
+                m.insert(
+                    i as i64,
+                    g.map_or(String::new(), |g| g.as_str().to_string()),
+                );
             }
             true
         }

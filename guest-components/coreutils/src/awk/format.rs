@@ -242,13 +242,21 @@ pub fn sprintf(fmt: &str, args: &[Value], convfmt: &str) -> String {
             'c' => {
                 let s = match next_arg.next() {
                     Some(Value::Num(n)) => char::from_u32(*n as u32).unwrap_or('?').to_string(),
-                    Some(v) => v.string(convfmt).chars().next().map(String::from).unwrap_or_default(),
+                    Some(v) => v
+                        .string(convfmt)
+                        .chars()
+                        .next()
+                        .map(String::from)
+                        .unwrap_or_default(),
                     None => String::new(),
                 };
                 out.push_str(&pad(s, &spec, false));
             }
             's' => {
-                let mut s = next_arg.next().map(|v| v.string(convfmt)).unwrap_or_default();
+                let mut s = next_arg
+                    .next()
+                    .map(|v| v.string(convfmt))
+                    .unwrap_or_default();
                 if let Some(p) = spec.precision {
                     s = s.chars().take(p).collect();
                 }

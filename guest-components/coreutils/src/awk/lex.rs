@@ -24,16 +24,16 @@ const KEYWORDS: &[&str] = &[
 ];
 
 pub const BUILTINS: &[&str] = &[
-    "length", "substr", "index", "split", "sub", "gsub", "match", "sprintf", "sin", "cos",
-    "atan2", "exp", "log", "sqrt", "int", "rand", "srand", "tolower", "toupper", "system",
-    "close", "fflush",
+    "length", "substr", "index", "split", "sub", "gsub", "match", "sprintf", "sin", "cos", "atan2",
+    "exp", "log", "sqrt", "int", "rand", "srand", "tolower", "toupper", "system", "close",
+    "fflush",
 ];
 
 /// Longest first, so `**=` wins over `**` and `*`.
 const PUNCT: &[&str] = &[
     "**=", "&&", "||", "==", "<=", ">=", "!=", "++", "--", "+=", "-=", "*=", "/=", "%=", "^=",
-    "!~", ">>", "**", "{", "}", "(", ")", "[", "]", ";", ",", "+", "-", "*", "/", "%", "^",
-    "!", ">", "<", "|", "?", ":", "~", "$", "=",
+    "!~", ">>", "**", "{", "}", "(", ")", "[", "]", ";", ",", "+", "-", "*", "/", "%", "^", "!",
+    ">", "<", "|", "?", ":", "~", "$", "=",
 ];
 
 pub struct Lexed {

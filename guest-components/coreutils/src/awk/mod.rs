@@ -398,12 +398,9 @@ fn translate_ere(re: &str) -> String {
             '{' => {
                 // An interval when it looks like one; a literal brace otherwise.
                 let rest: String = chars[i..].iter().collect();
-                let interval = rest
-                    .find('}')
-                    .map(|end| &rest[1..end])
-                    .is_some_and(|b| {
-                        !b.is_empty() && b.chars().all(|c| c.is_ascii_digit() || c == ',')
-                    });
+                let interval = rest.find('}').map(|end| &rest[1..end]).is_some_and(|b| {
+                    !b.is_empty() && b.chars().all(|c| c.is_ascii_digit() || c == ',')
+                });
                 if interval && i > 0 {
                     out.push('{');
                 } else {
@@ -412,9 +409,9 @@ fn translate_ere(re: &str) -> String {
             }
             '}' => {
                 // Closes an interval we kept; otherwise literal.
-                let opened = out.rfind("{").is_some_and(|o| {
-                    !out[..o].ends_with('\\') && !out[o..].contains('}')
-                });
+                let opened = out
+                    .rfind("{")
+                    .is_some_and(|o| !out[..o].ends_with('\\') && !out[o..].contains('}'));
                 out.push_str(if opened { "}" } else { "\\}" });
             }
             _ => out.push(c),
@@ -584,7 +581,12 @@ impl Interp {
     }
 
     fn get_var(&mut self, name: &str) -> R<Value> {
-        if name == "NF" && self.frames.last().is_none_or(|f| !f.locals.contains_key("NF")) {
+        if name == "NF"
+            && self
+                .frames
+                .last()
+                .is_none_or(|f| !f.locals.contains_key("NF"))
+        {
             self.split_record()?;
             return Ok(Value::Num(self.fields.len() as f64));
         }
@@ -596,7 +598,10 @@ impl Interp {
     }
 
     fn set_var(&mut self, name: &str, v: Value) -> R<()> {
-        let is_global = self.frames.last().is_none_or(|f| !f.locals.contains_key(name));
+        let is_global = self
+            .frames
+            .last()
+            .is_none_or(|f| !f.locals.contains_key(name));
         if is_global && name == "NF" {
             return self.set_nf(v.num());
         }
@@ -851,9 +856,7 @@ impl Interp {
                 arity(0, 1)?;
                 match args.first() {
                     None => Value::Num(self.record.chars().count() as f64),
-                    Some(Expr::Var(v))
-                        if matches!(self.cell_mut(v), Cell::Arr(_)) && v != "NF" =>
-                    {
+                    Some(Expr::Var(v)) if matches!(self.cell_mut(v), Cell::Arr(_)) && v != "NF" => {
                         let a = self.array(v)?;
                         Value::Num(a.borrow().len() as f64)
                     }
@@ -1047,8 +1050,7 @@ impl Interp {
                 if let Some(o) = self.outputs.shift_remove(&name) {
                     status = o.close();
                 }
-                if self.inputs.remove(&name).is_some() || self.commands.remove(&name).is_some()
-                {
+                if self.inputs.remove(&name).is_some() || self.commands.remove(&name).is_some() {
                     status = 0;
                 }
                 Value::Num(status as f64)
@@ -1083,10 +1085,7 @@ impl Interp {
                 }
             }
             // Open the next operand.
-            let argc = self
-                .get_var("ARGC")
-                .map(|v| v.num() as usize)
-                .unwrap_or(0);
+            let argc = self.get_var("ARGC").map(|v| v.num() as usize).unwrap_or(0);
             let argv = self.array("ARGV")?;
             let mut opened = false;
             while self.argv_next < argc {
@@ -1112,7 +1111,9 @@ impl Interp {
                 } else {
                     match std::fs::File::open(&arg) {
                         Ok(f) if f.metadata().is_ok_and(|m| m.is_dir()) => {
-                            eprintln!("awk: warning: command line argument `{arg}' is a directory: skipped");
+                            eprintln!(
+                                "awk: warning: command line argument `{arg}' is a directory: skipped"
+                            );
                             continue;
                         }
                         Ok(f) => {
@@ -1188,10 +1189,8 @@ impl Interp {
                 if !self.commands.contains_key(&cmd) {
                     self.flush_all();
                     let out = command_output(&cmd);
-                    self.commands.insert(
-                        cmd.clone(),
-                        Input::new(Box::new(std::io::Cursor::new(out))),
-                    );
+                    self.commands
+                        .insert(cmd.clone(), Input::new(Box::new(std::io::Cursor::new(out))));
                 }
                 let rs = self.var_str("RS");
                 let mut input = self.commands.remove(&cmd).unwrap();
@@ -1625,7 +1624,10 @@ pub fn main(args: std::vec::IntoIter<OsString>) -> i32 {
             }
         } else {
             let rest = &a[2..];
-            (a[..2].to_string(), (!rest.is_empty()).then(|| rest.to_string()))
+            (
+                a[..2].to_string(),
+                (!rest.is_empty()).then(|| rest.to_string()),
+            )
         };
         let value = |i: &mut usize| -> Option<String> {
             if let Some(v) = &attached {
@@ -1640,7 +1642,11 @@ pub fn main(args: std::vec::IntoIter<OsString>) -> i32 {
                     eprintln!("awk: option requires an argument -- 'F'\n{USAGE}");
                     return 2;
                 };
-                fs = Some(if v == "t" { "\t".into() } else { lex::unescape(&v) });
+                fs = Some(if v == "t" {
+                    "\t".into()
+                } else {
+                    lex::unescape(&v)
+                });
             }
             "-v" | "--assign" => {
                 let Some(v) = value(&mut i) else {

@@ -247,7 +247,11 @@ impl Parser {
                 self.expect(")")?;
                 self.newlines();
                 let body = self.block()?;
-                if prog.funcs.insert(name.clone(), Func { params, body }).is_some() {
+                if prog
+                    .funcs
+                    .insert(name.clone(), Func { params, body })
+                    .is_some()
+                {
                     return Err(format!("function `{name}' previously defined"));
                 }
             } else {
