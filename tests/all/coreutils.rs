@@ -14,7 +14,7 @@ const APPLETS: &[(&str, &str, &str)] = &[
     (
         "cmp",
         "echo abc > a; echo abd > b; cmp a b; cmp -s a a && echo same",
-        "a b differ: byte 3, line 1\nsame\n",
+        "a b differ: char 3, line 1\nsame\n",
     ),
     ("du", "printf 12345 > f; du -b f; du -k f", "5\tf\n4\tf\n"),
     (

@@ -737,7 +737,16 @@ fn printf_escapes(s: &str) -> String {
 
 /// `stat [-L] [-c FORMAT | --printf=FORMAT | -t] FILE...`.
 pub fn stat(args: std::vec::IntoIter<OsString>) -> i32 {
-    let (opts, files) = parse_opts(strings(args), "c");
+    // `--format FMT` and `--printf FMT` take the next argument too.
+    let mut raw = strings(args);
+    for i in 0..raw.len() {
+        if (raw[i] == "--printf" || raw[i] == "--format") && i + 1 < raw.len() {
+            let v = raw.remove(i + 1);
+            raw[i] = format!("{}={v}", raw[i]);
+            break;
+        }
+    }
+    let (opts, files) = parse_opts(raw, "c");
     let follow = has(&opts, &["-L", "--dereference"]);
     let format = value(&opts, &["-c", "--format"]).map(|f| f.to_string() + "\n");
     let printf = value(&opts, &["--printf"]).map(printf_escapes);
@@ -981,10 +990,12 @@ pub fn cmp(args: std::vec::IntoIter<OsString>) -> i32 {
                 return 1;
             }
             if list {
-                let _ = writeln!(out, "{} {:3o} {:3o}", i + 1, p, q);
+                let width = x.len().max(y.len()).to_string().len();
+                let _ = writeln!(out, "{:>width$} {:3o} {:3o}", i + 1, p, q);
                 continue;
             }
-            let _ = writeln!(out, "{a} {b} differ: byte {}, line {line}", i + 1);
+            // GNU cmp's words in the C locale.
+            let _ = writeln!(out, "{a} {b} differ: char {}, line {line}", i + 1);
             return 1;
         }
         if *p == b'\n' {
@@ -1168,7 +1179,8 @@ pub fn timeout(args: std::vec::IntoIter<OsString>) -> i32 {
             }
             process::kill(pid, signal);
             let status = process::wait(pid);
-            if preserve { status } else { 124 }
+            // KILL cannot be caught, so GNU reports it rather than 124.
+            if preserve || signal == 9 { status } else { 124 }
         }
     }
 }

@@ -18,18 +18,33 @@ pub fn eval_str(sh: &mut Shell, text: &str) -> Result<i64, String> {
     eval(sh, &expr)
 }
 
-fn target_name(sh: &mut Shell, t: &ArithmeticTarget) -> Result<String, String> {
+/// A variable or an array element named in an expression.
+enum Slot {
+    Var(String),
+    Elem(String, String),
+}
+
+fn slot(sh: &mut Shell, t: &ArithmeticTarget) -> Result<Slot, String> {
     Ok(match t {
-        ArithmeticTarget::Variable(n) => n.clone(),
+        ArithmeticTarget::Variable(n) => Slot::Var(n.clone()),
         ArithmeticTarget::ArrayElement(n, idx) => {
-            let i = eval(sh, idx)?;
-            format!("{n}[{i}]")
+            let mut i = eval(sh, idx)?;
+            if i < 0
+                && let Some(crate::shell::Array::Indexed(m)) = sh.array(n)
+            {
+                i += m.keys().next_back().map_or(0, |k| k + 1);
+            }
+            Slot::Elem(n.clone(), i.to_string())
         }
     })
 }
 
-fn read_var(sh: &mut Shell, name: &str) -> Result<i64, String> {
-    let v = sh.get_var(name).unwrap_or_default();
+fn read_slot(sh: &mut Shell, s: &Slot) -> Result<i64, String> {
+    let v = match s {
+        Slot::Var(n) => sh.get_var(n),
+        Slot::Elem(n, k) => sh.get_elem(n, k),
+    }
+    .unwrap_or_default();
     let v = v.trim();
     if v.is_empty() {
         return Ok(0);
@@ -39,6 +54,13 @@ fn read_var(sh: &mut Shell, name: &str) -> Result<i64, String> {
     }
     // A variable holding an expression is evaluated (bash does this recursively).
     eval_str(sh, v)
+}
+
+fn write_slot(sh: &mut Shell, s: &Slot, v: i64) {
+    match s {
+        Slot::Var(n) => sh.set_var(n, v.to_string()),
+        Slot::Elem(n, k) => sh.set_elem(n, k, v.to_string()),
+    }
 }
 
 fn parse_number(s: &str) -> Result<i64, String> {
@@ -64,8 +86,8 @@ pub fn eval(sh: &mut Shell, e: &E) -> Result<i64, String> {
     Ok(match e {
         E::Literal(n) => *n,
         E::Reference(t) => {
-            let name = target_name(sh, t)?;
-            read_var(sh, &name)?
+            let s = slot(sh, t)?;
+            read_slot(sh, &s)?
         }
         E::UnaryOp(op, x) => {
             let v = eval(sh, x)?;
@@ -92,28 +114,28 @@ pub fn eval(sh: &mut Shell, e: &E) -> Result<i64, String> {
         }
         E::Assignment(t, x) => {
             let v = eval(sh, x)?;
-            let name = target_name(sh, t)?;
-            sh.set_var(&name, v.to_string());
+            let s = slot(sh, t)?;
+            write_slot(sh, &s, v);
             v
         }
         E::BinaryAssignment(op, t, x) => {
-            let name = target_name(sh, t)?;
-            let cur = read_var(sh, &name)?;
+            let s = slot(sh, t)?;
+            let cur = read_slot(sh, &s)?;
             let y = eval(sh, x)?;
             let v = binary(*op, cur, y)?;
-            sh.set_var(&name, v.to_string());
+            write_slot(sh, &s, v);
             v
         }
         E::UnaryAssignment(op, t) => {
-            let name = target_name(sh, t)?;
-            let cur = read_var(sh, &name)?;
+            let s = slot(sh, t)?;
+            let cur = read_slot(sh, &s)?;
             let (new, result) = match op {
                 UA::PrefixIncrement => (cur + 1, cur + 1),
                 UA::PrefixDecrement => (cur - 1, cur - 1),
                 UA::PostfixIncrement => (cur + 1, cur),
                 UA::PostfixDecrement => (cur - 1, cur),
             };
-            sh.set_var(&name, new.to_string());
+            write_slot(sh, &s, new);
             result
         }
     })

@@ -176,7 +176,16 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                 U::FileExistsAndIsSymlink => file_test(sh, "-L", &v),
                 U::FileExistsAndIsReadable | U::FileExistsAndIsWritable => file_test(sh, "-e", &v),
                 U::FileExistsAndIsExecutable => file_test(sh, "-x", &v),
-                U::ShellVariableIsSetAndAssigned => sh.get_var(&v).is_some(),
+                U::ShellVariableIsSetAndAssigned => match v.split_once('[') {
+                    Some((name, rest)) if rest.ends_with(']') => {
+                        let index = &rest[..rest.len() - 1];
+                        match sh.resolve_key(name, index) {
+                            Ok(key) => sh.get_elem(name, &key).is_some(),
+                            Err(_) => false,
+                        }
+                    }
+                    _ => sh.vars.contains_key(&v),
+                },
                 _ => false,
             }
         }
