@@ -1,9 +1,10 @@
 //! Start-up cost of a sandboxed job against a native process, in one run:
-//! `sh -c 'echo hello'` and `seq 1 10000 | sort -n | tail -1`, each as a wasbox job in
-//! process and as a native `sh` spawned with `std::process::Command`.
+//! `sh -c 'echo hello'`, `seq 1 10000 | sort -n | tail -1` and a 10-line agent-style bash
+//! script (here-document, loop, grep, sed, awk), each as a wasbox job in process and as a
+//! native `sh`/`bash` spawned with `std::process::Command` in a fresh temporary directory.
 //!
-//! Three wasbox variants: a job in a fresh sandbox (temporary workspace created and removed
-//! on TMPDIR), the same with the workspace on tmpfs, and a job in an existing sandbox.
+//! Three wasbox variants: a job in a fresh sandbox (temporary workspace and private /tmp
+//! created and removed on TMPDIR), the same on tmpfs, and a job in an existing sandbox.
 //!
 //! `cargo bench -p wasbox-benches --bench start` prints criterion's figures and then a table
 //! of medians with the ratio native / wasbox.
@@ -13,17 +14,36 @@ use std::process::{Command, Stdio};
 use criterion::{Criterion, criterion_group};
 use wasbox_runtime::{JobSpec, Runtime, SandboxConfig};
 
-const CASES: &[(&str, &str)] = &[
-    ("echo", "echo hello"),
-    ("pipeline", "seq 1 10000 | sort -n | tail -1"),
+/// (name, shell, script)
+const CASES: &[(&str, &str, &str)] = &[
+    ("echo", "sh", "echo hello"),
+    ("pipeline", "sh", "seq 1 10000 | sort -n | tail -1"),
+    ("script", "bash", AGENT_SCRIPT),
 ];
 
-fn native(script: &str) -> String {
-    let out = Command::new("sh")
+/// What an agent sends: write a file with a here-document, then loop, grep, sed and awk.
+const AGENT_SCRIPT: &str = r#"cat > app.log <<'EOF'
+2026-11-21 10:00:00 INFO server started on port 8080
+2026-11-21 10:00:03 WARN cache miss for key user:7
+2026-11-21 10:01:10 ERROR connection refused: db01
+2026-11-21 10:01:20 ERROR connection refused: db02
+2026-11-21 10:02:00 INFO connected to db03
+EOF
+for level in INFO WARN ERROR; do
+  printf '%s %s\n' "$level" "$(grep -c " $level " app.log)"
+done > counts.txt
+sed -n 's/.*refused: \(db[0-9]*\)$/\1/p' app.log | sort -u
+awk '{ n[$3]++ } END { for (l in n) print l, n[l] }' app.log | sort -k2 -n
+cat counts.txt"#;
+
+fn native(shell: &str, script: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(shell)
         .args(["-c", script])
+        .current_dir(dir.path())
         .stdin(Stdio::null())
         .output()
-        .expect("native sh");
+        .expect("native shell");
     String::from_utf8(out.stdout).expect("utf8")
 }
 
@@ -35,11 +55,18 @@ fn start(c: &mut Criterion) {
         .unwrap();
     let runtime = Runtime::new().expect("runtime");
     tokio.block_on(runtime.preload()).expect("preload");
-    for (name, script) in CASES {
-        let expected = native(script);
-        let got = tokio
-            .block_on(runtime.run(JobSpec::shell(*script)))
-            .unwrap();
+    let on_tmpfs = std::path::Path::new("/dev/shm").is_dir().then(|| {
+        let rt = Runtime::builder()
+            .temp_dir("/dev/shm")
+            .build()
+            .expect("runtime");
+        tokio.block_on(rt.preload()).expect("preload");
+        rt
+    });
+    for (name, shell, script) in CASES {
+        let job = || JobSpec::new([*shell, "-c", *script]);
+        let expected = native(shell, script);
+        let got = tokio.block_on(runtime.run(job())).unwrap();
         assert_eq!(
             got.stdout, expected,
             "wasbox and native disagree on {script:?}"
@@ -50,22 +77,15 @@ fn start(c: &mut Criterion) {
         group.bench_function("wasbox", |b| {
             b.iter(|| {
                 tokio
-                    .block_on(runtime.run(JobSpec::shell(*script)))
+                    .block_on(runtime.run(job()))
                     .unwrap()
             })
         });
-        // The same with the workspace on tmpfs (what TMPDIR=/dev/shm gives `wasbox serve`).
-        if std::path::Path::new("/dev/shm").is_dir() {
+        // The same with the workspace and the sandbox's /tmp on tmpfs (what
+        // `TMPDIR=/dev/shm wasbox serve` gives).
+        if let Some(shm) = &on_tmpfs {
             group.bench_function("wasbox-tmpfs", |b| {
-                b.iter(|| {
-                    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-                    let sandbox = runtime
-                        .sandbox(SandboxConfig::default().workspace(dir.path()))
-                        .unwrap();
-                    tokio
-                        .block_on(sandbox.run(JobSpec::shell(*script)))
-                        .unwrap()
-                })
+                b.iter(|| tokio.block_on(shm.run(job())).unwrap())
             });
         }
         // One more job in an existing sandbox (a session exec).
@@ -73,11 +93,11 @@ fn start(c: &mut Criterion) {
         group.bench_function("wasbox-session", |b| {
             b.iter(|| {
                 tokio
-                    .block_on(sandbox.run(JobSpec::shell(*script)))
+                    .block_on(sandbox.run(job()))
                     .unwrap()
             })
         });
-        group.bench_function("native", |b| b.iter(|| native(script)));
+        group.bench_function("native", |b| b.iter(|| native(shell, script)));
         group.finish();
     }
 }
@@ -94,5 +114,8 @@ fn main() {
         ("start/pipeline", "wasbox", "native"),
         ("start/pipeline", "wasbox-tmpfs", "native"),
         ("start/pipeline", "wasbox-session", "native"),
+        ("start/script", "wasbox", "native"),
+        ("start/script", "wasbox-tmpfs", "native"),
+        ("start/script", "wasbox-session", "native"),
     ]);
 }

@@ -170,6 +170,20 @@ fn under(parts: &[String], mount: &str) -> Option<PathBuf> {
     })
 }
 
+fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
+    let mut b = tempfile::Builder::new();
+    b.prefix(prefix);
+    b
+}
+
+fn temp_root(runtime: &Runtime) -> PathBuf {
+    runtime
+        .inner
+        .temp_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+}
+
 /// The text a shell prints for an I/O error ("No such file or directory").
 pub(crate) fn io_message(e: &std::io::Error) -> String {
     use std::io::ErrorKind::*;
@@ -204,9 +218,8 @@ impl Sandbox {
                 (dir, None)
             }
             None => {
-                let t = tempfile::Builder::new()
-                    .prefix("wasbox-")
-                    .tempdir()
+                let t = temp_builder("wasbox-")
+                    .tempdir_in(temp_root(runtime))
                     .context("creating a temporary workspace")?;
                 (t.path().to_path_buf(), Some(Arc::new(t)))
             }
@@ -220,9 +233,8 @@ impl Sandbox {
         let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
             None
         } else {
-            let t = tempfile::Builder::new()
-                .prefix("wasbox-tmp-")
-                .tempdir()
+            let t = temp_builder("wasbox-tmp-")
+                .tempdir_in(temp_root(runtime))
                 .context("creating the sandbox's /tmp")?;
             let dir = Dir::open_ambient_dir(t.path(), ambient_authority())
                 .context("opening the sandbox's /tmp")?;
