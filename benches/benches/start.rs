@@ -75,11 +75,7 @@ fn start(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("start/{name}"));
         // A job in a fresh sandbox: its temporary workspace is created and removed too.
         group.bench_function("wasbox", |b| {
-            b.iter(|| {
-                tokio
-                    .block_on(runtime.run(job()))
-                    .unwrap()
-            })
+            b.iter(|| tokio.block_on(runtime.run(job())).unwrap())
         });
         // The same with the workspace and the sandbox's /tmp on tmpfs (what
         // `TMPDIR=/dev/shm wasbox serve` gives).
@@ -91,11 +87,7 @@ fn start(c: &mut Criterion) {
         // One more job in an existing sandbox (a session exec).
         let sandbox = runtime.sandbox(SandboxConfig::default()).unwrap();
         group.bench_function("wasbox-session", |b| {
-            b.iter(|| {
-                tokio
-                    .block_on(sandbox.run(job()))
-                    .unwrap()
-            })
+            b.iter(|| tokio.block_on(sandbox.run(job())).unwrap())
         });
         group.bench_function("native", |b| b.iter(|| native(shell, script)));
         group.finish();

@@ -167,22 +167,9 @@ pub fn stamp(t: Option<std::time::SystemTime>) -> String {
     let d = t
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day, h, m, sec) = crate::civil(d.as_secs() as i64);
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:09} +0000",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
+        "{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{sec:02}.{:09} +0000",
         d.subsec_nanos()
     )
 }

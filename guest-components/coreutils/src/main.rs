@@ -12,6 +12,7 @@ mod diff;
 mod files;
 mod find;
 mod grep;
+mod ls;
 mod own;
 mod sed;
 
@@ -32,7 +33,7 @@ fn applet(name: &str) -> Option<Main> {
         "cut" => uu_cut::uumain,
         "echo" => uu_echo::uumain,
         "head" => uu_head::uumain,
-        "ls" => uu_ls::uumain,
+        "ls" => ls::main,
         "ln" => uu_ln::uumain,
         "mkdir" => own::mkdir,
         "mv" => own::mv,
@@ -254,4 +255,20 @@ fn printenv(args: std::vec::IntoIter<OsString>) -> i32 {
         }
     }
     code
+}
+
+/// Seconds since the epoch as UTC (year, month, day, hour, minute, second).
+pub fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
 }

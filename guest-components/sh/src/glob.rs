@@ -63,7 +63,19 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
         .map(|f| if absolute { format!("/{f}") } else { f })
         .collect();
     if pat.ends_with('/') {
-        out = out.into_iter().map(|f| f + "/").collect();
+        // `*/` matches directories only.
+        out = out
+            .into_iter()
+            .filter(|f| {
+                let full = if f.starts_with('/') {
+                    f.clone()
+                } else {
+                    format!("{cwd}/{f}")
+                };
+                std::fs::metadata(full).is_ok_and(|m| m.is_dir())
+            })
+            .map(|f| f + "/")
+            .collect();
     }
     out.sort();
     out

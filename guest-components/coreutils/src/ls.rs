@@ -1,0 +1,469 @@
+//! `ls`, ours because WASI reports no modes or owners (uutils then prints made-up ones):
+//! modes come from the host, the owner is root, as for every file the sandbox user makes.
+//! GNU's output when stdout is not a terminal: one name per line, `-l` columns aligned.
+
+use std::ffi::OsString;
+use std::fs::Metadata;
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::files::mode_string;
+use crate::own::reason;
+
+#[derive(Default)]
+struct Opts {
+    all: bool,
+    almost_all: bool,
+    long: bool,
+    human: bool,
+    recursive: bool,
+    dirs_themselves: bool,
+    by_time: bool,
+    by_size: bool,
+    reverse: bool,
+    unsorted: bool,
+    classify: bool,
+    slash: bool,
+    inode: bool,
+    numeric: bool,
+    no_owner: bool,
+    no_group: bool,
+    follow: bool,
+    full_time: bool,
+    one_per_line: bool,
+    size_blocks: bool,
+}
+
+struct Entry {
+    name: String,
+    path: String,
+    meta: Metadata,
+    mode: u32,
+}
+
+fn kind_char(m: &Metadata) -> char {
+    if m.file_type().is_symlink() {
+        'l'
+    } else if m.is_dir() {
+        'd'
+    } else {
+        '-'
+    }
+}
+
+fn blocks_k(m: &Metadata) -> u64 {
+    if m.file_type().is_symlink() {
+        0
+    } else {
+        m.len().div_ceil(4096).max(u64::from(m.is_dir())) * 4
+    }
+}
+
+fn human(n: u64) -> String {
+    const UNITS: [&str; 6] = ["K", "M", "G", "T", "P", "E"];
+    if n < 1024 {
+        return n.to_string();
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v < 10.0 {
+        let r = (v * 10.0).ceil() / 10.0;
+        if r < 10.0 {
+            return format!("{r:.1}{}", UNITS[unit]);
+        }
+    }
+    format!("{}{}", v.ceil() as u64, UNITS[unit])
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// `Nov 22 04:33` within six months, `Nov 22  2025` otherwise (GNU, C locale, UTC).
+fn date(t: Option<SystemTime>, full: bool) -> String {
+    if full {
+        return crate::diff::stamp(t);
+    }
+    let secs = t
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs() as i64);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (y, mo, d, h, mi, _) = crate::civil(secs);
+    let month = MONTHS[(mo - 1) as usize];
+    let recent = secs <= now + 60 && now - secs < 182 * 86_400 + 43_200;
+    if recent {
+        format!("{month} {d:>2} {h:02}:{mi:02}")
+    } else {
+        format!("{month} {d:>2}  {y}")
+    }
+}
+
+fn entry(name: String, path: String, o: &Opts) -> std::io::Result<Entry> {
+    let meta = if o.follow {
+        std::fs::metadata(&path)?
+    } else {
+        std::fs::symlink_metadata(&path)?
+    };
+    let mode = if meta.file_type().is_symlink() {
+        0o777
+    } else {
+        guest_support::file_mode(&path).unwrap_or(if meta.is_dir() { 0o755 } else { 0o644 })
+    };
+    Ok(Entry {
+        name,
+        path,
+        meta,
+        mode,
+    })
+}
+
+fn sort(entries: &mut [Entry], o: &Opts) {
+    if o.unsorted {
+        return;
+    }
+    entries.sort_by(|a, b| {
+        let by_name = a.name.as_bytes().cmp(b.name.as_bytes());
+        let key = if o.by_size {
+            b.meta.len().cmp(&a.meta.len())
+        } else if o.by_time {
+            let t = |e: &Entry| e.meta.modified().ok();
+            t(b).cmp(&t(a))
+        } else {
+            std::cmp::Ordering::Equal
+        };
+        key.then(by_name)
+    });
+    if o.reverse {
+        entries.reverse();
+    }
+}
+
+fn suffix(e: &Entry, o: &Opts) -> &'static str {
+    if o.classify {
+        if e.meta.file_type().is_symlink() && !o.long {
+            "@"
+        } else if e.meta.is_dir() {
+            "/"
+        } else if e.mode & 0o111 != 0 && e.meta.is_file() {
+            "*"
+        } else {
+            ""
+        }
+    } else if o.slash && e.meta.is_dir() {
+        "/"
+    } else {
+        ""
+    }
+}
+
+/// Counts a directory's subdirectories: its link count is 2 + that.
+fn nlink(e: &Entry) -> u64 {
+    if !e.meta.is_dir() {
+        return 1;
+    }
+    let subdirs = std::fs::read_dir(&e.path)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
+                .count()
+        })
+        .unwrap_or(0);
+    2 + subdirs as u64
+}
+
+fn print_entries(out: &mut impl Write, entries: &[Entry], o: &Opts, total: bool) {
+    let blocks = |e: &Entry| {
+        if o.human {
+            human(blocks_k(&e.meta) * 1024)
+        } else {
+            blocks_k(&e.meta).to_string()
+        }
+    };
+    let wb = entries.iter().map(|e| blocks(e).len()).max().unwrap_or(0);
+    if !o.long {
+        if total && o.size_blocks {
+            let t: u64 = entries.iter().map(|e| blocks_k(&e.meta)).sum();
+            let _ = writeln!(out, "total {t}");
+        }
+        for e in entries {
+            let inode = if o.inode { "0 " } else { "" };
+            let size = if o.size_blocks {
+                format!("{:>wb$} ", blocks(e))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "{inode}{size}{}{}", e.name, suffix(e, o));
+        }
+        return;
+    }
+    if total {
+        let t: u64 = entries.iter().map(|e| blocks_k(&e.meta)).sum();
+        let t = if o.human {
+            human(t * 1024)
+        } else {
+            t.to_string()
+        };
+        let _ = writeln!(out, "total {t}");
+    }
+    let rows: Vec<[String; 6]> = entries
+        .iter()
+        .map(|e| {
+            let size = if o.human {
+                human(e.meta.len())
+            } else {
+                e.meta.len().to_string()
+            };
+            let (user, group) = if o.numeric {
+                ("0", "0")
+            } else {
+                ("root", "root")
+            };
+            [
+                mode_string(e.mode, kind_char(&e.meta)),
+                nlink(e).to_string(),
+                user.to_string(),
+                group.to_string(),
+                size,
+                date(e.meta.modified().ok(), o.full_time),
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
+    let (wl, wu, wg, ws) = (width(1), width(2), width(3), width(4));
+    for (e, r) in entries.iter().zip(&rows) {
+        let mut line = String::new();
+        if o.inode {
+            line.push_str("0 ");
+        }
+        if o.size_blocks {
+            line.push_str(&format!("{:>wb$} ", blocks(e)));
+        }
+        line.push_str(&format!("{} {:>wl$}", r[0], r[1]));
+        if !o.no_owner {
+            line.push_str(&format!(" {:<wu$}", r[2]));
+        }
+        if !o.no_group {
+            line.push_str(&format!(" {:<wg$}", r[3]));
+        }
+        line.push_str(&format!(
+            " {:>ws$} {} {}{}",
+            r[4],
+            r[5],
+            e.name,
+            suffix(e, o)
+        ));
+        if e.meta.file_type().is_symlink()
+            && let Ok(t) = std::fs::read_link(&e.path)
+        {
+            line.push_str(&format!(" -> {}", t.to_string_lossy()));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// Lists one directory (and, with -R, those under it). Returns false on an error.
+fn list_dir(out: &mut impl Write, dir: &str, o: &Opts, header: bool, first: &mut bool) -> bool {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) => {
+            let _ = out.flush();
+            eprintln!("ls: cannot open directory '{dir}': {}", reason(&e));
+            return false;
+        }
+    };
+    let mut entries = Vec::new();
+    let mut ok = true;
+    let join = |n: &str| {
+        if dir == "/" {
+            format!("/{n}")
+        } else {
+            format!("{}/{n}", dir.trim_end_matches('/'))
+        }
+    };
+    if o.all {
+        for n in [".", ".."] {
+            // `..` of the workspace root is outside the sandbox: show the root itself.
+            let e = entry(n.to_string(), join(n), o)
+                .or_else(|_| entry(n.to_string(), dir.to_string(), o));
+            if let Ok(e) = e {
+                entries.push(e);
+            }
+        }
+    }
+    for d in rd.flatten() {
+        let name = d.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && !o.all && !o.almost_all {
+            continue;
+        }
+        match entry(name.clone(), join(&name), o) {
+            Ok(e) => entries.push(e),
+            Err(e) => {
+                eprintln!("ls: cannot access '{}': {}", join(&name), reason(&e));
+                ok = false;
+            }
+        }
+    }
+    sort(&mut entries, o);
+    if header {
+        if !*first {
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "{dir}:");
+    }
+    *first = false;
+    print_entries(out, &entries, o, true);
+    if o.recursive {
+        for e in &entries {
+            if e.meta.is_dir() && e.name != "." && e.name != ".." {
+                ok &= list_dir(out, &e.path, o, true, first);
+            }
+        }
+    }
+    ok
+}
+
+pub fn main(args: std::vec::IntoIter<OsString>) -> i32 {
+    let mut o = Opts::default();
+    let mut operands = Vec::new();
+    let mut only_operands = false;
+    for a in args.skip(1).map(|a| a.to_string_lossy().into_owned()) {
+        if only_operands || !a.starts_with('-') || a == "-" {
+            operands.push(a);
+            continue;
+        }
+        if a == "--" {
+            only_operands = true;
+            continue;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or(long);
+            match name {
+                "all" => o.all = true,
+                "almost-all" => o.almost_all = true,
+                "human-readable" => o.human = true,
+                "recursive" => o.recursive = true,
+                "directory" => o.dirs_themselves = true,
+                "reverse" => o.reverse = true,
+                "classify" => o.classify = true,
+                "inode" => o.inode = true,
+                "size" => o.size_blocks = true,
+                "numeric-uid-gid" => {
+                    o.numeric = true;
+                    o.long = true;
+                }
+                "dereference" => o.follow = true,
+                "full-time" => {
+                    o.full_time = true;
+                    o.long = true;
+                }
+                "color"
+                | "colour"
+                | "group-directories-first"
+                | "time-style"
+                | "quoting-style"
+                | "literal"
+                | "show-control-chars"
+                | "hide-control-chars"
+                | "width" => {}
+                "sort" => match long.split_once('=').map(|(_, v)| v) {
+                    Some("size") => o.by_size = true,
+                    Some("time") => o.by_time = true,
+                    Some("none") => o.unsorted = true,
+                    _ => {}
+                },
+                "help" => {
+                    println!("Usage: ls [OPTION]... [FILE]...");
+                    return 0;
+                }
+                _ => {
+                    eprintln!(
+                        "ls: unrecognized option '{a}'\nTry 'ls --help' for more information."
+                    );
+                    return 2;
+                }
+            }
+            continue;
+        }
+        for c in a[1..].chars() {
+            match c {
+                'a' => o.all = true,
+                'A' => o.almost_all = true,
+                'l' => o.long = true,
+                'h' => o.human = true,
+                'R' => o.recursive = true,
+                'd' => o.dirs_themselves = true,
+                't' => o.by_time = true,
+                'S' => o.by_size = true,
+                'r' => o.reverse = true,
+                'U' | 'f' => o.unsorted = true,
+                'F' => o.classify = true,
+                'p' => o.slash = true,
+                'i' => o.inode = true,
+                's' => o.size_blocks = true,
+                'n' => {
+                    o.numeric = true;
+                    o.long = true;
+                }
+                'g' => {
+                    o.no_owner = true;
+                    o.long = true;
+                }
+                'o' => {
+                    o.no_group = true;
+                    o.long = true;
+                }
+                'L' => o.follow = true,
+                '1' => o.one_per_line = true,
+                'C' | 'x' | 'm' | 'G' | 'k' | 'v' | 'X' | 'c' | 'u' | 'b' | 'q' | 'N' | 'Q' => {}
+                _ => {
+                    eprintln!("ls: invalid option -- '{c}'\nTry 'ls --help' for more information.");
+                    return 2;
+                }
+            }
+        }
+    }
+    if operands.is_empty() {
+        operands.push(".".into());
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut status = 0;
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    for p in &operands {
+        // Operands are followed when they are symlinks to directories (unless -l / -d).
+        let follow = o.follow || (!o.long && !o.dirs_themselves);
+        match entry(p.clone(), p.clone(), &Opts { follow, ..o }) {
+            Ok(e) if e.meta.is_dir() && !o.dirs_themselves => dirs.push(e),
+            Ok(e) => files.push(e),
+            Err(err) => match entry(p.clone(), p.clone(), &Opts { follow: false, ..o }) {
+                Ok(e) => files.push(e),
+                Err(_) => {
+                    let _ = out.flush();
+                    eprintln!("ls: cannot access '{p}': {}", reason(&err));
+                    status = 2;
+                }
+            },
+        }
+    }
+    sort(&mut files, &o);
+    sort(&mut dirs, &o);
+    print_entries(&mut out, &files, &o, false);
+    let header = operands.len() > 1 || o.recursive;
+    let mut first = files.is_empty();
+    for d in &dirs {
+        if !list_dir(&mut out, &d.path, &o, header, &mut first) && status == 0 {
+            status = 1;
+        }
+    }
+    if out.flush().is_err() {
+        return 2;
+    }
+    status
+}
