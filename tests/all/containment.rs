@@ -97,7 +97,7 @@ async fn tmp_is_private_to_the_sandbox() {
     let a = rt.sandbox(SandboxConfig::default()).unwrap();
     let b = rt.sandbox(SandboxConfig::default()).unwrap();
     let out = a
-        .run(JobSpec::shell(&format!(
+        .run(JobSpec::shell(format!(
             "echo mine > /tmp/{name}; d=$(mktemp -d); echo x > $d/f; cat /tmp/{name} $d/f"
         )))
         .await
@@ -108,7 +108,7 @@ async fn tmp_is_private_to_the_sandbox() {
         "{out:?}"
     );
     let out = a
-        .run(JobSpec::shell(&format!("cat /tmp/{name}")))
+        .run(JobSpec::shell(format!("cat /tmp/{name}")))
         .await
         .unwrap();
     assert_eq!(
@@ -116,7 +116,7 @@ async fn tmp_is_private_to_the_sandbox() {
         "a later job of the same sandbox sees it"
     );
     let out = b
-        .run(JobSpec::shell(&format!("cat /tmp/{name}")))
+        .run(JobSpec::shell(format!("cat /tmp/{name}")))
         .await
         .unwrap();
     assert_eq!(out.exit_code, 1, "another sandbox does not: {out:?}");

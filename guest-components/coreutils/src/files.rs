@@ -207,9 +207,9 @@ pub fn chmod(args: std::vec::IntoIter<OsString>) -> i32 {
             rest.push(a);
         } else if a == "--" {
             only_operands = true;
-        } else if a.starts_with("--") {
-            opts.push(a);
-        } else if a.starts_with('-') && a.len() > 1 && a[1..].chars().all(|c| "Rvcf".contains(c)) {
+        } else if a.starts_with("--")
+            || (a.starts_with('-') && a.len() > 1 && a[1..].chars().all(|c| "Rvcf".contains(c)))
+        {
             opts.push(a);
         } else if mode.is_none() && !opts.iter().any(|o| o.starts_with("--reference")) {
             mode = Some(a);
@@ -1047,7 +1047,7 @@ fn parse_duration(s: &str) -> Option<Duration> {
         _ => (s, 1.0),
     };
     let v: f64 = num.parse().ok()?;
-    if !(v >= 0.0) || !v.is_finite() {
+    if v.is_nan() || v < 0.0 || !v.is_finite() {
         return None;
     }
     Some(Duration::from_secs_f64(v * mult))

@@ -351,12 +351,12 @@ pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
         w.visit(r, 0, &p);
     }
     let _ = w.out.flush();
-    if let Some(mut cmd) = w.batch_cmd.take() {
-        if !w.batch.is_empty() {
-            cmd.extend(w.batch.drain(..));
-            if run(&cmd, "find") != 0 {
-                w.status = 1;
-            }
+    if let Some(mut cmd) = w.batch_cmd.take()
+        && !w.batch.is_empty()
+    {
+        cmd.append(&mut w.batch);
+        if run(&cmd, "find") != 0 {
+            w.status = 1;
         }
     }
     w.status

@@ -223,12 +223,11 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
         if let (Ok(a), Ok(b)) = (
             std::fs::canonicalize(src_path),
             std::fs::canonicalize(&target),
-        ) {
-            if a == b {
-                eprintln!("mv: '{src}' and '{}' are the same file", target.display());
-                status = 1;
-                continue;
-            }
+        ) && a == b
+        {
+            eprintln!("mv: '{src}' and '{}' are the same file", target.display());
+            status = 1;
+            continue;
         }
         if src_path.is_dir() && target.starts_with(src_path) {
             eprintln!(

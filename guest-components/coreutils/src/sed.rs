@@ -353,6 +353,7 @@ struct Outcome {
     after: Vec<u8>,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_lines(
     ex: &mut Exec,
     lines: &[Line],

@@ -342,11 +342,11 @@ impl Shell {
         };
         for (i, p) in pieces.iter().enumerate() {
             // Tilde expansion happens only at the start of a word.
-            if i > 0 {
-                if let WordPiece::TildeExpansion(t) = &p.piece {
-                    f.literal(&tilde_text(t), false);
-                    continue;
-                }
+            if i > 0
+                && let WordPiece::TildeExpansion(t) = &p.piece
+            {
+                f.literal(&tilde_text(t), false);
+                continue;
             }
             self.piece(&p.piece, &mut f, false)?;
         }
@@ -962,14 +962,13 @@ fn unescape_backquoted(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(&n) = chars.peek() {
-                if matches!(n, '$' | '`' | '\\') {
-                    out.push(n);
-                    chars.next();
-                    continue;
-                }
-            }
+        if c == '\\'
+            && let Some(&n) = chars.peek()
+            && matches!(n, '$' | '`' | '\\')
+        {
+            out.push(n);
+            chars.next();
+            continue;
         }
         out.push(c);
     }

@@ -402,10 +402,10 @@ impl Shell {
 
     /// Declares `name` local to the running function.
     pub fn make_local(&mut self, name: &str) {
-        if let Some(frame) = self.locals.last_mut() {
-            if !frame.iter().any(|(n, _)| n == name) {
-                frame.push((name.to_string(), self.vars.get(name).cloned()));
-            }
+        if let Some(frame) = self.locals.last_mut()
+            && !frame.iter().any(|(n, _)| n == name)
+        {
+            frame.push((name.to_string(), self.vars.get(name).cloned()));
         }
     }
 
@@ -498,23 +498,25 @@ impl Shell {
 
     /// `cmd &`: a lone external command runs in the background; anything else runs now.
     fn run_async(&mut self, and_or: &ast::AndOrList, io: &Io) -> Status {
-        if and_or.additional.is_empty() && and_or.first.seq.len() == 1 && !and_or.first.bang {
-            if let ast::Command::Simple(simple) = &and_or.first.seq[0] {
-                if let Some(prepared) = self.prepare_simple(simple, io)? {
-                    if let Prepared::External { argv, env, io: cio } = prepared {
-                        match self.launch(&argv, &env, &cio) {
-                            Ok(l) => {
-                                self.finish_feeds(&l);
-                                self.background.push(l.pid);
-                                return Ok(0);
-                            }
-                            Err(status) => return Ok(status),
+        if and_or.additional.is_empty()
+            && and_or.first.seq.len() == 1
+            && !and_or.first.bang
+            && let ast::Command::Simple(simple) = &and_or.first.seq[0]
+        {
+            if let Some(prepared) = self.prepare_simple(simple, io)? {
+                if let Prepared::External { argv, env, io: cio } = prepared {
+                    match self.launch(&argv, &env, &cio) {
+                        Ok(l) => {
+                            self.finish_feeds(&l);
+                            self.background.push(l.pid);
+                            return Ok(0);
                         }
+                        Err(status) => return Ok(status),
                     }
-                    return self.run_prepared(prepared);
                 }
-                return Ok(self.last_status);
+                return self.run_prepared(prepared);
             }
+            return Ok(self.last_status);
         }
         self.run_and_or(and_or, io)
     }
@@ -623,11 +625,10 @@ impl Shell {
             if let ast::Command::Simple(simple) = cmd {
                 let mut sub = self.clone();
                 sub.psubs.clear();
-                match sub.prepare_simple(simple, &sio) {
-                    Ok(Some(Prepared::External { argv, env, io: cio })) => {
-                        external = Some(sub.launch(&argv, &env, &cio));
-                    }
-                    Ok(_) | Err(_) => {}
+                if let Ok(Some(Prepared::External { argv, env, io: cio })) =
+                    sub.prepare_simple(simple, &sio)
+                {
+                    external = Some(sub.launch(&argv, &env, &cio));
                 }
                 stage_psubs.push((sub.psubs, sio.clone()));
             }
@@ -681,10 +682,10 @@ impl Shell {
         }
         let statuses: Vec<i32> = statuses.into_iter().map(|s| s.unwrap_or(0)).collect();
         let last = *statuses.last().unwrap_or(&0);
-        if self.opts.pipefail {
-            if let Some(&s) = statuses.iter().rev().find(|&&s| s != 0) {
-                return Ok(s);
-            }
+        if self.opts.pipefail
+            && let Some(&s) = statuses.iter().rev().find(|&&s| s != 0)
+        {
+            return Ok(s);
         }
         Ok(last)
     }
@@ -806,10 +807,10 @@ impl Shell {
                     sh.arith(&init.value, io)?;
                 }
                 loop {
-                    if let Some(cond) = &f.condition {
-                        if sh.arith(&cond.value, io)? == 0 {
-                            break;
-                        }
+                    if let Some(cond) = &f.condition
+                        && sh.arith(&cond.value, io)? == 0
+                    {
+                        break;
                     }
                     if let Next::Stop = sh.loop_body(&f.body.list, io, &mut status)? {
                         break;
@@ -1498,7 +1499,7 @@ impl Shell {
                             let out = match n {
                                 1 => io.stdout.clone(),
                                 2 => io.stderr.clone(),
-                                n => match self.fds.get(&(*n as i32)) {
+                                n => match self.fds.get(&{ *n }) {
                                     Some(o) => o.clone(),
                                     None => return Err(format!("{n}: Bad file descriptor")),
                                 },

@@ -132,16 +132,16 @@ impl<'a> Parser<'a> {
             self.pos += 1;
             return Ok(v);
         }
-        if let (Some(op), Some(b)) = (self.peek(1), self.peek(2)) {
-            if let Some(v) = binary(self.sh, a, op, b)? {
-                self.pos += 3;
-                return Ok(v);
-            }
+        if let (Some(op), Some(b)) = (self.peek(1), self.peek(2))
+            && let Some(v) = binary(self.sh, a, op, b)?
+        {
+            self.pos += 3;
+            return Ok(v);
         }
         if let Some(b) = self.peek(1) {
             if a == "-n" || a == "-z" {
                 self.pos += 2;
-                return Ok((a == "-n") == !b.is_empty());
+                return Ok((a == "-n") != b.is_empty());
             }
             if UNARY_FILE.contains(&a) || a == "-t" {
                 self.pos += 2;
@@ -223,23 +223,22 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                         B::FilesReferToSameDeviceAndInodeNumbers => "-ef",
                         _ => "==",
                     };
-                    if o.starts_with("-e")
+                    if (o.starts_with("-e")
                         || o.starts_with("-n")
                         || o.starts_with("-l")
-                        || o.starts_with("-g")
+                        || o.starts_with("-g"))
+                        && matches!(o, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge")
                     {
-                        if matches!(o, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge") {
-                            let x = crate::arith::eval_str(sh, &a)?;
-                            let y = crate::arith::eval_str(sh, &b)?;
-                            return Ok(match o {
-                                "-eq" => x == y,
-                                "-ne" => x != y,
-                                "-lt" => x < y,
-                                "-le" => x <= y,
-                                "-gt" => x > y,
-                                _ => x >= y,
-                            });
-                        }
+                        let x = crate::arith::eval_str(sh, &a)?;
+                        let y = crate::arith::eval_str(sh, &b)?;
+                        return Ok(match o {
+                            "-eq" => x == y,
+                            "-ne" => x != y,
+                            "-lt" => x < y,
+                            "-le" => x <= y,
+                            "-gt" => x > y,
+                            _ => x >= y,
+                        });
                     }
                     binary(sh, &a, o, &b)?.unwrap_or(false)
                 }

@@ -199,10 +199,7 @@ impl Input {
         }
         if rs.is_empty() {
             let mut lines = Vec::new();
-            loop {
-                let Some(line) = self.read_until(b'\n') else {
-                    break;
-                };
+            while let Some(line) = self.read_until(b'\n') {
                 if line.is_empty() {
                     if lines.is_empty() {
                         continue;
