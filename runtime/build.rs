@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-const GUESTS: &[&str] = &["sh", "coreutils"];
+const GUESTS: &[&str] = &["sh", "coreutils", "node"];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -25,7 +25,7 @@ fn main() {
         "cargo:rerun-if-changed={}",
         guests.join("Cargo.lock").display()
     );
-    for dir in ["sh", "coreutils", "guest-support"] {
+    for dir in ["sh", "coreutils", "node", "guest-support"] {
         println!("cargo:rerun-if-changed={}", guests.join(dir).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());

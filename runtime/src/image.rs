@@ -141,6 +141,7 @@ pub fn base_image() -> Image {
         vec![
             ProgramSource::new("sh", BASE_SH, &["sh", "bash"]),
             ProgramSource::new("coreutils", BASE_COREUTILS, &coreutils),
+            ProgramSource::new("node", BASE_NODE, &["node", "nodejs", "js"]),
         ],
     )
 }
@@ -150,4 +151,5 @@ pub const BASE_IMAGE: &str = "base";
 
 static BASE_SH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sh.wasm"));
 static BASE_COREUTILS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coreutils.wasm"));
+static BASE_NODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/node.wasm"));
 static COREUTILS_APPLETS: &str = include_str!("../../guest-components/coreutils/applets.txt");

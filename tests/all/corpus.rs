@@ -1,12 +1,15 @@
-//! The userland corpus (`tests/corpus/cases.txt`): command lines with the stdout and exit
-//! code that bash 5 and the GNU tools give, run in wasbox in a fresh copy of the fixture
-//! workspace, with the pass rate reported by category.
+//! The corpora: snippets with the stdout and exit code the real tools give, run in wasbox in
+//! a fresh copy of the fixture workspace, with the pass rate reported by category.
 //!
-//! The expected answers (`tests/corpus/expected.json`) are recorded, not written by hand:
+//! - `tests/corpus/cases.txt`: shell command lines, against bash 5 and the GNU tools.
+//! - `tests/corpus/node.txt`: JavaScript, against Node.js, run by the `wasbox run` binary
+//!   as `node -e CODE` and through `sh -c` with a pipe.
+//!
+//! The expected answers (`expected.json`, `node.json`) are recorded, not written by hand:
 //! `WASBOX_RECORD_CORPUS=1 cargo test -p wasbox --test all corpus` runs every case with the
-//! host's bash in bubblewrap, the fixture copy mounted at `/workspace`, and rewrites the file.
-//! Cases marked `$!` are known to differ today; the test fails if one of them starts passing,
-//! so the list stays true.
+//! host's programs in bubblewrap, the fixture copy mounted at `/workspace`, and rewrites the
+//! files. Cases marked `$!` are known to differ today; the test fails if one of them starts
+//! passing, so the list stays true.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasbox_runtime::{JobSpec, SandboxConfig};
 
-use crate::harness::{run_bounded, runtime, text};
+use crate::harness::{run_bounded, runtime, text, wasbox};
 
 struct Case {
     category: String,
@@ -82,8 +85,8 @@ fn fresh_fixture() -> tempfile::TempDir {
     dir
 }
 
-/// Runs one case with the host's bash in bubblewrap (recording only).
-fn record_one(script: &str) -> (String, i32) {
+/// Runs one case with the host's program in bubblewrap (recording only).
+fn record_one(argv: &[&str]) -> (String, i32) {
     let dir = fresh_fixture();
     let mut cmd = Command::new("bwrap");
     cmd.args(["--dev-bind", "/", "/", "--bind"])
@@ -99,35 +102,48 @@ fn record_one(script: &str) -> (String, i32) {
             "/workspace",
         ])
         .args(["--setenv", "SHELL", "/bin/sh", "--setenv", "LC_ALL", "C"])
-        .args(["--setenv", "TZ", "UTC", "bash", "-c", script])
+        .args(["--setenv", "TZ", "UTC"])
+        .args(argv)
         .stdin(Stdio::null());
     let out = run_bounded(cmd, Duration::from_secs(20));
     (text(&out.stdout), out.status.code().unwrap_or(-1))
 }
 
-fn record(cases: &[Case]) {
+fn record(cases: &[Case], argv: fn(&str) -> Vec<&str>, file: &str) {
     let mut map = serde_json::Map::new();
     for case in cases {
-        let (stdout, exit) = record_one(&case.script);
+        let (stdout, exit) = record_one(&argv(&case.script));
         map.insert(
             case.script.clone(),
             json!({"stdout": stdout, "exit_code": exit}),
         );
     }
-    let path = corpus_dir().join("expected.json");
+    let path = corpus_dir().join(file);
     let mut body = serde_json::to_string_pretty(&Value::Object(map)).unwrap();
     body.push('\n');
     std::fs::write(path, body).unwrap();
 }
 
-#[tokio::test]
-async fn corpus() {
-    let cases = parse(&std::fs::read_to_string(corpus_dir().join("cases.txt")).unwrap());
+/// What one way of running a case printed and returned.
+struct Got {
+    stdout: String,
+    exit_code: i32,
+    stderr: String,
+}
+
+/// Runs a corpus: every case by every runner, compared with the recording.
+async fn check(
+    cases_file: &str,
+    expected_file: &str,
+    record_argv: fn(&str) -> Vec<&str>,
+    runners: &[(&str, Runner)],
+) {
+    let cases = parse(&std::fs::read_to_string(corpus_dir().join(cases_file)).unwrap());
     if std::env::var_os("WASBOX_RECORD_CORPUS").is_some() {
-        record(&cases);
+        record(&cases, record_argv, expected_file);
     }
     let expected: Value =
-        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join(expected_file)).unwrap())
             .unwrap();
 
     let mut by_category: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
@@ -140,37 +156,38 @@ async fn corpus() {
                 case.script
             )
         });
-        let dir = fresh_fixture();
-        let sandbox = runtime()
-            .sandbox(SandboxConfig::default().workspace(dir.path()))
-            .unwrap();
-        let spec = JobSpec::new(["bash", "-c", &case.script]).timeout(Duration::from_secs(20));
-        let got = sandbox.run(spec).await.unwrap();
-        let pass = got.stdout == want["stdout"].as_str().unwrap()
-            && i64::from(got.exit_code) == want["exit_code"].as_i64().unwrap();
+        let mut pass = true;
+        for (how, run) in runners {
+            let dir = fresh_fixture();
+            let got = run(dir.path().to_path_buf(), case.script.clone()).await;
+            let ok = got.stdout == want["stdout"].as_str().unwrap()
+                && i64::from(got.exit_code) == want["exit_code"].as_i64().unwrap();
+            if !ok && !case.known_to_differ {
+                failures.push(format!(
+                    "[{}] ({how}) {:?}\n  want exit {} {:?}\n  got  exit {} {:?}\n  stderr {:?}",
+                    case.category,
+                    case.script,
+                    want["exit_code"],
+                    want["stdout"].as_str().unwrap(),
+                    got.exit_code,
+                    got.stdout,
+                    got.stderr
+                ));
+            }
+            pass &= ok;
+        }
         let entry = by_category.entry(&case.category).or_default();
         entry.1 += 1;
         if pass {
             entry.0 += 1;
-        }
-        match (pass, case.known_to_differ) {
-            (false, false) => failures.push(format!(
-                "[{}] {:?}\n  want exit {} {:?}\n  got  exit {} {:?}\n  stderr {:?}",
-                case.category,
-                case.script,
-                want["exit_code"],
-                want["stdout"].as_str().unwrap(),
-                got.exit_code,
-                got.stdout,
-                got.stderr
-            )),
-            (true, true) => newly_passing.push(case.script.clone()),
-            _ => {}
+            if case.known_to_differ {
+                newly_passing.push(case.script.clone());
+            }
         }
     }
 
     let (mut passed, mut total) = (0, 0);
-    let mut report = String::from("category        pass/total\n");
+    let mut report = format!("{cases_file}\ncategory        pass/total\n");
     for (category, (p, t)) in &by_category {
         report.push_str(&format!("{category:<15} {p:>4}/{t}\n"));
         passed += p;
@@ -183,8 +200,92 @@ async fn corpus() {
     println!("{report}");
     assert!(
         failures.is_empty() && newly_passing.is_empty(),
-        "{report}\n{} differ from bash:\n{}\n\nmarked `$!` but now pass (mark them `$ `): {newly_passing:?}",
+        "{report}\n{} differ:\n{}\n\nmarked `$!` but now pass (mark them `$ `): {newly_passing:?}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+type Runner = fn(PathBuf, String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>>;
+
+/// The case run in a sandbox on the workspace (in process); `script_in_env` passes it in
+/// `$JS` as well.
+fn in_sandbox(
+    argv: fn(&str) -> Vec<String>,
+    script_in_env: bool,
+) -> impl Fn(PathBuf, String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
+    move |dir, script| {
+        let argv = argv(&script);
+        Box::pin(async move {
+            let sandbox = runtime()
+                .sandbox(SandboxConfig::default().workspace(&dir))
+                .unwrap();
+            let mut spec = JobSpec::new(argv).timeout(Duration::from_secs(20));
+            if script_in_env {
+                spec = spec.env("JS", &script);
+            }
+            let out = sandbox.run(spec).await.unwrap();
+            Got {
+                stdout: out.stdout,
+                exit_code: out.exit_code,
+                stderr: out.stderr,
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn corpus() {
+    check(
+        "cases.txt",
+        "expected.json",
+        |s| vec!["bash", "-c", s],
+        &[("bash -c", |dir, script| {
+            in_sandbox(|s| vec!["bash".into(), "-c".into(), s.into()], false)(dir, script)
+        })],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn node_corpus() {
+    check(
+        "node.txt",
+        "node.json",
+        |s| vec!["node", "-e", s],
+        &[
+            ("wasbox run -- node -e", |dir, script| {
+                Box::pin(async move {
+                    let mut cmd = wasbox();
+                    cmd.arg("run")
+                        .arg("--workspace")
+                        .arg(&dir)
+                        .args(["--", "node", "-e", &script]);
+                    let out = tokio::task::spawn_blocking(move || {
+                        run_bounded(cmd, Duration::from_secs(60))
+                    })
+                    .await
+                    .unwrap();
+                    Got {
+                        stdout: text(&out.stdout),
+                        exit_code: out.status.code().unwrap_or(-1),
+                        stderr: text(&out.stderr),
+                    }
+                })
+            }),
+            ("sh -c 'node -e \"$JS\" | cat'", |dir, script| {
+                in_sandbox(
+                    |_| {
+                        vec![
+                            "sh".into(),
+                            "-c".into(),
+                            "set -o pipefail; node -e \"$JS\" | cat".into(),
+                        ]
+                    },
+                    true,
+                )(dir, script)
+            }),
+        ],
+    )
+    .await;
 }

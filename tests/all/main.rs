@@ -8,6 +8,7 @@ mod corpus;
 mod harness;
 mod http;
 mod limits;
+mod node;
 mod pipes;
 mod shell;
 mod worker;

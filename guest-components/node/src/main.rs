@@ -1,0 +1,447 @@
+//! `node`: JavaScript on the Boa engine, with what scripts reach for in Node: `console`
+//! (Node's formatting), `process`, `require('fs' | 'path' | 'util' | 'os' |
+//! 'child_process')`, CommonJS modules, timers and promises. The Node-facing parts are
+//! JavaScript (`prelude.js`) over a few native functions defined here.
+
+use std::io::{Read, Write};
+
+use boa_engine::{
+    Context, JsArgs, JsError, JsNativeError, JsResult, JsString, JsValue, Source,
+    native_function::NativeFunction,
+};
+
+const PRELUDE: &str = include_str!("prelude.js");
+const VERSION: &str = "v22.0.0-boa";
+
+fn arg_string(args: &[JsValue], i: usize, ctx: &mut Context) -> JsResult<String> {
+    Ok(args
+        .get_or_undefined(i)
+        .to_string(ctx)?
+        .to_std_string_escaped())
+}
+
+fn text(s: &str) -> JsValue {
+    JsValue::from(JsString::from(s))
+}
+
+/// An error the prelude turns into a Node-style one: `CODE|message`.
+fn io_error(e: &std::io::Error) -> JsError {
+    use std::io::ErrorKind::*;
+    let (code, msg) = match e.kind() {
+        NotFound => ("ENOENT", "no such file or directory"),
+        AlreadyExists => ("EEXIST", "file already exists"),
+        PermissionDenied => ("EACCES", "permission denied"),
+        IsADirectory => ("EISDIR", "illegal operation on a directory"),
+        NotADirectory => ("ENOTDIR", "not a directory"),
+        DirectoryNotEmpty => ("ENOTEMPTY", "directory not empty"),
+        _ => ("EIO", "i/o error"),
+    };
+    JsNativeError::error()
+        .with_message(format!("{code}|{msg}"))
+        .into()
+}
+
+fn path_arg(args: &[JsValue], ctx: &mut Context) -> JsResult<String> {
+    arg_string(args, 0, ctx)
+}
+
+fn write(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let fd = args.get_or_undefined(0).to_number(ctx)? as i32;
+    let s = arg_string(args, 1, ctx)?;
+    let ok = if fd == 2 {
+        let _ = std::io::stdout().flush();
+        std::io::stderr().write_all(s.as_bytes()).is_ok()
+    } else {
+        std::io::stdout().write_all(s.as_bytes()).is_ok()
+    };
+    if !ok {
+        // The reader went away (`node x.js | head -1`): end like Node on EPIPE.
+        let _ = std::io::stderr().flush();
+        guest_support::exit(if fd == 2 { 1 } else { 0 });
+    }
+    Ok(JsValue::undefined())
+}
+
+fn read(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    let mut data = Vec::new();
+    if p == "0" || p == "/dev/stdin" {
+        std::io::stdin()
+            .read_to_end(&mut data)
+            .map_err(|e| io_error(&e))?;
+    } else {
+        if std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
+            return Err(JsNativeError::error()
+                .with_message("EISDIR|illegal operation on a directory")
+                .into());
+        }
+        data = std::fs::read(&p).map_err(|e| io_error(&e))?;
+    }
+    Ok(text(&String::from_utf8_lossy(&data)))
+}
+
+fn write_file(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    let data = arg_string(args, 1, ctx)?;
+    let append = args.get_or_undefined(2).to_boolean();
+    let mut o = std::fs::OpenOptions::new();
+    if append {
+        o.append(true).create(true);
+    } else {
+        o.write(true).create(true).truncate(true);
+    }
+    o.open(&p)
+        .and_then(|mut f| f.write_all(data.as_bytes()))
+        .map_err(|e| io_error(&e))?;
+    Ok(JsValue::undefined())
+}
+
+fn exists(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    Ok(JsValue::from(std::fs::metadata(&p).is_ok()))
+}
+
+fn readdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    let mut names: Vec<String> = std::fs::read_dir(&p)
+        .map_err(|e| io_error(&e))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Ok(text(&names.join("\n")))
+}
+
+fn mkdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    let r = if args.get_or_undefined(1).to_boolean() {
+        std::fs::create_dir_all(&p)
+    } else {
+        std::fs::create_dir(&p)
+    };
+    r.map_err(|e| io_error(&e))?;
+    Ok(JsValue::undefined())
+}
+
+fn millis(t: std::io::Result<std::time::SystemTime>) -> f64 {
+    t.ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// `size kind mtimeMs atimeMs birthtimeMs mode`, space-separated.
+fn stat(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    let m = if args.get_or_undefined(1).to_boolean() {
+        std::fs::symlink_metadata(&p)
+    } else {
+        std::fs::metadata(&p)
+    }
+    .map_err(|e| io_error(&e))?;
+    let kind = if m.file_type().is_symlink() {
+        "link"
+    } else if m.is_dir() {
+        "dir"
+    } else {
+        "file"
+    };
+    let mode = guest_support::file_mode(&p).unwrap_or(0o644);
+    Ok(text(&format!(
+        "{} {kind} {} {} {} {mode}",
+        m.len(),
+        millis(m.modified()),
+        millis(m.accessed()),
+        millis(m.created())
+    )))
+}
+
+fn remove(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    let how = arg_string(args, 1, ctx)?;
+    let r = match how.as_str() {
+        "file" => std::fs::remove_file(&p),
+        "dir" => std::fs::remove_dir(&p),
+        _ => match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+            Ok(_) => std::fs::remove_file(&p),
+            Err(e) => Err(e),
+        },
+    };
+    r.map_err(|e| io_error(&e))?;
+    Ok(JsValue::undefined())
+}
+
+fn rename(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let a = arg_string(args, 0, ctx)?;
+    let b = arg_string(args, 1, ctx)?;
+    if args.get_or_undefined(2).to_boolean() {
+        std::fs::copy(&a, &b).map_err(|e| io_error(&e))?;
+    } else {
+        std::fs::rename(&a, &b).map_err(|e| io_error(&e))?;
+    }
+    Ok(JsValue::undefined())
+}
+
+fn cwd(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let d = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    Ok(text(&d))
+}
+
+fn chdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, ctx)?;
+    std::env::set_current_dir(&p).map_err(|e| io_error(&e))?;
+    Ok(JsValue::undefined())
+}
+
+fn exit(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let code = args.get_or_undefined(0).to_number(ctx)? as i32;
+    guest_support::exit(code & 0xff)
+}
+
+/// The environment as `NAME=value` records separated by NUL.
+fn env(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let s: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+    Ok(text(&s.join("\0")))
+}
+
+fn sleep(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let ms = args.get_or_undefined(0).to_number(ctx)?;
+    if ms > 0.0 {
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1000.0));
+    }
+    Ok(JsValue::undefined())
+}
+
+fn now(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    Ok(JsValue::from(millis(Ok(std::time::SystemTime::now()))))
+}
+
+/// Runs `sh -c CMD` with `input` on stdin; returns `status\0stdout\0stderr`.
+fn run(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    use guest_support::process::{self, Command, Error, Stdio};
+    let cmd = arg_string(args, 0, ctx)?;
+    let input = arg_string(args, 1, ctx)?;
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    let _ = std::io::stdout().flush();
+    let (in_r, in_w) = process::pipe();
+    let (out_r, out_w) = process::pipe();
+    let (err_r, err_w) = process::pipe();
+    let spawned = process::spawn(&Command {
+        argv: vec!["sh".into(), "-c".into(), cmd],
+        env: std::env::vars().collect(),
+        cwd,
+        stdin: Stdio::Handle(in_r),
+        stdout: Stdio::Handle(out_w),
+        stderr: Stdio::Handle(err_w),
+    });
+    for h in [in_r, out_w, err_w] {
+        process::close(h);
+    }
+    let pid = match spawned {
+        Ok(pid) => pid,
+        Err(Error::NotFound(m) | Error::Limit(m) | Error::Io(m)) => {
+            for h in [in_w, out_r, err_r] {
+                process::close(h);
+            }
+            return Ok(text(&format!("127\0\0{m}\n")));
+        }
+        Err(Error::BadHandle) => return Ok(text("127\0\0")),
+    };
+    let _ = process::write(in_w, input.as_bytes());
+    process::close(in_w);
+    let drain = |h: u32| {
+        let mut v = Vec::new();
+        while let Ok(chunk) = process::read(h, 65536) {
+            if chunk.is_empty() {
+                break;
+            }
+            v.extend_from_slice(&chunk);
+        }
+        process::close(h);
+        String::from_utf8_lossy(&v).into_owned()
+    };
+    let out = drain(out_r);
+    let err = drain(err_r);
+    let status = process::wait(pid);
+    Ok(text(&format!("{status}\0{out}\0{err}")))
+}
+
+fn usage() -> ! {
+    eprintln!("Usage: node [options] [ -e script | script.js | - ] [arguments]");
+    guest_support::exit(9)
+}
+
+fn main() {
+    guest_support::start();
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    let mut mode = "file";
+    let mut code: Option<String> = None;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-e" | "--eval" | "-p" | "--print" => {
+                mode = if args[i].starts_with("-p") || args[i] == "--print" {
+                    "print"
+                } else {
+                    "eval"
+                };
+                i += 1;
+                match args.get(i) {
+                    Some(c) => code = Some(c.clone()),
+                    None => {
+                        eprintln!("node: {} requires an argument", args[i - 1]);
+                        guest_support::exit(9);
+                    }
+                }
+                i += 1;
+                break;
+            }
+            "-v" | "--version" => {
+                println!("{VERSION}");
+                guest_support::exit(0);
+            }
+            "-h" | "--help" => usage(),
+            "-" => {
+                mode = "stdin";
+                i += 1;
+                break;
+            }
+            "--" => {
+                i += 1;
+                break;
+            }
+            a if a.starts_with("--") => i += 1,
+            _ => break,
+        }
+    }
+    let (filename, source, rest) = match (mode, code) {
+        ("eval" | "print", Some(c)) => ("[eval]".to_string(), c, args[i..].to_vec()),
+        ("stdin", _) => {
+            let mut s = String::new();
+            let _ = std::io::stdin().read_to_string(&mut s);
+            ("[stdin]".to_string(), s, args[i..].to_vec())
+        }
+        _ => match args.get(i) {
+            Some(f) => {
+                let abs = guest_support::absolute(f);
+                match std::fs::read_to_string(&abs) {
+                    Ok(s) => (abs, s, args[i + 1..].to_vec()),
+                    Err(_) => {
+                        eprintln!(
+                            "node:internal/modules/cjs/loader\n\nError: Cannot find module '{abs}'\n  code: 'MODULE_NOT_FOUND'"
+                        );
+                        guest_support::exit(1);
+                    }
+                }
+            }
+            None => {
+                let mut s = String::new();
+                let _ = std::io::stdin().read_to_string(&mut s);
+                ("[stdin]".to_string(), s, Vec::new())
+            }
+        },
+    };
+    let code = run_script(mode, &filename, &source, &rest);
+    let _ = std::io::stdout().flush();
+    guest_support::exit(code);
+}
+
+fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
+    let mut ctx = Context::default();
+    let natives: &[(
+        &str,
+        usize,
+        boa_engine::native_function::NativeFunctionPointer,
+    )] = &[
+        ("write", 2, write),
+        ("read", 1, read),
+        ("writeFile", 3, write_file),
+        ("exists", 1, exists),
+        ("readdir", 1, readdir),
+        ("mkdir", 2, mkdir),
+        ("stat", 2, stat),
+        ("remove", 2, remove),
+        ("rename", 3, rename),
+        ("cwd", 0, cwd),
+        ("chdir", 1, chdir),
+        ("exit", 1, exit),
+        ("env", 0, env),
+        ("sleep", 1, sleep),
+        ("now", 0, now),
+        ("run", 2, run),
+    ];
+    for (name, len, f) in natives {
+        let name = JsString::from(format!("__wasbox_{name}").as_str());
+        if ctx
+            .register_global_builtin_callable(name, *len, NativeFunction::from_fn_ptr(*f))
+            .is_err()
+        {
+            return 70;
+        }
+    }
+    let host = match ctx.eval(Source::from_bytes(PRELUDE)) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("node: prelude failed: {e}");
+            return 70;
+        }
+    };
+    let Some(host) = host.as_object() else {
+        return 70;
+    };
+    let call = |ctx: &mut Context, name: &str, args: &[JsValue]| -> JsResult<JsValue> {
+        let f = host.get(JsString::from(name), ctx)?;
+        match f.as_callable() {
+            Some(f) => f.call(&JsValue::undefined(), args, ctx),
+            None => Err(JsNativeError::typ().with_message("no such hook").into()),
+        }
+    };
+    let argv: Vec<String> = std::iter::once("/usr/bin/node".to_string())
+        .chain((mode == "file").then(|| filename.to_string()))
+        .chain(rest.iter().cloned())
+        .collect();
+    let argv = argv.join("\0");
+    let started = call(
+        &mut ctx,
+        "main",
+        &[
+            text(mode),
+            text(filename),
+            text(source),
+            text(&argv),
+            text(VERSION),
+        ],
+    );
+    let mut failed = started.err();
+    // The event loop: promise jobs, then timers, until no work is left.
+    while failed.is_none() {
+        if let Err(e) = ctx.run_jobs() {
+            failed = Some(e);
+            break;
+        }
+        match call(&mut ctx, "tick", &[]) {
+            Ok(v) if v.as_boolean() == Some(true) => continue,
+            Ok(_) => break,
+            Err(e) => failed = Some(e),
+        }
+    }
+    if let Some(e) = failed {
+        let v = e
+            .clone()
+            .into_opaque(&mut ctx)
+            .unwrap_or_else(|_| JsValue::undefined());
+        if call(&mut ctx, "uncaught", &[v]).is_err() {
+            eprintln!("Uncaught {e}");
+        }
+        return 1;
+    }
+    match call(&mut ctx, "exitCode", &[]) {
+        Ok(v) => v.to_number(&mut ctx).map_or(0, |n| n as i32),
+        Err(_) => 0,
+    }
+}
