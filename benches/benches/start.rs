@@ -1,7 +1,8 @@
 //! Start-up cost of a sandboxed job against a native process, in one run:
 //! `sh -c 'echo hello'`, `seq 1 10000 | sort -n | tail -1` and a 10-line agent-style bash
-//! script (here-document, loop, grep, sed, awk), each as a wasbox job in process and as a
-//! native `sh`/`bash` spawned with `std::process::Command` in a fresh temporary directory.
+//! script (here-document, loop, grep, sed, awk) and `node -e 'console.log(2 + 2)'`, each as
+//! a wasbox job in process and as the native `sh`/`bash`/`node` spawned with
+//! `std::process::Command` in a fresh temporary directory.
 //!
 //! Three wasbox variants: a job in a fresh sandbox (temporary workspace and private /tmp
 //! created and removed on TMPDIR), the same on tmpfs, and a job in an existing sandbox.
@@ -14,11 +15,12 @@ use std::process::{Command, Stdio};
 use criterion::{Criterion, criterion_group};
 use wasbox_runtime::{JobSpec, Runtime, SandboxConfig};
 
-/// (name, shell, script)
-const CASES: &[(&str, &str, &str)] = &[
-    ("echo", "sh", "echo hello"),
-    ("pipeline", "sh", "seq 1 10000 | sort -n | tail -1"),
-    ("script", "bash", AGENT_SCRIPT),
+/// (name, program, flag, code): run as `program flag code`.
+const CASES: &[(&str, &str, &str, &str)] = &[
+    ("echo", "sh", "-c", "echo hello"),
+    ("pipeline", "sh", "-c", "seq 1 10000 | sort -n | tail -1"),
+    ("script", "bash", "-c", AGENT_SCRIPT),
+    ("node", "node", "-e", "console.log(2 + 2)"),
 ];
 
 /// What an agent sends: write a file with a here-document, then loop, grep, sed and awk.
@@ -36,10 +38,10 @@ sed -n 's/.*refused: \(db[0-9]*\)$/\1/p' app.log | sort -u
 awk '{ n[$3]++ } END { for (l in n) print l, n[l] }' app.log | sort -k2 -n
 cat counts.txt"#;
 
-fn native(shell: &str, script: &str) -> String {
+fn native(program: &str, flag: &str, script: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(shell)
-        .args(["-c", script])
+    let out = Command::new(program)
+        .args([flag, script])
         .current_dir(dir.path())
         .stdin(Stdio::null())
         .output()
@@ -63,9 +65,9 @@ fn start(c: &mut Criterion) {
         tokio.block_on(rt.preload()).expect("preload");
         rt
     });
-    for (name, shell, script) in CASES {
-        let job = || JobSpec::new([*shell, "-c", *script]);
-        let expected = native(shell, script);
+    for (name, program, flag, script) in CASES {
+        let job = || JobSpec::new([*program, *flag, *script]);
+        let expected = native(program, flag, script);
         let got = tokio.block_on(runtime.run(job())).unwrap();
         assert_eq!(
             got.stdout, expected,
@@ -89,7 +91,7 @@ fn start(c: &mut Criterion) {
         group.bench_function("wasbox-session", |b| {
             b.iter(|| tokio.block_on(sandbox.run(job())).unwrap())
         });
-        group.bench_function("native", |b| b.iter(|| native(shell, script)));
+        group.bench_function("native", |b| b.iter(|| native(program, flag, script)));
         group.finish();
     }
 }
@@ -109,5 +111,8 @@ fn main() {
         ("start/script", "wasbox", "native"),
         ("start/script", "wasbox-tmpfs", "native"),
         ("start/script", "wasbox-session", "native"),
+        ("start/node", "wasbox", "native"),
+        ("start/node", "wasbox-tmpfs", "native"),
+        ("start/node", "wasbox-session", "native"),
     ]);
 }
