@@ -5,6 +5,11 @@
 //! a release build compile them once) by a nested `cargo build --release`. If the
 //! `wasm32-wasip2` target is missing it is installed with rustup, or the build stops saying
 //! what to run.
+//!
+//! `python3` is CPython made into a component by componentize-py (from PyPI): the build
+//! installs it into a virtual environment under `target/guests` with the host's `python3`,
+//! gathers the WIT it needs (WASI's, from the wasmtime-wasi crate, and ours) and runs it on
+//! `guest-components/python/main.py`, again only when an input changed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,7 +30,7 @@ fn main() {
         "cargo:rerun-if-changed={}",
         guests.join("Cargo.lock").display()
     );
-    for dir in ["sh", "coreutils", "node", "guest-support"] {
+    for dir in ["sh", "coreutils", "node", "guest-support", "python"] {
         println!("cargo:rerun-if-changed={}", guests.join(dir).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
@@ -41,10 +46,11 @@ fn main() {
                 .unwrap_or_else(|| root.join("target"))
                 .join("guests");
             build_guests(&guests, &target_dir);
+            build_python(&root, &target_dir);
             target_dir.join(TARGET).join("release")
         }
     };
-    for g in GUESTS {
+    for g in GUESTS.iter().chain(&["python"]) {
         let from = built.join(format!("{g}.wasm"));
         let to = out_dir.join(format!("{g}.wasm"));
         copy_if_changed(&from, &to);
@@ -121,4 +127,111 @@ fn copy_if_changed(from: &Path, to: &Path) {
     if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
         std::fs::write(to, &new).unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
     }
+}
+
+const COMPONENTIZE_PY: &str = "0.25.1";
+
+fn run(cmd: &mut Command, what: &str) {
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("{what}: cannot start {:?}: {e}", cmd.get_program()));
+    if !status.success() {
+        panic!("{what} failed (see the output above)");
+    }
+}
+
+/// Where cargo keeps the wasmtime-wasi sources this build uses: their `wit/deps` is WASI.
+fn wasi_wit(root: &Path) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .output()
+        .expect("running cargo metadata");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("reading cargo metadata");
+    let manifest = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "wasmtime-wasi")
+        .and_then(|p| p["manifest_path"].as_str())
+        .expect("wasmtime-wasi in cargo metadata");
+    Path::new(manifest)
+        .parent()
+        .unwrap()
+        .join("src/p2/wit/deps")
+}
+
+fn build_python(root: &Path, target_dir: &Path) {
+    let src = root.join("guest-components/python");
+    let out = target_dir.join("wasm32-wasip2/release/python.wasm");
+    let stamp_file = target_dir.join("python.stamp");
+    let mut stamp = format!("componentize-py {COMPONENTIZE_PY}\n");
+    for f in [
+        src.join("main.py"),
+        src.join("wit/world.wit"),
+        root.join("wit/sandbox/process.wit"),
+    ] {
+        let text =
+            std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
+        stamp.push_str(&text);
+    }
+    if out.exists() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp) {
+        return;
+    }
+
+    let venv = target_dir.join("python-venv");
+    let tool = venv.join("bin/componentize-py");
+    let have = Command::new(&tool)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(COMPONENTIZE_PY))
+        .unwrap_or(false);
+    if !have {
+        println!(
+            "cargo:warning=installing componentize-py {COMPONENTIZE_PY} from PyPI into {}",
+            venv.display()
+        );
+        let python = std::env::var("WASBOX_PYTHON").unwrap_or_else(|_| "python3".into());
+        run(
+            Command::new(&python).args(["-m", "venv"]).arg(&venv),
+            "creating a Python virtual environment for componentize-py (needs python3 with venv)",
+        );
+        run(
+            Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check"])
+                .arg(format!("componentize-py=={COMPONENTIZE_PY}")),
+            "installing componentize-py from PyPI",
+        );
+    }
+
+    // WIT: WASI's packages, ours, and the python world.
+    let wit = target_dir.join("python-wit");
+    let _ = std::fs::remove_dir_all(&wit);
+    std::fs::create_dir_all(wit.join("deps")).expect("creating the python WIT directory");
+    for entry in std::fs::read_dir(wasi_wit(root)).expect("reading WASI's WIT") {
+        let entry = entry.expect("reading WASI's WIT");
+        std::fs::copy(entry.path(), wit.join("deps").join(entry.file_name()))
+            .expect("copying WASI's WIT");
+    }
+    std::fs::copy(
+        root.join("wit/sandbox/process.wit"),
+        wit.join("deps/sandbox.wit"),
+    )
+    .expect("copying process.wit");
+    std::fs::copy(src.join("wit/world.wit"), wit.join("world.wit")).expect("copying world.wit");
+
+    std::fs::create_dir_all(out.parent().unwrap()).expect("creating the guest output directory");
+    run(
+        Command::new(&tool)
+            .arg("-d")
+            .arg(&wit)
+            .args(["-w", "wasbox:python/python", "componentize", "-p"])
+            .arg(&src)
+            .args(["main", "-o"])
+            .arg(&out),
+        "building the python3 component with componentize-py",
+    );
+    std::fs::write(&stamp_file, stamp).expect("writing the python stamp");
 }

@@ -142,6 +142,7 @@ pub fn base_image() -> Image {
             ProgramSource::new("sh", BASE_SH, &["sh", "bash"]),
             ProgramSource::new("coreutils", BASE_COREUTILS, &coreutils),
             ProgramSource::new("node", BASE_NODE, &["node", "nodejs", "js"]),
+            ProgramSource::new("python", BASE_PYTHON, &["python3", "python"]),
         ],
     )
 }
@@ -152,4 +153,5 @@ pub const BASE_IMAGE: &str = "base";
 static BASE_SH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sh.wasm"));
 static BASE_COREUTILS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coreutils.wasm"));
 static BASE_NODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/node.wasm"));
+static BASE_PYTHON: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/python.wasm"));
 static COREUTILS_APPLETS: &str = include_str!("../../guest-components/coreutils/applets.txt");

@@ -4,6 +4,7 @@
 //! - `tests/corpus/cases.txt`: shell command lines, against bash 5 and the GNU tools.
 //! - `tests/corpus/node.txt`: JavaScript, against Node.js, run by the `wasbox run` binary
 //!   as `node -e CODE` and through `sh -c` with a pipe.
+//! - `tests/corpus/python.txt`: Python, against the host's CPython, the same two ways.
 //!
 //! The expected answers (`expected.json`, `node.json`) are recorded, not written by hand:
 //! `WASBOX_RECORD_CORPUS=1 cargo test -p wasbox --test all corpus` runs every case with the
@@ -209,7 +210,7 @@ async fn check(
 type Runner = fn(PathBuf, String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>>;
 
 /// The case run in a sandbox on the workspace (in process); `script_in_env` passes it in
-/// `$JS` as well.
+/// `$CODE` as well.
 fn in_sandbox(
     argv: fn(&str) -> Vec<String>,
     script_in_env: bool,
@@ -222,7 +223,7 @@ fn in_sandbox(
                 .unwrap();
             let mut spec = JobSpec::new(argv).timeout(Duration::from_secs(20));
             if script_in_env {
-                spec = spec.env("JS", &script);
+                spec = spec.env("CODE", &script);
             }
             let out = sandbox.run(spec).await.unwrap();
             Got {
@@ -273,13 +274,58 @@ async fn node_corpus() {
                     }
                 })
             }),
-            ("sh -c 'node -e \"$JS\" | cat'", |dir, script| {
+            ("sh -c 'node -e \"$CODE\" | cat'", |dir, script| {
                 in_sandbox(
                     |_| {
                         vec![
                             "sh".into(),
                             "-c".into(),
-                            "set -o pipefail; node -e \"$JS\" | cat".into(),
+                            "set -o pipefail; node -e \"$CODE\" | cat".into(),
+                        ]
+                    },
+                    true,
+                )(dir, script)
+            }),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn python_corpus() {
+    // Compile CPython once before the cases (the first use compiles it).
+    let _ = crate::harness::sh("python3 -c pass").await;
+    check(
+        "python.txt",
+        "python.json",
+        |s| vec!["python3", "-c", s],
+        &[
+            ("wasbox run -- python3 -c", |dir, script| {
+                Box::pin(async move {
+                    let mut cmd = wasbox();
+                    cmd.arg("run")
+                        .arg("--workspace")
+                        .arg(&dir)
+                        .args(["--", "python3", "-c", &script]);
+                    let out = tokio::task::spawn_blocking(move || {
+                        run_bounded(cmd, Duration::from_secs(120))
+                    })
+                    .await
+                    .unwrap();
+                    Got {
+                        stdout: text(&out.stdout),
+                        exit_code: out.status.code().unwrap_or(-1),
+                        stderr: text(&out.stderr),
+                    }
+                })
+            }),
+            ("sh -c 'python3 -c \"$CODE\" | cat'", |dir, script| {
+                in_sandbox(
+                    |_| {
+                        vec![
+                            "sh".into(),
+                            "-c".into(),
+                            "set -o pipefail; python3 -c \"$CODE\" | cat".into(),
                         ]
                     },
                     true,

@@ -10,5 +10,6 @@ mod http;
 mod limits;
 mod node;
 mod pipes;
+mod python;
 mod shell;
 mod worker;

@@ -1,0 +1,296 @@
+"""The wasbox `python3`: CPython (componentize-py) as a command of the image.
+
+The interpreter is initialised when the component is built, so everything that depends on
+the run (arguments, environment, working directory) is read here, at the start of `run`.
+The standard-library modules imported below are the ones the component carries: only
+modules imported at build time exist at run time.
+"""
+
+# -- the standard library a script may import (kept in the component) ------------------
+import abc, argparse, array, ast, asyncio, base64, binascii, bisect, builtins  # noqa: E401,F401
+import calendar, cmath, codecs, collections, collections.abc, colorsys, configparser  # noqa: E401,F401
+import contextlib, copy, csv, dataclasses, datetime, decimal, difflib, dis, email  # noqa: E401,F401
+import email.message, email.utils, enum, errno, fnmatch, fractions, functools, gc  # noqa: E401,F401
+import getopt, glob, graphlib, gzip, hashlib, heapq, hmac, html, html.parser, http  # noqa: E401,F401
+import http.client, http.cookies, inspect, io, ipaddress, itertools, json, keyword  # noqa: E401,F401
+import linecache, locale, logging, logging.handlers, math, mimetypes, numbers, operator  # noqa: E401,F401
+import os, os.path, pathlib, pickle, pkgutil, platform, pprint, queue, quopri, random  # noqa: E401,F401
+import re, reprlib, runpy, sched, secrets, selectors, shlex, shutil, signal, socket  # noqa: E401,F401
+import sqlite3, stat, statistics, string, stringprep, struct, subprocess, sys, tarfile  # noqa: E401,F401
+import tempfile, textwrap, threading, time, timeit, token, tokenize, tomllib, traceback  # noqa: E401,F401
+import types, typing, unicodedata, unittest, unittest.mock, urllib, urllib.parse  # noqa: E401,F401
+import urllib.request, uuid, warnings, weakref, xml, xml.dom.minidom, xml.etree.ElementTree  # noqa: E401,F401
+import zipfile, zlib, zoneinfo, json.tool, encodings.idna, encodings.cp437  # noqa: E401,F401
+import encodings.latin_1, encodings.ascii, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
+
+from wit_world import exports
+from wit_world.imports import environment, process
+from wit_world.imports import exit as wasi_exit
+from componentize_py_types import Err
+
+VERSION = "Python %d.%d.%d" % sys.version_info[:3]
+
+
+def _flush():
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+
+
+def _exit(code):
+    _flush()
+    if code:
+        wasi_exit.exit_with_code(max(1, min(255, code)))
+
+
+# -- subprocess and os.system through the process host -----------------------------------
+
+def _run_child(args, shell, stdin_data, capture, cwd, env):
+    if isinstance(args, (str, bytes)):
+        args = [args] if not shell else args
+    if shell:
+        argv = ["sh", "-c", args if isinstance(args, str) else args.decode()]
+    else:
+        argv = [os.fspath(a) if not isinstance(a, bytes) else a.decode() for a in args]
+    environ = env if env is not None else os.environ
+    handles = []
+    if stdin_data is not None:
+        in_r, in_w = process.pipe()
+        stdin = process.Stdio_Handle(in_r)
+    else:
+        in_r = in_w = None
+        stdin = process.Stdio_Inherit()
+    if capture:
+        out_r, out_w = process.pipe()
+        err_r, err_w = process.pipe()
+        stdout, stderr = process.Stdio_Handle(out_w), process.Stdio_Handle(err_w)
+        handles = [out_w, err_w]
+    else:
+        stdout, stderr = process.Stdio_Inherit(), process.Stdio_Inherit()
+    _flush()
+    try:
+        pid = process.spawn(process.Command(
+            argv=argv,
+            env=[(str(k), str(v)) for k, v in environ.items()],
+            cwd=os.path.abspath(cwd) if cwd else os.getcwd(),
+            stdin=stdin, stdout=stdout, stderr=stderr))
+    except Err as e:
+        for h in handles + [h for h in (in_r, in_w) if h is not None]:
+            process.close(h)
+        if capture:
+            process.close(out_r)
+            process.close(err_r)
+        err = e.value
+        msg = getattr(err, "value", "cannot run")
+        raise FileNotFoundError(2, "No such file or directory", argv[0]) if isinstance(
+            err, process.Error_NotFound) else OSError(msg)
+    finally:
+        for h in handles:
+            process.close(h)
+        if in_r is not None:
+            process.close(in_r)
+    if in_w is not None:
+        data = stdin_data.encode() if isinstance(stdin_data, str) else bytes(stdin_data)
+        try:
+            process.write(in_w, data)
+        except Err:
+            pass
+        process.close(in_w)
+    out = err = b""
+    if capture:
+        def drain(h):
+            buf = bytearray()
+            while True:
+                chunk = process.read(h, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+            process.close(h)
+            return bytes(buf)
+        out = drain(out_r)
+        err = drain(err_r)
+    return process.wait(pid), out, err
+
+
+def _sp_run(args, *, stdin=None, input=None, stdout=None, stderr=None, capture_output=False,
+            shell=False, cwd=None, timeout=None, check=False, encoding=None, errors=None,
+            text=None, env=None, universal_newlines=None, **_ignored):
+    capture = capture_output or stdout == subprocess.PIPE or stderr == subprocess.PIPE
+    code, out, err = _run_child(args, shell, input, capture, cwd, env)
+    if text or universal_newlines or encoding:
+        out, err = out.decode(encoding or "utf-8", errors or "strict"), err.decode(
+            encoding or "utf-8", errors or "strict")
+    if stderr == subprocess.STDOUT:
+        out, err = out + err, None
+    if not capture:
+        out = err = None
+    cp = subprocess.CompletedProcess(args, code, out, err)
+    if check and code:
+        raise subprocess.CalledProcessError(code, args, out, err)
+    return cp
+
+
+def _sp_call(args, **kw):
+    return _sp_run(args, **kw).returncode
+
+
+def _sp_check_call(args, **kw):
+    return _sp_run(args, check=True, **kw).returncode
+
+
+def _sp_check_output(args, **kw):
+    kw.setdefault("stdout", subprocess.PIPE)
+    return _sp_run(args, check=True, **kw).stdout
+
+
+def _sp_getstatusoutput(cmd):
+    cp = _sp_run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = cp.stdout[:-1] if cp.stdout.endswith("\n") else cp.stdout
+    return cp.returncode, out
+
+
+class _Popen:
+    def __init__(self, *a, **k):
+        raise OSError("subprocess.Popen is not available in the wasbox sandbox; "
+                      "use subprocess.run, check_output or call")
+
+
+def _os_system(cmd):
+    code, _, _ = _run_child(cmd, True, None, False, None, None)
+    return code << 8
+
+
+subprocess.run = _sp_run
+subprocess.call = _sp_call
+subprocess.check_call = _sp_check_call
+subprocess.check_output = _sp_check_output
+subprocess.getstatusoutput = _sp_getstatusoutput
+subprocess.getoutput = lambda cmd: _sp_getstatusoutput(cmd)[1]
+subprocess.Popen = _Popen
+os.system = _os_system
+
+
+# -- the command line ----------------------------------------------------------------------
+
+USAGE = "usage: python3 [option] ... [-c cmd | -m mod | file | -] [arg] ..."
+
+
+def _setup():
+    os.environ.clear()
+    os.environ.update(dict(environment.get_environment()))
+    cwd = environment.initial_cwd() or os.environ.get("PWD")
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            pass
+    return environment.get_arguments()
+
+
+def _main(argv):
+    args = argv[1:]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-c", "-m"):
+            if i + 1 >= len(args):
+                print("Argument expected for the %s option" % a, file=sys.stderr)
+                print(USAGE, file=sys.stderr)
+                return 2
+            rest = args[i + 2:]
+            if a == "-c":
+                sys.argv = ["-c"] + rest
+                sys.path.insert(0, "")
+                code = compile(args[i + 1], "<string>", "exec")
+                exec(code, {"__name__": "__main__", "__builtins__": builtins})
+            else:
+                name = args[i + 1]
+                sys.argv = [name] + rest
+                sys.path.insert(0, os.getcwd())
+                mod = sys.modules.get(name)
+                if mod is None:
+                    # A module of the workspace: run its source as __main__.
+                    runpy.run_module(name, run_name="__main__", alter_sys=True)
+                    return 0
+                # A module the component carries (its source is not): run its main().
+                if name == "unittest":
+                    unittest.main(module=None)
+                    return 0
+                entry = getattr(mod, "main", None) or getattr(mod, "_main", None)
+                if not callable(entry):
+                    print("python3: No code object available for %s" % name, file=sys.stderr)
+                    return 1
+                entry()
+            return 0
+        if a in ("-V", "--version"):
+            print(VERSION)
+            return 0
+        if a in ("-h", "--help"):
+            print(USAGE)
+            return 0
+        if a == "-":
+            i += 1
+            break
+        if a == "--":
+            i += 1
+            break
+        if a.startswith("-") and len(a) > 1:
+            if a in ("-W", "-X"):
+                i += 2
+                continue
+            i += 1
+            continue
+        break
+    rest = args[i:]
+    if rest and (i == 0 or args[i - 1] != "-"):
+        path = rest[0]
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+        except OSError as e:
+            print("python3: can't open file %r: [Errno %d] %s" % (
+                os.path.abspath(path), e.errno or 2, e.strerror or "No such file or directory"),
+                file=sys.stderr)
+            return 2
+        sys.argv = rest
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        code = compile(source, path, "exec")
+        exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": builtins})
+        return 0
+    source = sys.stdin.read()
+    sys.argv = ["-"] + rest if rest or (i and args[i - 1] == "-") else [""]
+    sys.path.insert(0, "")
+    code = compile(source, "<stdin>", "exec")
+    exec(code, {"__name__": "__main__", "__builtins__": builtins})
+    return 0
+
+
+def _exit_code(e):
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xff
+    print(c, file=sys.stderr)
+    return 1
+
+
+class Run(exports.Run):
+    def run(self) -> None:
+        try:
+            argv = _setup()
+            code = _main(argv)
+        except SystemExit as e:
+            code = _exit_code(e)
+        except KeyboardInterrupt:
+            code = 130
+        except BaseException as e:
+            # The script's frames only, as CPython shows them.
+            tb = e.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+                tb = tb.tb_next
+            traceback.print_exception(type(e), e, tb)
+            code = 1
+        _exit(code)

@@ -1,0 +1,86 @@
+//! `python3` as an ordinary program of the image: scripts from files and stdin, `-m`, files
+//! that later commands see, pipes, and the limits every program has. Language and library
+//! behaviour is checked against CPython by the corpus (`tests/corpus/python.txt`).
+
+use std::time::{Duration, Instant};
+
+use wasbox_runtime::{JobSpec, JobStatus, Limits, SandboxConfig};
+
+use crate::harness::{runtime, sandbox_with, sh};
+
+/// The first use of CPython compiles it; do that outside the short deadlines below.
+async fn warm() {
+    assert_eq!(sh("python3 -c 'print(1)'").await.stdout, "1\n");
+}
+
+#[tokio::test]
+async fn scripts_files_stdin_and_modules() {
+    warm().await;
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    let run = |script: &'static str| {
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(JobSpec::shell(script)).await.unwrap() }
+    };
+    let out = run("printf 'import sys\\nfor a in sys.argv: print(a)\\n' > a.py; python3 a.py x 'y z' | wc -l; python a.py q").await;
+    assert_eq!(out.stdout, "3\na.py\nq\n", "{out:?}");
+    let out = run("echo 'import sys; print(\"stdin\", sys.argv)' | python3 - extra").await;
+    assert_eq!(out.stdout, "stdin ['-', 'extra']\n", "{out:?}");
+    let out = run("echo '{\"b\": 1, \"a\": [2]}' | python3 -m json.tool --sort-keys").await;
+    assert_eq!(
+        out.stdout, "{\n    \"a\": [\n        2\n    ],\n    \"b\": 1\n}\n",
+        "{out:?}"
+    );
+    let out = run(
+        "python3 -c 'open(\"made.txt\", \"w\").write(\"by python\\n\")'; cat made.txt | tr a-z A-Z",
+    )
+    .await;
+    assert_eq!(out.stdout, "BY PYTHON\n", "{out:?}");
+    let out = run("python3 -V; python3 -u -B -c 'print(\"flags\")'").await;
+    assert!(out.stdout.starts_with("Python 3."), "{out:?}");
+    assert!(out.stdout.ends_with("flags\n"), "{out:?}");
+    let out = run("python3 nope.py; echo $?").await;
+    assert_eq!(out.stdout, "2\n");
+    assert!(out.stderr.contains("can't open file"), "{out:?}");
+    let out = run("python3 -c 'import subprocess; subprocess.Popen([\"ls\"])'; echo $?").await;
+    assert_eq!(out.stdout, "1\n");
+    assert!(
+        out.stderr.contains("subprocess.Popen is not available"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_loop_ends_at_the_deadline() {
+    warm().await;
+    let sandbox = sandbox_with(Limits::default().timeout(Duration::from_millis(800)));
+    let started = Instant::now();
+    let out = sandbox
+        .run(JobSpec::new([
+            "python3",
+            "-c",
+            "print('spinning', flush=True)\nwhile True: pass",
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(out.status, JobStatus::Timeout, "{out:?}");
+    assert_eq!(out.stdout, "spinning\n");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(sh("python3 -c 'print(2+2)'").await.stdout, "4\n");
+}
+
+#[tokio::test]
+async fn a_memory_bomb_fails_its_own_job() {
+    warm().await;
+    let sandbox = sandbox_with(Limits::default().memory_bytes(96 << 20));
+    let out = sandbox
+        .run(JobSpec::new([
+            "python3",
+            "-c",
+            "a = []\nwhile True: a.append(bytearray(1 << 20))",
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(out.status, JobStatus::Failed, "{out:?}");
+    assert_ne!(out.exit_code, 0, "{out:?}");
+    assert_eq!(sh("python3 -c 'print(3+3)'").await.stdout, "6\n");
+}
