@@ -1,7 +1,8 @@
 //! Start-up cost of a sandboxed job against a native process, in one run:
 //! `sh -c 'echo hello'`, `seq 1 10000 | sort -n | tail -1` and a 10-line agent-style bash
-//! script (here-document, loop, grep, sed, awk) and `node -e 'console.log(2 + 2)'`, each as
-//! a wasbox job in process and as the native `sh`/`bash`/`node` spawned with
+//! script (here-document, loop, grep, sed, awk), `node -e 'console.log(2 + 2)'`,
+//! `python3 -c 'print(2 + 2)'` and a CPU-bound loop in each language, each as a wasbox job
+//! in process and as the native `sh`/`bash`/`node`/`python3` spawned with
 //! `std::process::Command` in a fresh temporary directory.
 //!
 //! Three wasbox variants: a job in a fresh sandbox (temporary workspace and private /tmp
@@ -21,7 +22,14 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     ("pipeline", "sh", "-c", "seq 1 10000 | sort -n | tail -1"),
     ("script", "bash", "-c", AGENT_SCRIPT),
     ("node", "node", "-e", "console.log(2 + 2)"),
+    ("python", "python3", "-c", "print(2 + 2)"),
+    ("node-cpu", "node", "-e", NODE_CPU),
+    ("python-cpu", "python3", "-c", PYTHON_CPU),
 ];
+
+/// CPU-bound: a 200k-iteration loop building a dict / an object.
+const PYTHON_CPU: &str = "d = {}\nfor i in range(200000):\n    k = i % 1000\n    d[k] = d.get(k, 0) + i\nprint(len(d), sum(d.values()))";
+const NODE_CPU: &str = "const d = {}; for (let i = 0; i < 200000; i++) { const k = i % 1000; d[k] = (d[k] || 0) + i; } console.log(Object.keys(d).length, Object.values(d).reduce((a, b) => a + b, 0))";
 
 /// What an agent sends: write a file with a here-document, then loop, grep, sed and awk.
 const AGENT_SCRIPT: &str = r#"cat > app.log <<'EOF'
@@ -114,5 +122,10 @@ fn main() {
         ("start/node", "wasbox", "native"),
         ("start/node", "wasbox-tmpfs", "native"),
         ("start/node", "wasbox-session", "native"),
+        ("start/python", "wasbox", "native"),
+        ("start/python", "wasbox-tmpfs", "native"),
+        ("start/python", "wasbox-session", "native"),
+        ("start/node-cpu", "wasbox-session", "native"),
+        ("start/python-cpu", "wasbox-session", "native"),
     ]);
 }

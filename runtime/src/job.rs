@@ -246,6 +246,12 @@ pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<J
     let timeout = spec
         .timeout
         .map_or(limits.timeout, |t| t.min(limits.timeout));
+    // Compiling a program on its first use is the runtime's cost, not the job's: load the
+    // job's own program before its clock starts (errors surface when it runs).
+    if let Some(program) = sandbox.image.resolve(&spec.argv[0]) {
+        let runtime = &sandbox.runtime;
+        let _ = program.pre(&runtime.linker, &runtime.cache).await;
+    }
     let started_at = SystemTime::now();
     let job = Arc::new(JobContext::new(
         sandbox.clone(),

@@ -8,6 +8,11 @@ use wasbox_runtime::{JobSpec, JobStatus, Limits, SandboxConfig};
 
 use crate::harness::{runtime, sandbox_with, sh};
 
+/// The first use of node compiles it; do that outside the short deadlines below.
+async fn warm() {
+    assert_eq!(sh("node -p 1").await.stdout, "1\n");
+}
+
 #[tokio::test]
 async fn scripts_from_files_and_stdin() {
     let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
@@ -42,6 +47,7 @@ async fn scripts_from_files_and_stdin() {
 
 #[tokio::test]
 async fn a_busy_loop_ends_at_the_deadline() {
+    warm().await;
     let sandbox = sandbox_with(Limits::default().timeout(Duration::from_millis(800)));
     let started = Instant::now();
     let out = sandbox
@@ -60,6 +66,7 @@ async fn a_busy_loop_ends_at_the_deadline() {
 
 #[tokio::test]
 async fn a_memory_bomb_fails_its_own_job() {
+    warm().await;
     let sandbox = sandbox_with(Limits::default().memory_bytes(96 << 20));
     let out = sandbox
         .run(JobSpec::new([
