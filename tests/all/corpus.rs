@@ -209,32 +209,6 @@ async fn check(
 
 type Runner = fn(PathBuf, String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>>;
 
-/// The case run in a sandbox on the workspace (in process); `script_in_env` passes it in
-/// `$CODE` as well.
-fn in_sandbox(
-    argv: fn(&str) -> Vec<String>,
-    script_in_env: bool,
-) -> impl Fn(PathBuf, String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
-    move |dir, script| {
-        let argv = argv(&script);
-        Box::pin(async move {
-            let sandbox = runtime()
-                .sandbox(SandboxConfig::default().workspace(&dir))
-                .unwrap();
-            let mut spec = JobSpec::new(argv).timeout(Duration::from_secs(20));
-            if script_in_env {
-                spec = spec.env("CODE", &script);
-            }
-            let out = sandbox.run(spec).await.unwrap();
-            Got {
-                stdout: out.stdout,
-                exit_code: out.exit_code,
-                stderr: out.stderr,
-            }
-        })
-    }
-}
-
 #[tokio::test]
 async fn corpus() {
     check(
@@ -242,10 +216,68 @@ async fn corpus() {
         "expected.json",
         |s| vec!["bash", "-c", s],
         &[("bash -c", |dir, script| {
-            in_sandbox(|s| vec!["bash".into(), "-c".into(), s.into()], false)(dir, script)
+            Box::pin(async move {
+                let sandbox = runtime()
+                    .sandbox(SandboxConfig::default().workspace(&dir))
+                    .unwrap();
+                let spec = JobSpec::new(["bash", "-c", &script]).timeout(Duration::from_secs(20));
+                let out = sandbox.run(spec).await.unwrap();
+                Got {
+                    stdout: out.stdout,
+                    exit_code: out.exit_code,
+                    stderr: out.stderr,
+                }
+            })
         })],
     )
     .await;
+}
+
+/// The real `wasbox run` binary on the workspace: `wasbox run -- PROGRAM FLAG CODE`.
+fn wasbox_run(
+    dir: PathBuf,
+    argv: [&'static str; 2],
+    script: String,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
+    Box::pin(async move {
+        let mut cmd = wasbox();
+        cmd.arg("run")
+            .arg("--workspace")
+            .arg(&dir)
+            .arg("--")
+            .args(argv)
+            .arg(&script);
+        let out = tokio::task::spawn_blocking(move || run_bounded(cmd, Duration::from_secs(120)))
+            .await
+            .unwrap();
+        Got {
+            stdout: text(&out.stdout),
+            exit_code: out.status.code().unwrap_or(-1),
+            stderr: text(&out.stderr),
+        }
+    })
+}
+
+/// `sh -c 'set -o pipefail; PROGRAM FLAG "$CODE" | cat'` in process.
+fn through_sh(
+    dir: PathBuf,
+    line: &'static str,
+    script: String,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
+    Box::pin(async move {
+        let sandbox = runtime()
+            .sandbox(SandboxConfig::default().workspace(&dir))
+            .unwrap();
+        let spec = JobSpec::new(["sh", "-c", line])
+            .env("CODE", &script)
+            .timeout(Duration::from_secs(20));
+        let out = sandbox.run(spec).await.unwrap();
+        Got {
+            stdout: out.stdout,
+            exit_code: out.exit_code,
+            stderr: out.stderr,
+        }
+    })
 }
 
 #[tokio::test]
@@ -256,35 +288,10 @@ async fn node_corpus() {
         |s| vec!["node", "-e", s],
         &[
             ("wasbox run -- node -e", |dir, script| {
-                Box::pin(async move {
-                    let mut cmd = wasbox();
-                    cmd.arg("run")
-                        .arg("--workspace")
-                        .arg(&dir)
-                        .args(["--", "node", "-e", &script]);
-                    let out = tokio::task::spawn_blocking(move || {
-                        run_bounded(cmd, Duration::from_secs(60))
-                    })
-                    .await
-                    .unwrap();
-                    Got {
-                        stdout: text(&out.stdout),
-                        exit_code: out.status.code().unwrap_or(-1),
-                        stderr: text(&out.stderr),
-                    }
-                })
+                wasbox_run(dir, ["node", "-e"], script)
             }),
             ("sh -c 'node -e \"$CODE\" | cat'", |dir, script| {
-                in_sandbox(
-                    |_| {
-                        vec![
-                            "sh".into(),
-                            "-c".into(),
-                            "set -o pipefail; node -e \"$CODE\" | cat".into(),
-                        ]
-                    },
-                    true,
-                )(dir, script)
+                through_sh(dir, "set -o pipefail; node -e \"$CODE\" | cat", script)
             }),
         ],
     )
@@ -301,35 +308,10 @@ async fn python_corpus() {
         |s| vec!["python3", "-c", s],
         &[
             ("wasbox run -- python3 -c", |dir, script| {
-                Box::pin(async move {
-                    let mut cmd = wasbox();
-                    cmd.arg("run")
-                        .arg("--workspace")
-                        .arg(&dir)
-                        .args(["--", "python3", "-c", &script]);
-                    let out = tokio::task::spawn_blocking(move || {
-                        run_bounded(cmd, Duration::from_secs(120))
-                    })
-                    .await
-                    .unwrap();
-                    Got {
-                        stdout: text(&out.stdout),
-                        exit_code: out.status.code().unwrap_or(-1),
-                        stderr: text(&out.stderr),
-                    }
-                })
+                wasbox_run(dir, ["python3", "-c"], script)
             }),
             ("sh -c 'python3 -c \"$CODE\" | cat'", |dir, script| {
-                in_sandbox(
-                    |_| {
-                        vec![
-                            "sh".into(),
-                            "-c".into(),
-                            "set -o pipefail; python3 -c \"$CODE\" | cat".into(),
-                        ]
-                    },
-                    true,
-                )(dir, script)
+                through_sh(dir, "set -o pipefail; python3 -c \"$CODE\" | cat", script)
             }),
         ],
     )
