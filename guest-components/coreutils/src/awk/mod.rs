@@ -1539,21 +1539,30 @@ fn assignment(arg: &str) -> Option<(String, String)> {
     valid.then(|| (name.to_string(), value.to_string()))
 }
 
-/// Runs `sh -c CMD` and returns everything it wrote to stdout.
-fn command_output(cmd: &str) -> Vec<u8> {
+/// Starts `sh -c CMD` in the working directory with this environment.
+fn spawn_sh(
+    cmd: &str,
+    stdin: guest_support::process::Stdio,
+    stdout: guest_support::process::Stdio,
+) -> Result<u32, guest_support::process::Error> {
     use guest_support::process::{self, Command, Stdio};
-    let (r, w) = process::pipe();
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    let spawned = process::spawn(&Command {
+    process::spawn(&Command {
         argv: vec!["sh".into(), "-c".into(), cmd.into()],
         env: std::env::vars().collect(),
-        cwd,
-        stdin: Stdio::Inherit,
-        stdout: Stdio::Handle(w),
+        cwd: std::env::current_dir()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "/".into()),
+        stdin,
+        stdout,
         stderr: Stdio::Inherit,
-    });
+    })
+}
+
+/// Runs `sh -c CMD` and returns everything it wrote to stdout.
+fn command_output(cmd: &str) -> Vec<u8> {
+    use guest_support::process::{self, Stdio};
+    let (r, w) = process::pipe();
+    let spawned = spawn_sh(cmd, Stdio::Inherit, Stdio::Handle(w));
     process::close(w);
     let mut out = Vec::new();
     if let Ok(pid) = spawned {
@@ -1571,19 +1580,9 @@ fn command_output(cmd: &str) -> Vec<u8> {
 
 /// Starts `sh -c CMD` reading from a new pipe; returns the pipe's write end and the pid.
 fn spawn_writer(cmd: &str) -> Option<(u32, u32)> {
-    use guest_support::process::{self, Command, Stdio};
+    use guest_support::process::{self, Stdio};
     let (r, w) = process::pipe();
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    let spawned = process::spawn(&Command {
-        argv: vec!["sh".into(), "-c".into(), cmd.into()],
-        env: std::env::vars().collect(),
-        cwd,
-        stdin: Stdio::Handle(r),
-        stdout: Stdio::Inherit,
-        stderr: Stdio::Inherit,
-    });
+    let spawned = spawn_sh(cmd, Stdio::Handle(r), Stdio::Inherit);
     process::close(r);
     match spawned {
         Ok(pid) => Some((w, pid)),
