@@ -30,7 +30,14 @@ fn main() {
         "cargo:rerun-if-changed={}",
         guests.join("Cargo.lock").display()
     );
-    for dir in ["sh", "coreutils", "node", "guest-support", "python"] {
+    for dir in [
+        "sh",
+        "coreutils",
+        "node",
+        "guest-support",
+        "python",
+        "agents",
+    ] {
         println!("cargo:rerun-if-changed={}", guests.join(dir).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
@@ -50,7 +57,11 @@ fn main() {
             target_dir.join(TARGET).join("release")
         }
     };
-    for g in GUESTS.iter().chain(&["python"]) {
+    // The example term agents are components of their own worlds, not programs of the image.
+    for g in GUESTS
+        .iter()
+        .chain(&["python", "llm_agent", "llm_agent_v1"])
+    {
         let from = built.join(format!("{g}.wasm"));
         let to = out_dir.join(format!("{g}.wasm"));
         copy_if_changed(&from, &to);
@@ -177,12 +188,17 @@ fn build_python(root: &Path, target_dir: &Path) {
             std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
         stamp.push_str(&text);
     }
+    let venv = target_dir.join("python-venv");
+    let tool = venv.join("bin/componentize-py");
+    // `wasbox agent build` uses the same componentize-py for Python agents.
+    println!(
+        "cargo:rustc-env=WASBOX_BUILD_COMPONENTIZE_PY={}",
+        tool.display()
+    );
     if out.exists() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp) {
         return;
     }
 
-    let venv = target_dir.join("python-venv");
-    let tool = venv.join("bin/componentize-py");
     let have = Command::new(&tool)
         .arg("--version")
         .output()

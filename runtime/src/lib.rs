@@ -32,11 +32,15 @@ mod process;
 mod runtime;
 mod sandbox;
 pub mod stdio;
+pub mod term;
 
 pub use image::{BASE_IMAGE, Image, ProgramSource, base_image};
 pub use job::{
     EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Terminal, Truncated,
 };
 pub use limits::Limits;
+
+/// The componentize-py this crate's build installed (for `wasbox agent build`), if any.
+pub const COMPONENTIZE_PY: Option<&str> = option_env!("WASBOX_BUILD_COMPONENTIZE_PY");
 pub use runtime::{Runtime, RuntimeBuilder};
 pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, Sandbox, SandboxConfig};

@@ -17,6 +17,8 @@ use crate::sandbox::{Sandbox, SandboxConfig};
 
 pub(crate) struct RuntimeInner {
     pub(crate) linker: Linker<ProcessState>,
+    /// What term agents may import (WASI and the term worlds).
+    pub(crate) agent_linker: Linker<crate::term::AgentState>,
     pub(crate) cache: CompileCache,
     pub(crate) limits: Limits,
     images: HashMap<String, Arc<Image>>,
@@ -86,6 +88,8 @@ impl RuntimeBuilder {
         let engine = new_engine(self.limits.memory_bytes)?;
         let mut linker = Linker::new(&engine);
         add_to_linker(&mut linker)?;
+        let mut agent_linker = Linker::new(&engine);
+        crate::term::add_to_linker(&mut agent_linker)?;
         let mut images: HashMap<String, Arc<Image>> = HashMap::new();
         images.insert(BASE_IMAGE.to_string(), Arc::new(base_image()));
         for image in self.images {
@@ -105,6 +109,7 @@ impl RuntimeBuilder {
             inner: Arc::new(RuntimeInner {
                 _ticker: EpochTicker::start(&engine)?,
                 linker,
+                agent_linker,
                 cache: CompileCache::new(cache_dir),
                 limits: self.limits,
                 images,

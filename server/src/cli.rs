@@ -14,6 +14,7 @@ wasbox: a WebAssembly sandbox for agents and jobs
 Usage:
   wasbox serve [OPTIONS]                      the worker API node (HTTP) on the built-in image
   wasbox run [OPTIONS] -- PROGRAM [ARGS...]   run one job on the built-in image
+  wasbox agent serve|stdio|run|build ...     term-challenge agents (`wasbox agent help`)
   wasbox help                                 this text
 
 Options of `serve` (each also from the environment; flags win):
@@ -45,6 +46,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let result = match cmd.as_str() {
         "run" => run(&args[1..]),
+        "agent" => crate::term::main(&args[1..]),
         "serve" => parse_serve(&args[1..]).and_then(crate::serve::serve),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

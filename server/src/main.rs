@@ -1,10 +1,12 @@
-//! The `wasbox` command: `wasbox serve` (the worker API node) and `wasbox run` (one job).
+//! The `wasbox` command: `wasbox serve` (the worker API node), `wasbox run` (one job) and
+//! `wasbox agent ...` (term agents).
 
 mod cli;
 mod config;
 mod problem;
 mod rfc3339;
 mod serve;
+mod term;
 mod worker;
 
 fn main() {
