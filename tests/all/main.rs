@@ -12,4 +12,5 @@ mod node;
 mod pipes;
 mod python;
 mod shell;
+mod term;
 mod worker;

@@ -21,6 +21,7 @@ const ENTRY: &str = r#"
 import argparse, base64, collections, copy, dataclasses, datetime, difflib, enum  # noqa
 import functools, hashlib, io, itertools, json, math, os, os.path, pathlib, random, re  # noqa
 import shlex, string, sys, textwrap, time, traceback, typing, uuid  # noqa
+import encodings.idna, socket, urllib.parse  # noqa
 
 import term_sdk
 import wit_world
