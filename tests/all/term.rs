@@ -913,3 +913,34 @@ fn agents_are_told_apart_by_their_exports() {
     assert_eq!(code, 2);
     assert!(out.contains("llm-agent, llm-agent-v1"), "{out}");
 }
+
+#[test]
+fn serve_stops_promptly_on_sigterm_even_mid_task() {
+    let proxy = LlmProxy::start(vec![command("sleep 60")]);
+    let mut server = AgentServer::start("llm-agent", &proxy);
+    server.wait_healthy();
+    server.post("/start", r#"{"instruction": "wait"}"#);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get("/status").json()["steps"] != 1 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(30),
+            "still running after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}\n{}", server.log());
+    assert!(stopped.elapsed() < Duration::from_secs(20));
+}

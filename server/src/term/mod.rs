@@ -29,6 +29,8 @@ use wasbox_runtime::{JobSpec, JobStatus, Limits, Runtime, Sandbox, SandboxConfig
 pub const TASK_MOUNT: &str = "/app";
 /// `AGENT_PORT` when unset.
 pub const DEFAULT_AGENT_PORT: u16 = 8765;
+/// How long `agent serve` lets a running task go on after SIGTERM or SIGINT.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The harness's per-command timeout for SDK 1.x agents.
 const HARNESS_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -281,13 +283,19 @@ async fn serve(args: AgentArgs) -> Result<i32> {
         args.agent,
         sandbox.workspace().display()
     );
-    let worker = tokio::spawn(http::run_tasks(runner, tasks));
+    let mut worker = tokio::spawn(http::run_tasks(runner, tasks));
     let served = http.await.context("the HTTP server panicked")?;
     served.context("serving the agent")?;
-    // The server is gone, so is the sender: the worker ends after the running task.
+    // The server is gone, so is the sender: the worker ends after the running task, which
+    // gets a short grace period and is then stopped (its commands with it).
     drop(server);
-    if let Ok(mut runner) = worker.await {
-        runner.cleanup().await;
+    match tokio::time::timeout(SHUTDOWN_GRACE, &mut worker).await {
+        Ok(Ok(mut runner)) => runner.cleanup().await,
+        Ok(Err(e)) => tracing::warn!(error = %e, "the agent runner failed"),
+        Err(_) => {
+            tracing::warn!("shutting down with a task still running: stopping it");
+            worker.abort();
+        }
     }
     Ok(0)
 }
