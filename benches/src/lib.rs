@@ -53,3 +53,14 @@ pub fn print_ratios(rows: &[(&str, &str, &str)]) {
         }
     }
 }
+
+/// Prints the medians of benchmarks that have no native counterpart.
+pub fn print_medians(rows: &[(&str, &str)]) {
+    for (group, id) in rows {
+        let label = format!("{group} {id}");
+        match median_ns(group, id) {
+            Some(a) => println!("{label:<36} {:>12} {:>12} {:>16}", human(a), "-", "-"),
+            None => println!("{label:<36} (not measured in this run)"),
+        }
+    }
+}

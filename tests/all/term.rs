@@ -944,3 +944,53 @@ fn serve_stops_promptly_on_sigterm_even_mid_task() {
     assert!(status.success(), "{status:?}\n{}", server.log());
     assert!(stopped.elapsed() < Duration::from_secs(20));
 }
+
+/// `tests/agents/echo_agent_v1.py` (SDK 1.x), built.
+fn python_v1_agent() -> &'static Path {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    python_agent(&repo().join("tests/agents/echo_agent_v1.py"), &CELL)
+}
+
+#[test]
+fn python_sdk1_agents_build_and_run_under_the_harness() {
+    let agent = python_v1_agent().to_str().unwrap();
+    // The model answers in the legacy Terminal-Bench shape: its keystrokes are the command.
+    let legacy = says(
+        r#"{"analysis": "file made", "plan": "show it", "commands": [{"keystrokes": "cat hello.txt\n", "duration": 0.5}], "task_complete": false}"#,
+    );
+    let proxy = LlmProxy::start(vec![legacy.clone()]);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, transcript) = agent_run(agent, &proxy, dir.path(), &["--instruction", "say hello"]);
+    assert_eq!(code, 0, "{transcript}");
+    assert!(transcript.contains("SDK 1.x"), "{transcript}");
+    assert!(
+        transcript.contains("[2] $ cat hello.txt\nHello, world!\n[exit 0]"),
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains("saw 2 commands, last output 'Hello, world!\\n'"),
+        "{transcript}"
+    );
+
+    // Over stdio, the response lines carry `text` and the legacy fields as the agent set them.
+    let mut stdio = StdioAgent::start(agent, &proxy);
+    stdio.send(r#"{"instruction": "say hello", "step": 1, "last_command": null, "output": null, "exit_code": null, "cwd": "/app"}"#);
+    assert_eq!(
+        stdio.read(),
+        r#"{"command":"echo 'Hello, world!' > hello.txt","task_complete":false,"text":"creating the file"}"#
+    );
+    stdio.send(r#"{"instruction": "say hello", "step": 2, "last_command": "echo 'Hello, world!' > hello.txt", "output": "", "exit_code": 0, "cwd": "/app"}"#);
+    let line: Value = serde_json::from_str(&stdio.read()).unwrap();
+    assert_eq!(
+        line,
+        json!({"command": null, "task_complete": false, "analysis": "file made", "plan": "show it",
+               "commands": [{"keystrokes": "cat hello.txt\n", "duration": 0.5}]})
+    );
+    // An exception in solve: the reference's give-up line, exit 1.
+    let mut stdio = StdioAgent::start(agent, &proxy);
+    stdio.send(r#"{"instruction": "boom", "step": 1, "cwd": "/app"}"#);
+    assert!(stdio.read().contains("\"task_complete\":false"));
+    stdio.send(r#"{"instruction": "boom", "step": 2, "last_command": "x", "output": "", "exit_code": 0, "cwd": "/app"}"#);
+    assert_eq!(stdio.read(), r#"{"command":null,"task_complete":true}"#);
+    assert_eq!(stdio.exit_code(), 1);
+}

@@ -9,6 +9,7 @@
 //! stdio, the `agent run` harness) only translate wire formats to [`AgentRunner`] calls.
 
 mod llm;
+mod python;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 pub use llm::{
     ChatCompletion, ChatError, ChatRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, LlmProxy,
 };
+pub use python::{build_python_agent, componentize_py};
 
 use crate::bindings::{term1, term2};
 use crate::job::{JobSpec, JobStatus, StopSignal};

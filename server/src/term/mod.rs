@@ -6,7 +6,6 @@
 //!   harness (it runs each command with the harness's cwd tracking).
 //! - `build`: a Python agent written against the term SDK, made a component.
 
-mod build;
 mod http;
 
 use std::io::Write as _;
@@ -136,7 +135,18 @@ pub fn main(args: &[String]) -> Result<i32> {
     }
     let parsed = parse(&args[1..])?;
     if sub == "build" {
-        return build::build(&parsed.agent, parsed.output.as_deref());
+        let source = PathBuf::from(&parsed.agent);
+        let output = parsed
+            .output
+            .clone()
+            .unwrap_or_else(|| source.with_extension("wasm"));
+        eprintln!(
+            "wasbox: building {} with componentize-py (this takes a while)",
+            source.display()
+        );
+        wasbox_runtime::term::build_python_agent(&source, &output)?;
+        println!("wasbox: built {}", output.display());
+        return Ok(0);
     }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {

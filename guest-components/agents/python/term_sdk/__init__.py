@@ -1,4 +1,5 @@
-"""term_sdk for wasbox: the term-challenge SDK 2.0 API, served by the wasbox host.
+"""term_sdk for wasbox: the term-challenge SDK API (2.0, and 1.x's `solve`), served by the
+wasbox host.
 
 An agent file written against the term SDK runs unchanged:
 
@@ -18,7 +19,8 @@ An agent file written against the term SDK runs unchanged:
         run(MyAgent())
 
 `wasbox agent build agent.py -o agent.wasm` makes it a component of world
-`wasbox:term/agent@2.0.0`. Inside it, every `ctx` call and every LLM call is a call to the
+`wasbox:term/agent@2.0.0`; a file whose agent implements `solve(self, req)` instead (SDK
+1.x: `Request`, `Response.cmd/done/from_llm`) becomes one of `wasbox:term/agent-v1@1.0.0`. Inside it, every `ctx` call and every LLM call is a call to the
 host: shell commands run as `sh -c` in the task sandbox (the task directory is `/app`), the
 LLM is reached through the validator's proxy, and nothing else leaves the sandbox.
 """
@@ -30,16 +32,20 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from wit_world.imports import context as _context
 from wit_world.imports import llm as _llm
 from wit_world.imports import types as _types
 from componentize_py_types import Err
+
+try:  # SDK 2.0 (world `agent`); an SDK 1.x agent (world `agent-v1`) has no context.
+    from wit_world.imports import context as _context
+except ImportError:
+    _context = None
 
 __version__ = "2.0.0"
 
 __all__ = [
     "Agent", "AgentContext", "ShellResult", "HistoryEntry", "LLM", "LLMResponse", "LLMError",
-    "run", "log",
+    "Request", "Response", "run", "log",
 ]
 
 
@@ -162,7 +168,8 @@ class AgentContext:
 
 
 class Agent:
-    """Subclass and implement `run(ctx)`; `setup` and `cleanup` are optional."""
+    """Subclass and implement `run(ctx)` (SDK 2.0) or `solve(req)` (SDK 1.x); `setup` and
+    `cleanup` are optional."""
 
     def setup(self) -> None:
         pass
@@ -170,8 +177,94 @@ class Agent:
     def run(self, ctx: AgentContext) -> None:
         raise NotImplementedError("an agent must implement run(self, ctx)")
 
+    def solve(self, req: "Request") -> "Response":
+        raise NotImplementedError("an SDK 1.x agent must implement solve(self, req)")
+
     def cleanup(self) -> None:
         pass
+
+
+# -- SDK 1.x: one request per step, the harness runs the commands -------------------------
+
+@dataclass
+class Request:
+    """One request line of the harness."""
+    instruction: str
+    step: int = 1
+    last_command: Optional[str] = None
+    output: Optional[str] = None
+    exit_code: Optional[int] = None
+    cwd: str = "/app"
+
+    @property
+    def first(self) -> bool:
+        return self.step == 1
+
+    @property
+    def output_text(self) -> str:
+        return self.output or ""
+
+    def get_output(self, max_chars: int = 3000) -> str:
+        """The last output, cut to its last `max_chars` characters."""
+        out = self.output or ""
+        return out if len(out) <= max_chars else out[-max_chars:]
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code in (None, 0)
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok
+
+    def has(self, *patterns: str) -> bool:
+        low = (self.output or "").lower()
+        return any(p.lower() in low for p in patterns)
+
+
+@dataclass
+class Response:
+    """One response line: a command to run, or completion."""
+    command: Optional[str] = None
+    task_complete: bool = False
+    text: Optional[str] = None
+    analysis: Optional[str] = None
+    plan: Optional[str] = None
+    commands: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def cmd(cls, command: str, text: Optional[str] = None) -> "Response":
+        return cls(command=command, task_complete=False, text=text)
+
+    @classmethod
+    def done(cls, text: Optional[str] = None) -> "Response":
+        return cls(command=None, task_complete=True, text=text)
+
+    @classmethod
+    def from_llm(cls, text: str) -> "Response":
+        """Reads a model's reply: the first balanced `{...}` with `command` and
+        `task_complete` (the legacy `analysis`/`plan`/`commands` too). An unreadable reply
+        runs nothing and does not complete; the text is kept."""
+        obj = _first_object(text or "")
+        try:
+            data = json.loads(obj) if obj else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return cls(text=text)
+        command = data.get("command")
+        return cls(
+            command=command if isinstance(command, str) and command.strip() else None,
+            task_complete=bool(data.get("task_complete", False)),
+            text=data.get("text") if isinstance(data.get("text"), str) else None,
+            analysis=data.get("analysis") if isinstance(data.get("analysis"), str) else None,
+            plan=data.get("plan") if isinstance(data.get("plan"), str) else None,
+            commands=[c for c in data.get("commands") or [] if isinstance(c, dict)],
+        )
+
+    def with_text(self, text: str) -> "Response":
+        self.text = text
+        return self
 
 
 class LLMError(Exception):
@@ -334,6 +427,41 @@ class _Host:
         except Exception as e:
             traceback.print_exc()
             raise Err(_error_text(e))
+
+    def solve(self, request):
+        if self._agent is None:
+            self.setup()
+        req = Request(
+            instruction=request.instruction,
+            step=request.step,
+            last_command=request.last_command,
+            output=request.output,
+            exit_code=request.exit_code,
+            cwd=request.cwd,
+        )
+        try:
+            r = self._agent.solve(req)
+        except Exception as e:
+            traceback.print_exc()
+            raise Err(_error_text(e))
+        if isinstance(r, dict):
+            r = Response(**r)
+        if not isinstance(r, Response):
+            raise Err(f"TypeError: solve() returned {type(r).__name__}, not a Response")
+        return _types.Response(
+            command=r.command,
+            task_complete=bool(r.task_complete),
+            text=r.text,
+            analysis=r.analysis,
+            plan=r.plan,
+            commands=[
+                _types.Keystrokes(
+                    keystrokes=str(c.get("keystrokes", "")),
+                    duration=float(c["duration"]) if c.get("duration") is not None else None,
+                )
+                for c in r.commands
+            ],
+        )
 
     def cleanup(self) -> None:
         if self._agent is not None:

@@ -1,5 +1,7 @@
-//! `wasbox agent build agent.py -o agent.wasm`: a Python agent written against the term
-//! SDK made a component of world `wasbox:term/agent@2.0.0` with componentize-py.
+//! Python agents: a file written against the term SDK made a component with
+//! componentize-py (`wasbox agent build`): of world `wasbox:term/agent@2.0.0` when its agent
+//! implements `run(self, ctx)`, of `wasbox:term/agent-v1@1.0.0` when it implements only
+//! `solve(self, req)` (SDK 1.x).
 //!
 //! The SDK (`term_sdk`, ours: the reference API over the world's imports) and the WIT are
 //! embedded in the binary; an entry module finds the agent (the one given to `run(...)`,
@@ -8,9 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
+
+use super::AgentKind;
 
 const AGENT_WIT: &str = include_str!("../../../wit/term/agent.wit");
+const AGENT_V1_WIT: &str = include_str!("../../../wit/term-v1/agent-v1.wit");
 const TERM_SDK: &str = include_str!("../../../guest-components/agents/python/term_sdk/__init__.py");
 
 /// The module componentize-py starts from; `{module}` is the agent's module name.
@@ -49,11 +54,13 @@ class WitWorld(term_sdk._Host, wit_world.WitWorld):
 /// Pinned like the build of the built-in python3.
 const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 
-fn componentize_py() -> Result<PathBuf> {
+/// The componentize-py to use: `$WASBOX_COMPONENTIZE_PY`, else the one this crate's build
+/// installed, else `componentize-py` on `PATH`.
+pub fn componentize_py() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("WASBOX_COMPONENTIZE_PY") {
         return Ok(PathBuf::from(p));
     }
-    if let Some(p) = wasbox_runtime::COMPONENTIZE_PY.map(PathBuf::from)
+    if let Some(p) = crate::COMPONENTIZE_PY.map(PathBuf::from)
         && p.is_file()
     {
         return Ok(p);
@@ -71,8 +78,11 @@ fn componentize_py() -> Result<PathBuf> {
     )
 }
 
-pub fn build(agent: &str, output: Option<&Path>) -> Result<i32> {
-    let source = PathBuf::from(agent);
+/// Builds `source` (a `.py` file) into the component `output`. componentize-py's own
+/// output goes to this process's stdout and stderr.
+pub fn build_python_agent(source: &Path, output: &Path) -> Result<()> {
+    let agent = source.display().to_string();
+    let source = source.to_path_buf();
     if source.extension().and_then(|e| e.to_str()) != Some("py") || !source.is_file() {
         bail!("`{agent}` is not a Python file (agent build takes AGENT.py)");
     }
@@ -96,9 +106,6 @@ pub fn build(agent: &str, output: Option<&Path>) -> Result<i32> {
     ) {
         bail!("`{agent}`: `{module}` is a name the build uses; rename the file");
     }
-    let output = output
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| source.with_extension("wasm"));
     let dir = source
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -114,31 +121,70 @@ pub fn build(agent: &str, output: Option<&Path>) -> Result<i32> {
     let sdk = work.path().join("sdk");
     std::fs::create_dir_all(&wit)?;
     std::fs::create_dir_all(sdk.join("term_sdk"))?;
-    std::fs::write(wit.join("agent.wit"), AGENT_WIT)?;
     std::fs::write(sdk.join("term_sdk/__init__.py"), TERM_SDK)?;
     std::fs::write(
         sdk.join("wasbox_agent_entry.py"),
         ENTRY.replace("{module}", &module),
     )?;
 
+    let text = std::fs::read_to_string(&source).with_context(|| format!("reading {agent}"))?;
+    let (wit_text, world) = match python_sdk(&text) {
+        AgentKind::Sdk2 => (AGENT_WIT, "wasbox:term/agent@2.0.0"),
+        AgentKind::Sdk1 => (AGENT_V1_WIT, "wasbox:term/agent-v1@1.0.0"),
+    };
+    std::fs::write(wit.join("agent.wit"), wit_text)?;
     let tool = componentize_py()?;
-    eprintln!("wasbox: building {agent} with componentize-py (this takes a while)");
     let status = Command::new(&tool)
         // Building imports the agent's modules: leave no __pycache__ beside them.
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg("-d")
         .arg(&wit)
-        .args(["-w", "wasbox:term/agent@2.0.0", "componentize", "-p"])
+        .args(["-w", world, "componentize", "-p"])
         .arg(&sdk)
         .arg("-p")
         .arg(&dir)
         .args(["wasbox_agent_entry", "-o"])
-        .arg(&output)
+        .arg(output)
         .status()
         .with_context(|| format!("running {}", tool.display()))?;
     if !status.success() {
         bail!("componentize-py failed on {agent} (see its output above)");
     }
-    println!("wasbox: built {}", output.display());
-    Ok(0)
+    Ok(())
+}
+
+/// Which SDK a Python agent file is written for: 1.x when it defines `solve` and no `run`.
+fn python_sdk(source: &str) -> AgentKind {
+    let defines = |name: &str| {
+        source.lines().any(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("def ")
+                .map(|rest| rest.trim_start())
+                .and_then(|rest| rest.strip_prefix(name))
+                .is_some_and(|rest| rest.trim_start().starts_with('('))
+        })
+    };
+    if defines("solve") && !defines("run") {
+        AgentKind::Sdk1
+    } else {
+        AgentKind::Sdk2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sdk_is_read_from_the_methods() {
+        assert_eq!(
+            python_sdk("class A(Agent):\n    def run(self, ctx):\n        pass\n"),
+            AgentKind::Sdk2
+        );
+        assert_eq!(
+            python_sdk("class A(Agent):\n    def solve (self, req):\n        pass\n"),
+            AgentKind::Sdk1
+        );
+        assert_eq!(python_sdk("def solver(x): pass\n"), AgentKind::Sdk2);
+    }
 }
