@@ -4,6 +4,7 @@
 - `fail`: raises ValueError("bad thing").
 - `done twice`: calls done(), then runs a command.
 - `loop`: spins forever without calling the host.
+- `quiet`: runs one command and returns without calling done().
 - `net HOST PORT`: tries to open a socket to HOST:PORT, asks the LLM, writes `net.txt`.
 """
 
@@ -46,6 +47,8 @@ class Probe(Agent):
         elif mode == "done":
             ctx.done()
             ctx.shell("echo after done")
+        elif mode == "quiet":
+            ctx.shell("true")
         elif mode == "loop":
             n = 0
             while True:

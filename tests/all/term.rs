@@ -499,6 +499,20 @@ fn global_timeout_stops_an_agent_stuck_in_a_call() {
 }
 
 #[test]
+fn global_timeout_stops_a_running_command() {
+    let proxy = LlmProxy::start(vec![command("sleep 60")]);
+    let server = AgentServer::start("llm-agent", &proxy);
+    server.wait_healthy();
+    let started = Instant::now();
+    server.post("/start", r#"{"instruction": "sleep", "timeout_secs": 2}"#);
+    let end = server.wait_end(Duration::from_secs(30));
+    assert_eq!(end["status"], "failed");
+    assert_eq!(end["error"], "Global timeout (2s) exceeded");
+    assert_eq!(end["steps"], 1);
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
 fn global_timeout_stops_an_agent_that_loops_forever() {
     let proxy = LlmProxy::start(vec![complete()]);
     let server = AgentServer::start(probe_agent().to_str().unwrap(), &proxy);
@@ -555,6 +569,13 @@ fn python_agents_get_the_sdk_context() {
     let end = server.wait_end(Duration::from_secs(60));
     assert_eq!(end["status"], "failed");
     assert_eq!(end["error"], "ValueError: bad thing");
+    // Returning without done() completes the task: done is implied.
+    server.post("/start", r#"{"instruction": "quiet"}"#);
+    let end = server.wait_end(Duration::from_secs(60));
+    assert_eq!(
+        (&end["status"], &end["done"], &end["steps"]),
+        (&json!("completed"), &json!(true), &json!(1))
+    );
     // A command after done() fails it.
     server.post("/start", r#"{"instruction": "done twice"}"#);
     let end = server.wait_end(Duration::from_secs(60));
