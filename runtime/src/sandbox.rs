@@ -335,6 +335,13 @@ impl Sandbox {
         std::io::Write::write_all(&mut file, data).map_err(|e| FileError::from_io(path, &e))
     }
 
+    /// Whether a sandbox path (workspace or `/tmp`) is a directory.
+    pub fn is_dir(&self, path: &str) -> bool {
+        self.shared
+            .resolve(&self.shared.mount, path)
+            .is_some_and(|(dir, rel)| dir.metadata(&rel).is_ok_and(|m| m.is_dir()))
+    }
+
     fn file_path(&self, path: &str) -> Result<PathBuf, FileError> {
         match self.shared.workspace_relative(&self.shared.mount, path) {
             Some(rel) if rel != Path::new(".") => Ok(rel),

@@ -38,6 +38,8 @@ class Probe(Agent):
                 seen["missing"] = str(e)
             r = ctx.shell("echo out; echo err >&2; exit 3")
             seen["both"] = [r.output, r.exit_code, r.ok]
+            r = ctx.shell("pwd", cwd="/nowhere")
+            seen["bad_cwd"] = [r.stdout, r.stderr, r.exit_code]
             seen["step"] = ctx.step
             ctx.log("hello from python")
             ctx.write("results.json", json.dumps(seen))

@@ -556,7 +556,11 @@ fn python_agents_get_the_sdk_context() {
         "{seen}"
     );
     assert_eq!(seen["both"], json!(["out\n\nerr\n", 3, false]));
-    assert_eq!(seen["step"], 5);
+    assert_eq!(
+        seen["bad_cwd"],
+        json!(["", "sh: cd: /nowhere: No such file or directory\n", 1])
+    );
+    assert_eq!(seen["step"], 6);
     // History output: stdout, "\n", stderr.
     let h = &end["history"][4];
     assert_eq!(h["output"], "out\n\nerr\n");

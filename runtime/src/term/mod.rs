@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable, types::ComponentItem};
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
@@ -531,11 +531,18 @@ impl term2::wasbox::term::context::Host for TermHost {
         };
         let stop = StopSignal::new();
         let _guard = StopOnDrop(stop.clone());
+        let missing_cwd = !sandbox.is_dir(&cwd);
         let spec = JobSpec::shell(command.clone())
-            .cwd(cwd)
+            .cwd(cwd.clone())
             .timeout(Duration::from_secs_f64(timeout.min(1e9)))
             .stop_signal(stop);
-        let (stdout, stderr, exit_code, timed_out) = match sandbox.run(spec).await {
+        let ran = if missing_cwd {
+            // As `cd CWD && ...` would fail; the command does not run.
+            Err(anyhow!("sh: cd: {cwd}: No such file or directory"))
+        } else {
+            sandbox.run(spec).await
+        };
+        let (stdout, stderr, exit_code, timed_out) = match ran {
             Ok(out) if out.status == JobStatus::Timeout => (
                 String::new(),
                 format!("Command timed out after {}s", seconds(timeout)),
@@ -543,6 +550,7 @@ impl term2::wasbox::term::context::Host for TermHost {
                 true,
             ),
             Ok(out) => (out.stdout, out.stderr, out.exit_code, false),
+            Err(e) if missing_cwd => (String::new(), format!("{e}\n"), 1, false),
             Err(e) => (String::new(), format!("{e:#}"), -1, false),
         };
         self.emit(TaskEvent::Output {
