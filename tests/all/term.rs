@@ -413,6 +413,15 @@ fn start_errors_are_the_references() {
         "{}",
         r.text()
     );
+    // Too large a body: an error in the same shape.
+    let r = server.post("/start", &"x".repeat(11 << 20));
+    assert_eq!(r.status, 413);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid body: ")
+    );
     // Unknown paths and methods: 404 like the reference.
     for (method, path) in [("GET", "/nope"), ("GET", "/start"), ("POST", "/status")] {
         let r = request(server.addr, method, path, &[], b"");

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,6 +19,9 @@ use tokio::sync::mpsc;
 use wasbox_runtime::term::{
     AgentRunner, DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_SECS, TaskMonitor, TaskSnapshot, TaskSpec,
 };
+
+/// Largest `/start` body (an instruction is text; 10 MiB is generous).
+const MAX_START_BYTES: usize = 10 << 20;
 
 /// What the handlers share.
 pub struct AgentServer {
@@ -64,6 +68,7 @@ pub fn router(server: Arc<AgentServer>) -> Router {
         .route("/start", post(start).fallback(not_found))
         .route("/status", get(status).fallback(not_found))
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_START_BYTES))
         .with_state(server)
 }
 
@@ -117,7 +122,14 @@ pub fn parse_start(body: &[u8]) -> Result<TaskSpec, String> {
     })
 }
 
-async fn start(State(server): State<Arc<AgentServer>>, body: Bytes) -> Response {
+async fn start(
+    State(server): State<Arc<AgentServer>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return error(e.status(), format!("invalid body: {}", e.body_text())),
+    };
     let task = match parse_start(&body) {
         Ok(t) => t,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
