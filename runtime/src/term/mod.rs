@@ -473,8 +473,6 @@ fn seconds(t: f64) -> String {
     }
 }
 
-impl term2::wasbox::term::types::Host for TermHost {}
-
 impl term2::wasbox::term::context::Host for TermHost {
     async fn instruction(&mut self) -> wasmtime::Result<String> {
         Ok(self.monitor.state().instruction.clone())
@@ -485,7 +483,11 @@ impl term2::wasbox::term::context::Host for TermHost {
     }
 
     async fn elapsed_secs(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.monitor.snapshot().elapsed_secs)
+        Ok(self
+            .monitor
+            .state()
+            .started
+            .map_or(0, |t| t.elapsed().as_secs()))
     }
 
     async fn shell(
@@ -616,63 +618,41 @@ impl term2::wasbox::term::context::Host for TermHost {
     }
 }
 
-impl term2::wasbox::term::llm::Host for TermHost {
-    async fn chat(
-        &mut self,
-        messages: Vec<term2::wasbox::term::types::Message>,
-        options: term2::wasbox::term::types::ChatOptions,
-    ) -> wasmtime::Result<Result<term2::wasbox::term::types::Completion, String>> {
-        let request = ChatRequest {
-            messages: messages.into_iter().map(|m| (m.role, m.content)).collect(),
-            model: options.model,
-            max_tokens: options.max_tokens,
-            temperature: options.temperature,
-        };
-        Ok(TermHost::chat(self, request).await?.map(|c| {
-            use term2::wasbox::term::types::{Completion, Usage};
-            Completion {
-                content: c.content,
-                model: c.model,
-                usage: Usage {
-                    prompt_tokens: c.prompt_tokens,
-                    completion_tokens: c.completion_tokens,
-                    total_tokens: c.total_tokens,
-                },
-                cost_usd: c.cost_usd,
+/// The `llm` import of both worlds: the same call, each package with its own types.
+macro_rules! llm_host {
+    ($world:ident) => {
+        impl $world::wasbox::term::llm::Host for TermHost {
+            async fn chat(
+                &mut self,
+                messages: Vec<$world::wasbox::term::types::Message>,
+                options: $world::wasbox::term::types::ChatOptions,
+            ) -> wasmtime::Result<Result<$world::wasbox::term::types::Completion, String>> {
+                use $world::wasbox::term::types::{Completion, Usage};
+                let request = ChatRequest {
+                    messages: messages.into_iter().map(|m| (m.role, m.content)).collect(),
+                    model: options.model,
+                    max_tokens: options.max_tokens,
+                    temperature: options.temperature,
+                };
+                Ok(TermHost::chat(self, request).await?.map(|c| Completion {
+                    content: c.content,
+                    model: c.model,
+                    usage: Usage {
+                        prompt_tokens: c.prompt_tokens,
+                        completion_tokens: c.completion_tokens,
+                        total_tokens: c.total_tokens,
+                    },
+                    cost_usd: c.cost_usd,
+                }))
             }
-        }))
-    }
+        }
+
+        impl $world::wasbox::term::types::Host for TermHost {}
+    };
 }
 
-impl term1::wasbox::term::types::Host for TermHost {}
-
-impl term1::wasbox::term::llm::Host for TermHost {
-    async fn chat(
-        &mut self,
-        messages: Vec<term1::wasbox::term::types::Message>,
-        options: term1::wasbox::term::types::ChatOptions,
-    ) -> wasmtime::Result<Result<term1::wasbox::term::types::Completion, String>> {
-        let request = ChatRequest {
-            messages: messages.into_iter().map(|m| (m.role, m.content)).collect(),
-            model: options.model,
-            max_tokens: options.max_tokens,
-            temperature: options.temperature,
-        };
-        Ok(TermHost::chat(self, request).await?.map(|c| {
-            use term1::wasbox::term::types::{Completion, Usage};
-            Completion {
-                content: c.content,
-                model: c.model,
-                usage: Usage {
-                    prompt_tokens: c.prompt_tokens,
-                    completion_tokens: c.completion_tokens,
-                    total_tokens: c.total_tokens,
-                },
-                cost_usd: c.cost_usd,
-            }
-        }))
-    }
-}
+llm_host!(term2);
+llm_host!(term1);
 
 // ---------------------------------------------------------------------------------------
 // Running an agent

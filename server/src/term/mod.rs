@@ -591,16 +591,11 @@ async fn harness(
 ) -> (bool, u32, Option<String>) {
     let deadline = Instant::now() + task.timeout;
     let timeout_error = || format!("Global timeout ({}s) exceeded", task.timeout.as_secs());
-    if tokio::time::timeout_at(deadline.into(), runner.setup())
+    let setup = tokio::time::timeout_at(deadline.into(), runner.setup())
         .await
-        .map_err(|_| timeout_error())
-        .and_then(|r| r)
-        .is_err_and(|e| {
-            transcript(&TaskEvent::Log(format!("setup failed: {e}")));
-            true
-        })
-    {
-        return (false, 0, Some("the agent's setup failed".into()));
+        .unwrap_or_else(|_| Err(timeout_error()));
+    if let Err(e) = setup {
+        return (false, 0, Some(format!("the agent's setup failed: {e}")));
     }
     let mut cwd = TASK_MOUNT.to_string();
     let mut request = SolveRequest {
