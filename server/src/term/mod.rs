@@ -145,7 +145,15 @@ pub fn main(args: &[String]) -> Result<i32> {
             source.display()
         );
         wasbox_runtime::term::build_python_agent(&source, &output)?;
-        println!("wasbox: built {}", output.display());
+        // Load what was built: it must link as an agent, and its compiled code lands in the
+        // cache, so the first `serve` answers /health in milliseconds.
+        let rt = tokio::runtime::Runtime::new()?;
+        let agent = rt.block_on(load(&runtime()?, &output.to_string_lossy()))?;
+        println!(
+            "wasbox: built {}, an {} agent",
+            output.display(),
+            agent.kind().as_str()
+        );
         return Ok(0);
     }
     let rt = tokio::runtime::Runtime::new()?;
@@ -269,6 +277,17 @@ fn runtime() -> Result<Runtime> {
     Runtime::builder().build()
 }
 
+/// Compiles (or loads from the cache) the image's programs while the agent starts, so that
+/// its first commands do not wait for the compiler.
+fn preload_in_background(runtime: &Runtime) {
+    let runtime = runtime.clone();
+    tokio::spawn(async move {
+        if let Err(e) = runtime.preload().await {
+            tracing::warn!(error = %format!("{e:#}"), "could not load the image's programs");
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // serve
 // ---------------------------------------------------------------------------------------
@@ -323,6 +342,7 @@ async fn serve(args: AgentArgs) -> Result<i32> {
         bail!("the agent could not start: {e}");
     }
     server.set_ready();
+    preload_in_background(&runtime);
     tracing::info!(agent = %args.agent, workdir = %sandbox.workspace().display(), "term agent ready");
     eprintln!(
         "wasbox: term agent {} ready, task directory {}",
@@ -455,6 +475,7 @@ async fn stdio(args: AgentArgs) -> Result<i32> {
         env_for(sandbox, stderr_sink(), None),
         TaskMonitor::new(),
     );
+    preload_in_background(&runtime);
     if let Err(e) = runner.setup().await {
         eprintln!("[wasbox] agent setup failed: {e}");
         say(GIVE_UP)?;
@@ -549,6 +570,12 @@ async fn run(args: AgentArgs) -> Result<i32> {
         sandbox.workspace().display(),
         task.instruction
     );
+    // The programs the agent's commands will run: compiled (first time on this machine)
+    // or loaded from the cache before the task's clock starts.
+    runtime
+        .preload()
+        .await
+        .context("loading the programs of the image")?;
     let started = Instant::now();
     let (ok, steps, error) = match agent.kind() {
         AgentKind::Sdk2 => {
