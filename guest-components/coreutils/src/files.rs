@@ -1073,7 +1073,7 @@ fn signal_number(s: &str) -> Option<u8> {
 
 /// `timeout [-s SIGNAL] [-k DURATION] [--preserve-status] [-v] DURATION COMMAND [ARG]...`.
 pub fn timeout(args: std::vec::IntoIter<OsString>) -> i32 {
-    use guest_support::process::{self, Command, Error, Stdio};
+    use guest_support::process::{self, Error, Stdio};
     let args = strings(args);
     let mut i = 0;
     let mut signal = 15u8;
@@ -1141,18 +1141,13 @@ pub fn timeout(args: std::vec::IntoIter<OsString>) -> i32 {
         eprintln!("timeout: missing operand\nTry 'timeout --help' for more information.");
         return 125;
     }
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    let _ = std::io::stdout().flush();
-    let pid = match process::spawn(&Command {
-        argv: argv.to_vec(),
-        env: std::env::vars().collect(),
-        cwd,
-        stdin: Stdio::Inherit,
-        stdout: Stdio::Inherit,
-        stderr: Stdio::Inherit,
-    }) {
+    let pid = match guest_support::spawn(
+        argv.to_vec(),
+        std::env::vars().collect(),
+        Stdio::Inherit,
+        Stdio::Inherit,
+        Stdio::Inherit,
+    ) {
         Ok(pid) => pid,
         Err(Error::NotFound(_)) => {
             eprintln!(

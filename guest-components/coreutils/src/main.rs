@@ -209,19 +209,8 @@ pub fn run_command(
     stdin: guest_support::process::Stdio,
     who: &str,
 ) -> i32 {
-    use guest_support::process::{self, Command, Error, Stdio};
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    let _ = std::io::stdout().flush();
-    match process::spawn(&Command {
-        argv: argv.to_vec(),
-        env: vars,
-        cwd,
-        stdin,
-        stdout: Stdio::Inherit,
-        stderr: Stdio::Inherit,
-    }) {
+    use guest_support::process::{self, Error, Stdio};
+    match guest_support::spawn(argv.to_vec(), vars, stdin, Stdio::Inherit, Stdio::Inherit) {
         Ok(pid) => process::wait(pid),
         Err(Error::NotFound(_)) => {
             eprintln!("{who}: '{}': No such file or directory", argv[0]);

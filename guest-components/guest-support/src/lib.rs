@@ -36,15 +36,68 @@ pub fn exit(code: i32) -> ! {
     std::process::exit(1)
 }
 
+/// The working directory, an absolute sandbox path (`/` if it cannot be read).
+pub fn cwd() -> String {
+    std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into())
+}
+
 /// `path` made absolute against the working directory (the host resolves absolute paths).
 pub fn absolute(path: &str) -> String {
     if path.starts_with('/') {
         return path.to_string();
     }
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    format!("{}/{path}", cwd.trim_end_matches('/'))
+    format!("{}/{path}", cwd().trim_end_matches('/'))
+}
+
+/// Starts a program of the sandbox in this process's working directory with `env` as its
+/// whole environment. Stdout is flushed first, so that output keeps its order.
+pub fn spawn(
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    stdin: process::Stdio,
+    stdout: process::Stdio,
+    stderr: process::Stdio,
+) -> Result<u32, process::Error> {
+    let _ = std::io::stdout().flush();
+    process::spawn(&process::Command {
+        argv,
+        env,
+        cwd: cwd(),
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// Starts `sh -c CMD` with this process's environment (see [`spawn`]).
+pub fn spawn_sh(
+    cmd: &str,
+    stdin: process::Stdio,
+    stdout: process::Stdio,
+    stderr: process::Stdio,
+) -> Result<u32, process::Error> {
+    spawn(
+        vec!["sh".into(), "-c".into(), cmd.into()],
+        std::env::vars().collect(),
+        stdin,
+        stdout,
+        stderr,
+    )
+}
+
+/// Reads a pipe's read end to its end, then closes it.
+pub fn read_to_end(handle: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Ok(chunk) = process::read(handle, 65536) {
+        if chunk.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&chunk);
+    }
+    process::close(handle);
+    out
 }
 
 /// The permission bits of a file (WASI has none; the host keeps them), `None` if absent.

@@ -183,10 +183,7 @@ fn rename(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue>
 }
 
 fn cwd(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    let d = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    Ok(text(&d))
+    Ok(text(&guest_support::cwd()))
 }
 
 fn chdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
@@ -221,24 +218,18 @@ fn now(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
 
 /// Runs `sh -c CMD` with `input` on stdin; returns `status\0stdout\0stderr`.
 fn run(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    use guest_support::process::{self, Command, Error, Stdio};
+    use guest_support::process::{self, Error, Stdio};
     let cmd = arg_string(args, 0, ctx)?;
     let input = arg_string(args, 1, ctx)?;
-    let cwd = std::env::current_dir()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "/".into());
-    let _ = std::io::stdout().flush();
     let (in_r, in_w) = process::pipe();
     let (out_r, out_w) = process::pipe();
     let (err_r, err_w) = process::pipe();
-    let spawned = process::spawn(&Command {
-        argv: vec!["sh".into(), "-c".into(), cmd],
-        env: std::env::vars().collect(),
-        cwd,
-        stdin: Stdio::Handle(in_r),
-        stdout: Stdio::Handle(out_w),
-        stderr: Stdio::Handle(err_w),
-    });
+    let spawned = guest_support::spawn_sh(
+        &cmd,
+        Stdio::Handle(in_r),
+        Stdio::Handle(out_w),
+        Stdio::Handle(err_w),
+    );
     for h in [in_r, out_w, err_w] {
         process::close(h);
     }
@@ -254,17 +245,7 @@ fn run(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     };
     let _ = process::write(in_w, input.as_bytes());
     process::close(in_w);
-    let drain = |h: u32| {
-        let mut v = Vec::new();
-        while let Ok(chunk) = process::read(h, 65536) {
-            if chunk.is_empty() {
-                break;
-            }
-            v.extend_from_slice(&chunk);
-        }
-        process::close(h);
-        String::from_utf8_lossy(&v).into_owned()
-    };
+    let drain = |h: u32| String::from_utf8_lossy(&guest_support::read_to_end(h)).into_owned();
     let out = drain(out_r);
     let err = drain(err_r);
     let status = process::wait(pid);

@@ -7,6 +7,9 @@
 //!
 //! The policy (prompt and reply format) is in `agent-policy`, shared with `llm-agent`.
 
+// The generated bindings pass the response record's fields one by one.
+#![allow(clippy::too_many_arguments)]
+
 use std::cell::RefCell;
 
 use agent_policy::{MAX_BAD_REPLIES, Turn, messages, parse_reply};
@@ -43,11 +46,11 @@ impl Guest for LlmAgentV1 {
                 });
             }
         });
-        let chat: Vec<Message> =
-            HISTORY.with_borrow(|h| messages(&request.instruction, h))
-                .into_iter()
-                .map(|(role, content)| Message { role, content })
-                .collect();
+        let chat: Vec<Message> = HISTORY
+            .with_borrow(|h| messages(&request.instruction, h))
+            .into_iter()
+            .map(|(role, content)| Message { role, content })
+            .collect();
         let options = ChatOptions {
             model: None,
             max_tokens: None,
@@ -72,7 +75,9 @@ impl Guest for LlmAgentV1 {
             }
             eprintln!("[llm-agent-v1] unusable reply: {last_error}");
         }
-        Err(format!("{MAX_BAD_REPLIES} unusable replies in a row (last: {last_error})"))
+        Err(format!(
+            "{MAX_BAD_REPLIES} unusable replies in a row (last: {last_error})"
+        ))
     }
 
     fn cleanup() {}

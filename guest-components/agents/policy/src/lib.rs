@@ -84,7 +84,11 @@ pub fn parse_reply(reply: &str) -> Result<Decision, String> {
     let task_complete = match value.get("task_complete") {
         None | Some(serde_json::Value::Null) => false,
         Some(serde_json::Value::Bool(b)) => *b,
-        Some(other) => return Err(format!("`task_complete` must be true or false, not {other}")),
+        Some(other) => {
+            return Err(format!(
+                "`task_complete` must be true or false, not {other}"
+            ));
+        }
     };
     Ok(Decision {
         command,
@@ -129,12 +133,20 @@ mod tests {
 
     #[test]
     fn replies_wrapped_in_prose_are_read() {
-        let d = parse_reply("Sure! ```json\n{\"command\": \"echo '}'\", \"task_complete\": false}\n``` {x}")
-            .unwrap();
+        let d = parse_reply(
+            "Sure! ```json\n{\"command\": \"echo '}'\", \"task_complete\": false}\n``` {x}",
+        )
+        .unwrap();
         assert_eq!(d.command.as_deref(), Some("echo '}'"));
         assert!(!d.task_complete);
         let d = parse_reply("{\"command\": null, \"task_complete\": true}").unwrap();
-        assert_eq!(d, Decision { command: None, task_complete: true });
+        assert_eq!(
+            d,
+            Decision {
+                command: None,
+                task_complete: true
+            }
+        );
         assert!(parse_reply("no json here").is_err());
         assert!(parse_reply("{\"command\": 3}").is_err());
     }

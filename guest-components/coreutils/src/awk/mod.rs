@@ -1539,42 +1539,16 @@ fn assignment(arg: &str) -> Option<(String, String)> {
     valid.then(|| (name.to_string(), value.to_string()))
 }
 
-/// Starts `sh -c CMD` in the working directory with this environment.
-fn spawn_sh(
-    cmd: &str,
-    stdin: guest_support::process::Stdio,
-    stdout: guest_support::process::Stdio,
-) -> Result<u32, guest_support::process::Error> {
-    use guest_support::process::{self, Command, Stdio};
-    process::spawn(&Command {
-        argv: vec!["sh".into(), "-c".into(), cmd.into()],
-        env: std::env::vars().collect(),
-        cwd: std::env::current_dir()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "/".into()),
-        stdin,
-        stdout,
-        stderr: Stdio::Inherit,
-    })
-}
-
 /// Runs `sh -c CMD` and returns everything it wrote to stdout.
 fn command_output(cmd: &str) -> Vec<u8> {
     use guest_support::process::{self, Stdio};
     let (r, w) = process::pipe();
-    let spawned = spawn_sh(cmd, Stdio::Inherit, Stdio::Handle(w));
+    let spawned = guest_support::spawn_sh(cmd, Stdio::Inherit, Stdio::Handle(w), Stdio::Inherit);
     process::close(w);
-    let mut out = Vec::new();
+    let out = guest_support::read_to_end(r);
     if let Ok(pid) = spawned {
-        while let Ok(chunk) = process::read(r, 65536) {
-            if chunk.is_empty() {
-                break;
-            }
-            out.extend_from_slice(&chunk);
-        }
         process::wait(pid);
     }
-    process::close(r);
     out
 }
 
@@ -1582,7 +1556,7 @@ fn command_output(cmd: &str) -> Vec<u8> {
 fn spawn_writer(cmd: &str) -> Option<(u32, u32)> {
     use guest_support::process::{self, Stdio};
     let (r, w) = process::pipe();
-    let spawned = spawn_sh(cmd, Stdio::Handle(r), Stdio::Inherit);
+    let spawned = guest_support::spawn_sh(cmd, Stdio::Handle(r), Stdio::Inherit, Stdio::Inherit);
     process::close(r);
     match spawned {
         Ok(pid) => Some((w, pid)),
