@@ -105,6 +105,16 @@ fn parse_serve(args: &[String]) -> Result<crate::config::ServeConfig> {
     crate::config::load(flags, |k| std::env::var(k).ok())
 }
 
+/// A positive number of seconds given to `flag` (fractions allowed).
+pub fn parse_seconds(flag: &str, v: &str) -> Result<Duration> {
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| *s > 0.0 && s.is_finite())
+        .with_context(|| format!("{flag}: `{v}` is not a positive number of seconds"))?;
+    Ok(Duration::from_secs_f64(secs))
+}
+
 struct RunArgs {
     workspace: Option<PathBuf>,
     timeout: Option<Duration>,
@@ -139,15 +149,7 @@ fn parse_run(args: &[String]) -> Result<RunArgs> {
                 i += 1;
             }
             "--timeout" => {
-                let v = value(i, a)?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                    .with_context(|| {
-                        format!("--timeout: `{v}` is not a positive number of seconds")
-                    })?;
-                out.timeout = Some(Duration::from_secs_f64(secs));
+                out.timeout = Some(parse_seconds(a, &value(i, a)?)?);
                 i += 1;
             }
             "--env" => {

@@ -70,7 +70,8 @@ async fn run(config: ServeConfig) -> Result<i32> {
     Ok(0)
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT.
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");

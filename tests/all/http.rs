@@ -108,6 +108,17 @@ pub fn read_reply(r: &mut impl BufRead) -> Reply {
     }
 }
 
+/// The address a server prints first (`... http://IP:PORT`).
+pub fn read_address(out: &mut impl BufRead) -> SocketAddr {
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.trim()
+        .rsplit("http://")
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
 pub const TOKEN: &str = "test-token-0123456789";
 
 /// A running `wasbox serve`, stopped when dropped.
@@ -149,14 +160,7 @@ impl Server {
         }
         let mut child = cmd.spawn().expect("start wasbox serve");
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let addr: SocketAddr = line
-            .trim()
-            .rsplit("http://")
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let addr = read_address(&mut out);
         std::thread::spawn(move || {
             let mut rest = String::new();
             let _ = out.read_to_string(&mut rest);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::{run_bounded, text, wasbox};
-use crate::http::{Reply, request};
+use crate::http::{Reply, read_address, request};
 
 // ---------------------------------------------------------------------------------------
 // A scripted LLM proxy
@@ -213,14 +213,7 @@ impl AgentServer {
         .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start wasbox agent serve");
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let addr: SocketAddr = line
-            .trim()
-            .rsplit("http://")
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let addr = read_address(&mut out);
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
         let sink = stderr.clone();

@@ -100,17 +100,7 @@ fn parse(args: &[String]) -> Result<AgentArgs> {
                         .with_context(|| format!("--max-steps: `{v}` is not a positive number"))?,
                 );
             }
-            "--timeout" => {
-                let v = value()?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                    .with_context(|| {
-                        format!("--timeout: `{v}` is not a positive number of seconds")
-                    })?;
-                out.timeout = Some(Duration::from_secs_f64(secs));
-            }
+            "--timeout" => out.timeout = Some(crate::cli::parse_seconds(a, &value()?)?),
             _ if a.starts_with('-') => bail!("unknown option `{a}`"),
             _ if out.agent.is_empty() => out.agent = a.to_string(),
             _ => bail!("unexpected argument `{a}`"),
@@ -324,7 +314,7 @@ async fn serve(args: AgentArgs) -> Result<i32> {
     let app = http::router(server.clone());
     let http = tokio::spawn(async move {
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(crate::serve::shutdown_signal())
             .await
     });
 
@@ -364,16 +354,6 @@ async fn serve(args: AgentArgs) -> Result<i32> {
         }
     }
     Ok(0)
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }
 
 // ---------------------------------------------------------------------------------------
