@@ -17,8 +17,9 @@ use crate::sandbox::{Sandbox, SandboxConfig};
 
 pub(crate) struct RuntimeInner {
     pub(crate) linker: Linker<ProcessState>,
-    /// What term agents may import (WASI and the term worlds).
-    pub(crate) agent_linker: Linker<crate::term::AgentState>,
+    /// What term agents may import (WASI and the term worlds), made when the first agent is
+    /// loaded: runtimes that host no agent never build it.
+    agent_linker: std::sync::OnceLock<Linker<crate::term::AgentState>>,
     pub(crate) cache: CompileCache,
     pub(crate) limits: Limits,
     images: HashMap<String, Arc<Image>>,
@@ -88,8 +89,6 @@ impl RuntimeBuilder {
         let engine = new_engine(self.limits.memory_bytes)?;
         let mut linker = Linker::new(&engine);
         add_to_linker(&mut linker)?;
-        let mut agent_linker = Linker::new(&engine);
-        crate::term::add_to_linker(&mut agent_linker)?;
         let mut images: HashMap<String, Arc<Image>> = HashMap::new();
         images.insert(BASE_IMAGE.to_string(), Arc::new(base_image()));
         for image in self.images {
@@ -109,7 +108,7 @@ impl RuntimeBuilder {
             inner: Arc::new(RuntimeInner {
                 _ticker: EpochTicker::start(&engine)?,
                 linker,
-                agent_linker,
+                agent_linker: std::sync::OnceLock::new(),
                 cache: CompileCache::new(cache_dir),
                 limits: self.limits,
                 images,
@@ -153,6 +152,18 @@ impl Runtime {
             .get(name)
             .cloned()
             .ok_or_else(|| anyhow!("unknown image `{name}`"))
+    }
+
+    /// The linker of term agents (see [`RuntimeInner::agent_linker`]).
+    pub(crate) fn agent_linker(&self) -> Result<&Linker<crate::term::AgentState>> {
+        let cell = &self.inner.agent_linker;
+        if let Some(linker) = cell.get() {
+            return Ok(linker);
+        }
+        let mut linker = Linker::new(self.inner.linker.engine());
+        crate::term::add_to_linker(&mut linker)?;
+        // Two first loads may race: either linker is as good as the other.
+        Ok(cell.get_or_init(|| linker))
     }
 
     /// Names of the images this runtime can run.

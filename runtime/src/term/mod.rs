@@ -106,7 +106,8 @@ impl Runtime {
     /// which SDK it was written for. A component that exports neither world is refused.
     pub async fn term_agent(&self, name: &str, wasm: impl Into<Arc<[u8]>>) -> Result<TermAgent> {
         let inner = &self.inner;
-        let engine = inner.agent_linker.engine();
+        let linker = self.agent_linker()?;
+        let engine = linker.engine();
         let component = inner
             .cache
             .load(engine, &cache_name(name), wasm.into())
@@ -120,8 +121,7 @@ impl Runtime {
                  `wasbox:term/agent-v1@1.0.0` (setup, solve, cleanup)"
             )
         })?;
-        let pre = inner
-            .agent_linker
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("`{name}` imports something wasbox does not provide"))?;
@@ -401,7 +401,6 @@ impl WasiView for AgentState {
 
 pub(crate) struct TermHost {
     env: AgentEnv,
-    llm: Arc<LlmProxy>,
     monitor: Arc<TaskMonitor>,
     /// When the running task must end.
     deadline: Option<Instant>,
@@ -426,7 +425,7 @@ impl TermHost {
         &mut self,
         request: ChatRequest,
     ) -> wasmtime::Result<Result<ChatCompletion, String>> {
-        let result = self.llm.chat(&request).await;
+        let result = self.env.llm.chat(&request).await;
         match result {
             Ok(c) => {
                 self.emit(TaskEvent::Llm {
@@ -720,7 +719,6 @@ struct Live {
 pub struct AgentRunner {
     agent: TermAgent,
     env: AgentEnv,
-    llm: Arc<LlmProxy>,
     monitor: Arc<TaskMonitor>,
     live: Option<Live>,
     /// How long one `solve` may take (SDK 1.x harnesses end an agent after 300 s).
@@ -730,7 +728,6 @@ pub struct AgentRunner {
 impl AgentRunner {
     pub fn new(agent: TermAgent, env: AgentEnv, monitor: Arc<TaskMonitor>) -> Self {
         AgentRunner {
-            llm: Arc::new(env.llm.clone()),
             agent,
             env,
             monitor,
@@ -795,13 +792,12 @@ impl AgentRunner {
             limits,
             host: TermHost {
                 env: self.env.clone(),
-                llm: self.llm.clone(),
                 monitor: self.monitor.clone(),
                 deadline: None,
                 fatal: None,
             },
         };
-        let mut store = Store::new(self.agent.runtime.inner.agent_linker.engine(), state);
+        let mut store = Store::new(self.agent.runtime.inner.linker.engine(), state);
         store.limiter(|s| &mut s.limits);
         // Yield at every epoch tick, so that a timeout can end even a guest that never
         // calls the host.

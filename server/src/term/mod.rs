@@ -686,10 +686,7 @@ async fn harness(
 async fn run_tracked(sandbox: &Sandbox, cwd: &mut String, command: &str) -> (String, i32) {
     if let Some(target) = lone_cd(command) {
         let dest = resolve(cwd, &target);
-        let probe = JobSpec::new(["test", "-d", dest.as_str()]).timeout(HARNESS_COMMAND_TIMEOUT);
-        if let Ok(out) = sandbox.run(probe).await
-            && out.exit_code == 0
-        {
+        if sandbox.is_dir(&dest) {
             *cwd = dest;
             return (String::new(), 0);
         }
