@@ -60,7 +60,7 @@ fn main() {
     // The example term agents are components of their own worlds, not programs of the image.
     for g in GUESTS
         .iter()
-        .chain(&["python", "llm_agent", "llm_agent_v1"])
+        .chain(&["python", "llm_agent", "llm_agent_term1"])
     {
         let from = built.join(format!("{g}.wasm"));
         let to = out_dir.join(format!("{g}.wasm"));
@@ -140,8 +140,6 @@ fn copy_if_changed(from: &Path, to: &Path) {
     }
 }
 
-const COMPONENTIZE_PY: &str = "0.25.1";
-
 fn run(cmd: &mut Command, what: &str) {
     let status = cmd
         .status()
@@ -176,9 +174,15 @@ fn wasi_wit(root: &Path) -> PathBuf {
 
 fn build_python(root: &Path, target_dir: &Path) {
     let src = root.join("guest-components/python");
+    // The one place the componentize-py version is written (`wasbox term build` reads it too).
+    let version_file = src.join("componentize-py.version");
+    println!("cargo:rerun-if-changed={}", version_file.display());
+    let componentize_py = std::fs::read_to_string(&version_file)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", version_file.display()));
+    let componentize_py = componentize_py.trim();
     let out = target_dir.join("wasm32-wasip2/release/python.wasm");
     let stamp_file = target_dir.join("python.stamp");
-    let mut stamp = format!("componentize-py {COMPONENTIZE_PY}\n");
+    let mut stamp = format!("componentize-py {componentize_py}\n");
     for f in [
         src.join("main.py"),
         src.join("wit/world.wit"),
@@ -202,11 +206,11 @@ fn build_python(root: &Path, target_dir: &Path) {
     let have = Command::new(&tool)
         .arg("--version")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains(COMPONENTIZE_PY))
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(componentize_py))
         .unwrap_or(false);
     if !have {
         println!(
-            "cargo:warning=installing componentize-py {COMPONENTIZE_PY} from PyPI into {}",
+            "cargo:warning=installing componentize-py {componentize_py} from PyPI into {}",
             venv.display()
         );
         let python = std::env::var("WASBOX_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -217,7 +221,7 @@ fn build_python(root: &Path, target_dir: &Path) {
         run(
             Command::new(venv.join("bin/pip"))
                 .args(["install", "--quiet", "--disable-pip-version-check"])
-                .arg(format!("componentize-py=={COMPONENTIZE_PY}")),
+                .arg(format!("componentize-py=={componentize_py}")),
             "installing componentize-py from PyPI",
         );
     }
@@ -241,6 +245,8 @@ fn build_python(root: &Path, target_dir: &Path) {
     std::fs::create_dir_all(out.parent().unwrap()).expect("creating the guest output directory");
     run(
         Command::new(&tool)
+            // Building imports main.py: leave no __pycache__ in the source tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .arg("-d")
             .arg(&wit)
             .args(["-w", "wasbox:python/python", "componentize", "-p"])

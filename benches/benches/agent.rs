@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, criterion_group};
-use wasbox_runtime::stdio::OutputSink;
+use wasbox_runtime::io::OutputSink;
 use wasbox_runtime::term::{
     AgentEnv, AgentRunner, LlmProxy, TaskMonitor, TaskSpec, TaskStatus, builtin_agent,
 };
@@ -138,7 +138,7 @@ fn agent(c: &mut Criterion) {
         .unwrap();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let py_wasm = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-llm_agent.wasm");
-    wasbox_runtime::term::build_python_agent(
+    wasbox::term::build::python_agent(
         &root.join("guest-components/agents/python/llm_agent.py"),
         &py_wasm,
     )

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use wasmtime::Result;
 use wasmtime::component::Component;
@@ -115,12 +116,7 @@ impl CompileCache {
 
     /// Loads the component for `wasm`, compiling it (and storing the result) when no valid
     /// compiled copy exists. Compilation runs on a blocking thread.
-    pub(crate) async fn load(
-        &self,
-        engine: &Engine,
-        name: &str,
-        wasm: Arc<[u8]>,
-    ) -> Result<Component> {
+    pub(crate) async fn load(&self, engine: &Engine, name: &str, wasm: Bytes) -> Result<Component> {
         let engine = engine.clone();
         let dir = self.dir.clone();
         let name = name.to_string();

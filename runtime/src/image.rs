@@ -1,19 +1,17 @@
 //! Images: named sets of programs (`wasi:cli/command` components), and how `argv[0]` picks
 //! one of them.
 //!
-//! An image never runs anything itself; it compiles (or loads from the cache) and
-//! pre-instantiates its programs on first use.
+//! An image never runs anything itself; it compiles (or loads from the cache) each program's
+//! component on first use. Linking and instantiating are the host layer's business.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::sync::OnceCell;
-use wasmtime::Result;
-use wasmtime::component::Linker;
-use wasmtime_wasi::p2::bindings::CommandPre;
+use wasmtime::component::Component;
+use wasmtime::{Engine, Result};
 
 use crate::engine::CompileCache;
-use crate::process::ProcessState;
 
 /// One program of an image: a component and the names it answers to.
 #[derive(Clone)]
@@ -21,14 +19,14 @@ pub struct ProgramSource {
     /// The program's own name (also the name of its cache file).
     pub name: String,
     /// The component's bytes.
-    pub wasm: Arc<[u8]>,
+    pub wasm: Bytes,
     /// Every name `argv[0]` may use for it (e.g. `sh` and `bash`; each applet of a
     /// multi-call program).
     pub names: Vec<String>,
 }
 
 impl ProgramSource {
-    pub fn new(name: &str, wasm: impl Into<Arc<[u8]>>, names: &[&str]) -> Self {
+    pub fn new(name: &str, wasm: impl Into<Bytes>, names: &[&str]) -> Self {
         ProgramSource {
             name: name.to_string(),
             wasm: wasm.into(),
@@ -39,24 +37,18 @@ impl ProgramSource {
 
 pub(crate) struct Program {
     pub(crate) source: ProgramSource,
-    pre: OnceCell<CommandPre<ProcessState>>,
+    component: OnceCell<Component>,
 }
 
 impl Program {
-    /// The pre-instantiated program, compiled or loaded from the cache on first use.
-    pub(crate) async fn pre(
+    /// The compiled component, compiled or loaded from the cache on first use.
+    pub(crate) async fn component(
         &self,
-        linker: &Linker<ProcessState>,
+        engine: &Engine,
         cache: &CompileCache,
-    ) -> Result<&CommandPre<ProcessState>> {
-        self.pre
-            .get_or_try_init(|| async {
-                let component = cache
-                    .load(linker.engine(), &self.source.name, self.source.wasm.clone())
-                    .await?;
-                let pre = linker.instantiate_pre(&component)?;
-                CommandPre::new(pre)
-            })
+    ) -> Result<&Component> {
+        self.component
+            .get_or_try_init(|| cache.load(engine, &self.source.name, self.source.wasm.clone()))
             .await
     }
 }
@@ -64,7 +56,7 @@ impl Program {
 /// A named set of programs.
 pub struct Image {
     name: String,
-    programs: Vec<Arc<Program>>,
+    programs: Vec<Program>,
     by_name: HashMap<String, usize>,
 }
 
@@ -89,11 +81,9 @@ impl Image {
             name: name.to_string(),
             programs: programs
                 .into_iter()
-                .map(|source| {
-                    Arc::new(Program {
-                        source,
-                        pre: OnceCell::new(),
-                    })
+                .map(|source| Program {
+                    source,
+                    component: OnceCell::new(),
                 })
                 .collect(),
             by_name,
@@ -111,8 +101,9 @@ impl Image {
         v
     }
 
-    /// The program `argv0` names: a bare name, or one under `/bin`, `/usr/bin`, ...
-    pub(crate) fn resolve(&self, argv0: &str) -> Option<&Arc<Program>> {
+    /// The index of the program `argv0` names: a bare name, or one under `/bin`,
+    /// `/usr/bin`, ...
+    pub(crate) fn resolve(&self, argv0: &str) -> Option<usize> {
         let name = BIN_DIRS
             .iter()
             .find_map(|d| argv0.strip_prefix(d))
@@ -120,14 +111,14 @@ impl Image {
         if name.is_empty() || name.contains('/') {
             return None;
         }
-        self.by_name.get(name).map(|&i| &self.programs[i])
+        self.by_name.get(name).copied()
     }
 
     pub fn has_program(&self, argv0: &str) -> bool {
         self.resolve(argv0).is_some()
     }
 
-    pub(crate) fn programs(&self) -> &[Arc<Program>] {
+    pub(crate) fn programs(&self) -> &[Program] {
         &self.programs
     }
 }

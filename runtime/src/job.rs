@@ -7,10 +7,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 
+use crate::host::{JobContext, Site, Stdio, environment, run_process};
+use crate::io::{Capture, InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::limits::EXIT_TIMEOUT;
-use crate::process::{JobContext, Stdio, run_process};
-use crate::sandbox::SandboxShared;
-use crate::stdio::{Capture, InputSource, OutputSink, PipeReader, PipeWriter, pipe};
 
 /// Where a job's stdout or stderr goes.
 #[derive(Default)]
@@ -35,23 +34,6 @@ pub enum Input {
 impl Default for Input {
     fn default() -> Self {
         Input::Bytes(Vec::new())
-    }
-}
-
-/// The size of the terminal a job runs on; resizing is seen by its programs (through the
-/// `terminal-size` import). Cheap to clone.
-#[derive(Clone)]
-pub struct Terminal(Arc<Mutex<(u16, u16)>>);
-
-impl Terminal {
-    pub fn new(cols: u16, rows: u16) -> Self {
-        Terminal(Arc::new(Mutex::new((cols, rows))))
-    }
-    pub fn resize(&self, cols: u16, rows: u16) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = (cols, rows);
-    }
-    pub fn size(&self) -> (u16, u16) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -237,25 +219,26 @@ fn sink(out: Output, limit: usize) -> (OutputSink, Option<Capture>) {
     }
 }
 
-pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<JobOutput> {
+/// Runs one job in a sandbox to its end.
+pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
     anyhow::ensure!(
         !spec.argv.is_empty(),
         "a job needs a command (argv is empty)"
     );
+    let sandbox = &site.sandbox;
     let limits = &sandbox.limits;
     let timeout = spec
         .timeout
         .map_or(limits.timeout, |t| t.min(limits.timeout));
     // Compiling a program on its first use is the runtime's cost, not the job's: load the
     // job's own program before its clock starts (errors surface when it runs).
-    if let Some(program) = sandbox.image.resolve(&spec.argv[0]) {
-        let runtime = &sandbox.runtime;
-        let _ = program.pre(&runtime.linker, &runtime.cache).await;
+    if let Some(index) = site.image.image.resolve(&spec.argv[0]) {
+        let _ = site.image.program(&site.host, index).await;
     }
     let started_at = SystemTime::now();
     let job = Arc::new(JobContext::new(
-        sandbox.clone(),
-        Instant::now() + timeout,
+        site.clone(),
+        deadline_after(timeout),
         spec.terminal.clone(),
     ));
     if let Some(stop) = &spec.stop {
@@ -267,28 +250,14 @@ pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<J
         Some(c) => format!("{}/{c}", sandbox.mount),
         None => sandbox.mount.clone(),
     };
-    let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-        ("HOME".into(), sandbox.mount.clone()),
-        ("SHELL".into(), "/bin/sh".into()),
-    ];
-    for (k, v) in sandbox.env.iter().chain(spec.env.iter()) {
-        env.retain(|(key, _)| key != k);
-        env.push((k.clone(), v.clone()));
-    }
+    let mut extra = spec.env;
     if let Some(t) = &spec.terminal {
         let (cols, rows) = t.size();
-        for (k, v) in [
-            ("TERM", "xterm-256color".to_string()),
-            ("COLUMNS", cols.to_string()),
-            ("LINES", rows.to_string()),
-        ] {
-            env.retain(|(key, _)| key != k);
-            env.push((k.to_string(), v));
-        }
+        extra.push(("TERM".into(), "xterm-256color".into()));
+        extra.push(("COLUMNS".into(), cols.to_string()));
+        extra.push(("LINES".into(), rows.to_string()));
     }
-    env.retain(|(k, _)| k != "PWD");
-    env.push(("PWD".into(), cwd.clone()));
+    let env = environment(sandbox, &extra, &cwd);
 
     let stdin = match spec.stdin {
         Input::Bytes(b) if b.is_empty() => InputSource::Null,
@@ -348,4 +317,11 @@ pub(crate) async fn run(sandbox: &Arc<SandboxShared>, spec: JobSpec) -> Result<J
         started_at,
         ended_at: SystemTime::now(),
     })
+}
+
+/// `now + timeout`, or a point far enough ahead to mean "never" when that overflows.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }

@@ -2,7 +2,9 @@
 //!
 //! An embeddable WebAssembly sandbox: programs are WASI components, each process a fresh
 //! instance in its own store, confined to one workspace directory, with limits on time,
-//! memory, processes and output. The built-in `base` image has a POSIX shell and coreutils.
+//! memory, processes and output. The built-in `base` image has a bash-compatible shell,
+//! coreutils, python3 and node. Agents of several protocols (term SDK 2.0 and 1.x, ...) are
+//! components hosted in the same sandboxes.
 //!
 //! ```no_run
 //! use wasbox_runtime::{JobSpec, JobStatus, Runtime, SandboxConfig};
@@ -22,25 +24,35 @@
 //! assert_eq!(out.stdout, "42\n");
 //! # Ok(()) }
 //! ```
+//!
+//! The layers, lowest first (each module uses only those below it; see
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine` -> `image` -> `sandbox` ->
+//! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
+//! `agent`.
 
+pub mod agent;
 mod bindings;
 mod engine;
+mod host;
 mod image;
+pub mod io;
 mod job;
 pub mod limits;
-mod process;
+mod pty;
 mod runtime;
 mod sandbox;
-pub mod stdio;
-pub mod term;
+mod session;
 
+pub use agent::term;
+pub use host::MemoryExceeded;
 pub use image::{BASE_IMAGE, Image, ProgramSource, base_image};
-pub use job::{
-    EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Terminal, Truncated,
-};
+pub use io::Terminal;
+pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;
+pub use pty::{Pty, PtyConfig, PtyOutput};
+pub use runtime::{Runtime, RuntimeBuilder, Sandbox};
+pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, SandboxConfig};
+pub use session::{PtyRefused, Session, SessionConfig, SessionRefused, Sessions};
 
-/// The componentize-py this crate's build installed (for `wasbox agent build`), if any.
+/// The componentize-py the build of this crate installed (for `wasbox term build`), if any.
 pub const COMPONENTIZE_PY: Option<&str> = option_env!("WASBOX_BUILD_COMPONENTIZE_PY");
-pub use runtime::{Runtime, RuntimeBuilder};
-pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, Sandbox, SandboxConfig};

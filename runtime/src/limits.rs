@@ -3,6 +3,7 @@
 //! Front-ends start from [`Limits::default`] and override the fields their protocol fixes
 //! (the worker API, for instance, caps captured output at 256 KiB per stream).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Resource limits applied to every job of a sandbox.
@@ -13,6 +14,10 @@ pub struct Limits {
     pub timeout: Duration,
     /// Linear memory one process may grow to.
     pub memory_bytes: usize,
+    /// Linear memory all processes of one sandbox may hold together (the shell, its
+    /// children, an agent): a sandbox of many processes cannot take many times
+    /// `memory_bytes`.
+    pub sandbox_memory_bytes: usize,
     /// Processes alive at once in one sandbox (the shell and its children). Stops fork bombs.
     pub max_processes: u32,
     /// Processes one job may start in all. Stops spawn loops.
@@ -28,8 +33,9 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
-            memory_bytes: 512 << 20,
+            timeout: DEFAULT_JOB_TIMEOUT,
+            memory_bytes: DEFAULT_PROCESS_MEMORY,
+            sandbox_memory_bytes: DEFAULT_SANDBOX_MEMORY,
             max_processes: 64,
             max_spawns: 4096,
             max_open_resources: 4096,
@@ -43,8 +49,15 @@ impl Limits {
         self.timeout = timeout;
         self
     }
+    /// The memory limit of one process. The sandbox's budget grows with it when it would
+    /// otherwise be smaller than two such processes.
     pub fn memory_bytes(mut self, bytes: usize) -> Self {
         self.memory_bytes = bytes;
+        self.sandbox_memory_bytes = self.sandbox_memory_bytes.max(bytes.saturating_mul(2));
+        self
+    }
+    pub fn sandbox_memory_bytes(mut self, bytes: usize) -> Self {
+        self.sandbox_memory_bytes = bytes;
         self
     }
     pub fn max_processes(mut self, n: u32) -> Self {
@@ -66,7 +79,14 @@ impl Limits {
 }
 
 /// Default job timeout of the runtime (a front-end may impose its own).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default linear memory of one process.
+pub const DEFAULT_PROCESS_MEMORY: usize = 512 << 20;
+/// Default linear memory of all processes of a sandbox together.
+pub const DEFAULT_SANDBOX_MEMORY: usize = 1 << 30;
+/// Share of the machine's memory that the linear memories of all sandboxes of one runtime
+/// may hold together, unless the embedder sets a budget (`RuntimeBuilder::node_memory_bytes`).
+pub const NODE_MEMORY_SHARE: f64 = 0.8;
 
 /// Bytes a pipe between two processes buffers before its writer waits.
 pub const PIPE_CAPACITY: usize = 1 << 20;
@@ -90,3 +110,76 @@ pub const EXIT_TRAP: i32 = 134;
 /// slot reserves address space (not memory) for one linear memory of up to 4 GiB plus
 /// guard pages, so a few runtimes fit in one host process.
 pub const POOL_INSTANCES: u32 = 512;
+
+/// Bytes that many holders share up to a limit: a reservation either fits whole or is
+/// refused, and nothing is ever over-committed.
+#[derive(Debug)]
+pub struct Budget {
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Self {
+        Budget {
+            used: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// Takes `n` bytes if they fit.
+    pub fn try_reserve(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|total| *total <= self.limit)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` bytes taken by [`try_reserve`](Self::try_reserve).
+    pub fn release(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// The default node-wide memory budget: [`NODE_MEMORY_SHARE`] of the machine's memory
+/// (`MemTotal` of `/proc/meminfo`), or 8 GiB when it cannot be read.
+pub fn default_node_memory() -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+    match total {
+        Some(bytes) => (bytes as f64 * NODE_MEMORY_SHARE) as usize,
+        None => 8 << 30,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_refuses_what_does_not_fit() {
+        let b = Budget::new(100);
+        assert!(b.try_reserve(60));
+        assert!(!b.try_reserve(41));
+        assert!(b.try_reserve(40));
+        assert!(!b.try_reserve(1));
+        b.release(60);
+        assert_eq!(b.used(), 40);
+        assert!(b.try_reserve(60));
+        assert!(!b.try_reserve(usize::MAX));
+    }
+}

@@ -1,38 +1,34 @@
-//! The runtime: one engine, one linker, the images, and the compile cache. Cheap to clone;
-//! everything a sandbox needs is shared from here.
+//! The runtime and its sandboxes: what an embedder holds. A [`Runtime`] owns one engine,
+//! the compile cache, the images and the node-wide budgets; a [`Sandbox`] is a workspace with
+//! limits in which jobs run. Both are cheap to clone.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
-use wasmtime::component::Linker;
 
 use crate::engine::{CompileCache, EpochTicker, new_engine};
+use crate::host::{HostContext, LoadedImage, Site};
 use crate::image::{BASE_IMAGE, Image, base_image};
 use crate::job::{JobOutput, JobSpec};
-use crate::limits::Limits;
-use crate::process::{ProcessState, add_to_linker};
-use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::limits::{Limits, default_node_memory};
+use crate::sandbox::{FileError, SandboxConfig, SandboxState};
 
-pub(crate) struct RuntimeInner {
-    pub(crate) linker: Linker<ProcessState>,
-    /// What term agents may import (WASI and the term worlds), made when the first agent is
-    /// loaded: runtimes that host no agent never build it.
-    agent_linker: std::sync::OnceLock<Linker<crate::term::AgentState>>,
-    pub(crate) cache: CompileCache,
-    pub(crate) limits: Limits,
-    images: HashMap<String, Arc<Image>>,
+struct RuntimeInner {
+    host: Arc<HostContext>,
+    limits: Limits,
+    images: HashMap<String, Arc<LoadedImage>>,
     default_image: String,
     /// Where temporary workspaces and each sandbox's `/tmp` are made.
-    pub(crate) temp_dir: Option<PathBuf>,
+    temp_dir: PathBuf,
     _ticker: EpochTicker,
 }
 
 /// An embeddable WebAssembly sandbox runtime. See the crate documentation for an example.
 #[derive(Clone)]
 pub struct Runtime {
-    pub(crate) inner: Arc<RuntimeInner>,
+    inner: Arc<RuntimeInner>,
 }
 
 /// Configures a [`Runtime`].
@@ -43,6 +39,7 @@ pub struct RuntimeBuilder {
     images: Vec<Image>,
     default_image: String,
     temp_dir: Option<PathBuf>,
+    node_memory: Option<usize>,
 }
 
 impl RuntimeBuilder {
@@ -57,6 +54,13 @@ impl RuntimeBuilder {
     /// Default limits of every sandbox (a sandbox may set its own).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Linear memory every sandbox of this runtime may hold together (default: 80% of the
+    /// machine's memory). Past it, a growing process traps with a clear message.
+    pub fn node_memory_bytes(mut self, bytes: usize) -> Self {
+        self.node_memory = Some(bytes);
         self
     }
 
@@ -87,12 +91,12 @@ impl RuntimeBuilder {
 
     pub fn build(self) -> Result<Runtime> {
         let engine = new_engine(self.limits.memory_bytes)?;
-        let mut linker = Linker::new(&engine);
-        add_to_linker(&mut linker)?;
-        let mut images: HashMap<String, Arc<Image>> = HashMap::new();
-        images.insert(BASE_IMAGE.to_string(), Arc::new(base_image()));
+        let mut images: HashMap<String, Arc<LoadedImage>> = HashMap::new();
+        let base = Arc::new(base_image());
+        images.insert(BASE_IMAGE.to_string(), Arc::new(LoadedImage::new(base)));
         for image in self.images {
-            images.insert(image.name().to_string(), Arc::new(image));
+            let name = image.name().to_string();
+            images.insert(name, Arc::new(LoadedImage::new(Arc::new(image))));
         }
         anyhow::ensure!(
             images.contains_key(&self.default_image),
@@ -104,16 +108,19 @@ impl RuntimeBuilder {
         } else {
             None
         };
+        let host = HostContext::new(
+            engine,
+            CompileCache::new(cache_dir),
+            self.node_memory.unwrap_or_else(default_node_memory),
+        )?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                _ticker: EpochTicker::start(&engine)?,
-                linker,
-                agent_linker: std::sync::OnceLock::new(),
-                cache: CompileCache::new(cache_dir),
+                _ticker: EpochTicker::start(&host.engine)?,
+                host: Arc::new(host),
                 limits: self.limits,
                 images,
                 default_image: self.default_image,
-                temp_dir: self.temp_dir,
+                temp_dir: self.temp_dir.unwrap_or_else(std::env::temp_dir),
             }),
         })
     }
@@ -128,6 +135,7 @@ impl Runtime {
             images: Vec::new(),
             default_image: BASE_IMAGE.to_string(),
             temp_dir: None,
+            node_memory: None,
         }
     }
 
@@ -145,25 +153,23 @@ impl Runtime {
         &self.inner.limits
     }
 
-    pub(crate) fn image(&self, name: Option<&str>) -> Result<Arc<Image>> {
+    /// Linear memory held by every process of every sandbox now, and the node's budget.
+    pub fn memory_in_use(&self) -> (usize, usize) {
+        let b = &self.inner.host.node_memory;
+        (b.used(), b.limit())
+    }
+
+    pub(crate) fn host(&self) -> &Arc<HostContext> {
+        &self.inner.host
+    }
+
+    fn image(&self, name: Option<&str>) -> Result<Arc<LoadedImage>> {
         let name = name.unwrap_or(&self.inner.default_image);
         self.inner
             .images
             .get(name)
             .cloned()
             .ok_or_else(|| anyhow!("unknown image `{name}`"))
-    }
-
-    /// The linker of term agents (see [`RuntimeInner::agent_linker`]).
-    pub(crate) fn agent_linker(&self) -> Result<&Linker<crate::term::AgentState>> {
-        let cell = &self.inner.agent_linker;
-        if let Some(linker) = cell.get() {
-            return Ok(linker);
-        }
-        let mut linker = Linker::new(self.inner.linker.engine());
-        crate::term::add_to_linker(&mut linker)?;
-        // Two first loads may race: either linker is as good as the other.
-        Ok(cell.get_or_init(|| linker))
     }
 
     /// Names of the images this runtime can run.
@@ -177,20 +183,82 @@ impl Runtime {
     /// waits for the compiler later.
     pub async fn preload(&self) -> Result<()> {
         for image in self.inner.images.values() {
-            for program in image.programs() {
-                program.pre(&self.inner.linker, &self.inner.cache).await?;
-            }
+            image.preload(&self.inner.host).await?;
         }
         Ok(())
     }
 
     /// Makes a sandbox; jobs run in it share its workspace.
     pub fn sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
-        Sandbox::new(self, config)
+        let image = self.image(config.image.as_deref())?;
+        let state = SandboxState::create(config, &self.inner.limits, &self.inner.temp_dir)?;
+        Ok(Sandbox {
+            site: Site {
+                host: self.inner.host.clone(),
+                image,
+                sandbox: Arc::new(state),
+            },
+        })
     }
 
     /// Runs one job in a fresh sandbox with a temporary workspace.
     pub async fn run(&self, spec: JobSpec) -> Result<JobOutput> {
         self.sandbox(SandboxConfig::default())?.run(spec).await
+    }
+}
+
+/// A workspace, an image, an environment and limits: the place jobs run in. Jobs run in
+/// one sandbox share its workspace, so files one job writes are there for the next. The
+/// workspace (when temporary) and `/tmp` are removed when the last clone is dropped and
+/// nothing runs in it any more.
+#[derive(Clone)]
+pub struct Sandbox {
+    site: Site,
+}
+
+impl Sandbox {
+    /// Runs one job to its end. See [`JobSpec`].
+    pub async fn run(&self, spec: JobSpec) -> Result<JobOutput> {
+        crate::job::run(&self.site, spec).await
+    }
+
+    pub(crate) fn site(&self) -> &Site {
+        &self.site
+    }
+
+    /// The host directory behind the workspace.
+    pub fn workspace(&self) -> &Path {
+        &self.site.sandbox.workspace
+    }
+
+    /// Where the workspace is mounted inside the sandbox.
+    pub fn mount(&self) -> &str {
+        &self.site.sandbox.mount
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.site.sandbox.limits
+    }
+
+    /// Whether the sandbox's image has a program of this name.
+    pub fn has_program(&self, name: &str) -> bool {
+        self.site.image.image.has_program(name)
+    }
+
+    /// Reads a file of the workspace (a sandbox path, absolute or relative to the mount
+    /// point), refusing more than `max` bytes. A symlink as the last component is refused.
+    pub fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
+        self.site.sandbox.read_file(path, max)
+    }
+
+    /// Writes (creates or replaces) a file of the workspace, creating missing parent
+    /// directories. A symlink as the last component is refused.
+    pub fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
+        self.site.sandbox.write_file(path, data)
+    }
+
+    /// Whether a sandbox path (workspace or `/tmp`) is a directory.
+    pub fn is_dir(&self, path: &str) -> bool {
+        self.site.sandbox.is_dir(path)
     }
 }

@@ -1,8 +1,9 @@
-//! Sandboxes: a workspace directory preopened at a mount point, an environment, limits and
-//! a network policy, shared by every job run in it.
+//! Sandboxes: a workspace directory preopened at a mount point, a private `/tmp`, an
+//! environment, limits and a network policy, shared by every process run in it.
 //!
 //! Host code here reaches the workspace only through its cap-std directory handle, which
-//! refuses any path (`..`, absolute, or a symlink) that leads out of it.
+//! refuses any path (`..`, absolute, or a symlink) that leads out of it. Nothing here runs
+//! a program: that is the host layer's job.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -13,12 +14,7 @@ use anyhow::{Context as _, Result};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 
-use crate::Runtime;
-use crate::bindings::process as wit;
-use crate::image::Image;
-use crate::job::{JobOutput, JobSpec};
-use crate::limits::Limits;
-use crate::runtime::RuntimeInner;
+use crate::limits::{Budget, Limits};
 
 /// Where a sandbox may connect to. Only `None` exists for now: no sockets, no HTTP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,9 +80,10 @@ impl SandboxConfig {
     }
 }
 
-pub(crate) struct SandboxShared {
-    pub(crate) runtime: Arc<RuntimeInner>,
-    pub(crate) image: Arc<Image>,
+/// What every process of a sandbox shares: the workspace, the private `/tmp`, the
+/// environment, the limits and the counters they are checked against. The workspace (when it
+/// is a temporary one) and `/tmp` are removed when the last holder lets go.
+pub(crate) struct SandboxState {
     pub(crate) workspace: PathBuf,
     pub(crate) dir: Dir,
     pub(crate) mount: String,
@@ -94,11 +91,61 @@ pub(crate) struct SandboxShared {
     pub(crate) limits: Limits,
     /// Processes alive now.
     pub(crate) live: AtomicU32,
+    /// Linear memory all processes of the sandbox hold together.
+    pub(crate) memory: Arc<Budget>,
     /// The sandbox's private `/tmp`: a host directory of its own, removed with the sandbox.
     pub(crate) tmp: Option<(tempfile::TempDir, Dir)>,
+    /// The workspace, when it is a temporary directory made for this sandbox.
+    _scratch: Option<tempfile::TempDir>,
 }
 
-impl SandboxShared {
+impl SandboxState {
+    /// Makes the workspace (or opens the given one) and the private `/tmp` under
+    /// `temp_root`. `limits` apply when the config sets none.
+    pub(crate) fn create(config: SandboxConfig, limits: &Limits, temp_root: &Path) -> Result<Self> {
+        let (workspace, scratch) = match config.workspace {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating workspace {}", dir.display()))?;
+                (dir, None)
+            }
+            None => {
+                let t = temp_builder("wasbox-")
+                    .tempdir_in(temp_root)
+                    .context("creating a temporary workspace")?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let workspace = workspace
+            .canonicalize()
+            .with_context(|| format!("opening workspace {}", workspace.display()))?;
+        let dir = Dir::open_ambient_dir(&workspace, ambient_authority())
+            .with_context(|| format!("opening workspace {}", workspace.display()))?;
+        let mount = normalize_mount(&config.mount)?;
+        let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
+            None
+        } else {
+            let t = temp_builder("wasbox-tmp-")
+                .tempdir_in(temp_root)
+                .context("creating the sandbox's /tmp")?;
+            let dir = Dir::open_ambient_dir(t.path(), ambient_authority())
+                .context("opening the sandbox's /tmp")?;
+            Some((t, dir))
+        };
+        let limits = config.limits.unwrap_or_else(|| limits.clone());
+        Ok(SandboxState {
+            workspace,
+            dir,
+            mount,
+            env: config.env,
+            memory: Arc::new(Budget::new(limits.sandbox_memory_bytes)),
+            limits,
+            live: AtomicU32::new(0),
+            tmp,
+            _scratch: scratch,
+        })
+    }
+
     /// Maps a sandbox path (absolute, or relative to `cwd`) to a path inside the workspace,
     /// or `None` when it names something outside the mount point.
     pub(crate) fn workspace_relative(&self, cwd: &str, path: &str) -> Option<PathBuf> {
@@ -117,21 +164,91 @@ impl SandboxShared {
         }
     }
 
-    /// Opens a file of the workspace (or of `/tmp`) for a redirection.
+    /// Opens a file of the workspace (or of `/tmp`) for a redirection; the error is the
+    /// message a shell prints.
     pub(crate) fn open(
         &self,
         cwd: &str,
         path: &str,
         options: impl FnOnce(&mut OpenOptions) -> &mut OpenOptions,
-    ) -> Result<std::fs::File, wit::Error> {
+    ) -> Result<std::fs::File, String> {
         let Some((dir, rel)) = self.resolve(cwd, path) else {
-            return Err(wit::Error::Io(format!("{path}: Permission denied")));
+            return Err(format!("{path}: Permission denied"));
         };
         let mut o = OpenOptions::new();
         options(&mut o);
         match dir.open_with(&rel, &o) {
             Ok(f) => Ok(f.into_std()),
-            Err(e) => Err(wit::Error::Io(format!("{path}: {}", io_message(&e)))),
+            Err(e) => Err(format!("{path}: {}", io_message(&e))),
+        }
+    }
+
+    /// Reads a file of the workspace (a sandbox path, absolute or relative to the mount
+    /// point), refusing more than `max` bytes. A symlink as the last component is refused.
+    pub(crate) fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
+        let rel = self.file_path(path)?;
+        let file = self
+            .dir
+            .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
+            .map_err(|e| FileError::from_io(path, &e))?;
+        let meta = file.metadata().map_err(|e| FileError::from_io(path, &e))?;
+        if meta.is_dir() {
+            return Err(FileError::IsDirectory(path.to_string()));
+        }
+        if meta.len() > max {
+            return Err(FileError::TooLarge {
+                path: path.to_string(),
+                size: meta.len(),
+                max,
+            });
+        }
+        let mut data = Vec::with_capacity(meta.len() as usize);
+        std::io::Read::read_to_end(&mut (&file).take(max + 1), &mut data)
+            .map_err(|e| FileError::from_io(path, &e))?;
+        if data.len() as u64 > max {
+            return Err(FileError::TooLarge {
+                path: path.to_string(),
+                size: data.len() as u64,
+                max,
+            });
+        }
+        Ok(data)
+    }
+
+    /// Writes (creates or replaces) a file of the workspace, creating missing parent
+    /// directories. A symlink as the last component is refused.
+    pub(crate) fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
+        let rel = self.file_path(path)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(|e| FileError::from_io(path, &e))?;
+        }
+        let mut file = self
+            .dir
+            .open_with(
+                &rel,
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .custom_flags(NOFOLLOW),
+            )
+            .map_err(|e| FileError::from_io(path, &e))?;
+        std::io::Write::write_all(&mut file, data).map_err(|e| FileError::from_io(path, &e))
+    }
+
+    /// Whether a sandbox path (workspace or `/tmp`) is a directory.
+    pub(crate) fn is_dir(&self, path: &str) -> bool {
+        self.resolve(&self.mount, path)
+            .is_some_and(|(dir, rel)| dir.metadata(&rel).is_ok_and(|m| m.is_dir()))
+    }
+
+    fn file_path(&self, path: &str) -> Result<PathBuf, FileError> {
+        match self.workspace_relative(&self.mount, path) {
+            Some(rel) if rel != Path::new(".") => Ok(rel),
+            Some(_) => Err(FileError::IsDirectory(path.to_string())),
+            None => Err(FileError::OutsideWorkspace(path.to_string())),
         }
     }
 }
@@ -176,14 +293,6 @@ fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
     b
 }
 
-fn temp_root(runtime: &Runtime) -> PathBuf {
-    runtime
-        .inner
-        .temp_dir
-        .clone()
-        .unwrap_or_else(std::env::temp_dir)
-}
-
 /// The text a shell prints for an I/O error ("No such file or directory").
 pub(crate) fn io_message(e: &std::io::Error) -> String {
     use std::io::ErrorKind::*;
@@ -196,157 +305,6 @@ pub(crate) fn io_message(e: &std::io::Error) -> String {
         _ => {
             let s = e.to_string();
             s.split(" (os error").next().unwrap_or(&s).to_string()
-        }
-    }
-}
-
-/// A workspace, an image, an environment and limits: the place jobs run in. Jobs run in
-/// one sandbox share its workspace, so files one job writes are there for the next.
-#[derive(Clone)]
-pub struct Sandbox {
-    pub(crate) shared: Arc<SandboxShared>,
-    _tempdir: Option<Arc<tempfile::TempDir>>,
-}
-
-impl Sandbox {
-    pub(crate) fn new(runtime: &Runtime, config: SandboxConfig) -> Result<Sandbox> {
-        let image = runtime.image(config.image.as_deref())?;
-        let (workspace, tempdir) = match config.workspace {
-            Some(dir) => {
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("creating workspace {}", dir.display()))?;
-                (dir, None)
-            }
-            None => {
-                let t = temp_builder("wasbox-")
-                    .tempdir_in(temp_root(runtime))
-                    .context("creating a temporary workspace")?;
-                (t.path().to_path_buf(), Some(Arc::new(t)))
-            }
-        };
-        let workspace = workspace
-            .canonicalize()
-            .with_context(|| format!("opening workspace {}", workspace.display()))?;
-        let dir = Dir::open_ambient_dir(&workspace, ambient_authority())
-            .with_context(|| format!("opening workspace {}", workspace.display()))?;
-        let mount = normalize_mount(&config.mount)?;
-        let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
-            None
-        } else {
-            let t = temp_builder("wasbox-tmp-")
-                .tempdir_in(temp_root(runtime))
-                .context("creating the sandbox's /tmp")?;
-            let dir = Dir::open_ambient_dir(t.path(), ambient_authority())
-                .context("opening the sandbox's /tmp")?;
-            Some((t, dir))
-        };
-        Ok(Sandbox {
-            shared: Arc::new(SandboxShared {
-                runtime: runtime.inner.clone(),
-                image,
-                workspace,
-                dir,
-                mount,
-                env: config.env,
-                limits: config
-                    .limits
-                    .unwrap_or_else(|| runtime.inner.limits.clone()),
-                live: AtomicU32::new(0),
-                tmp,
-            }),
-            _tempdir: tempdir,
-        })
-    }
-
-    /// Runs one job to its end. See [`JobSpec`].
-    pub async fn run(&self, spec: JobSpec) -> Result<JobOutput> {
-        crate::job::run(&self.shared, spec).await
-    }
-
-    /// The host directory behind the workspace.
-    pub fn workspace(&self) -> &Path {
-        &self.shared.workspace
-    }
-
-    /// Where the workspace is mounted inside the sandbox.
-    pub fn mount(&self) -> &str {
-        &self.shared.mount
-    }
-
-    pub fn limits(&self) -> &Limits {
-        &self.shared.limits
-    }
-
-    /// Reads a file of the workspace (a sandbox path, absolute or relative to the mount
-    /// point), refusing more than `max` bytes. A symlink as the last component is refused.
-    pub fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
-        let rel = self.file_path(path)?;
-        let file = self
-            .shared
-            .dir
-            .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
-            .map_err(|e| FileError::from_io(path, &e))?;
-        let meta = file.metadata().map_err(|e| FileError::from_io(path, &e))?;
-        if meta.is_dir() {
-            return Err(FileError::IsDirectory(path.to_string()));
-        }
-        if meta.len() > max {
-            return Err(FileError::TooLarge {
-                path: path.to_string(),
-                size: meta.len(),
-                max,
-            });
-        }
-        let mut data = Vec::with_capacity(meta.len() as usize);
-        std::io::Read::read_to_end(&mut (&file).take(max + 1), &mut data)
-            .map_err(|e| FileError::from_io(path, &e))?;
-        if data.len() as u64 > max {
-            return Err(FileError::TooLarge {
-                path: path.to_string(),
-                size: data.len() as u64,
-                max,
-            });
-        }
-        Ok(data)
-    }
-
-    /// Writes (creates or replaces) a file of the workspace, creating missing parent
-    /// directories. A symlink as the last component is refused.
-    pub fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
-        let rel = self.file_path(path)?;
-        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-            self.shared
-                .dir
-                .create_dir_all(parent)
-                .map_err(|e| FileError::from_io(path, &e))?;
-        }
-        let mut file = self
-            .shared
-            .dir
-            .open_with(
-                &rel,
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .custom_flags(NOFOLLOW),
-            )
-            .map_err(|e| FileError::from_io(path, &e))?;
-        std::io::Write::write_all(&mut file, data).map_err(|e| FileError::from_io(path, &e))
-    }
-
-    /// Whether a sandbox path (workspace or `/tmp`) is a directory.
-    pub fn is_dir(&self, path: &str) -> bool {
-        self.shared
-            .resolve(&self.shared.mount, path)
-            .is_some_and(|(dir, rel)| dir.metadata(&rel).is_ok_and(|m| m.is_dir()))
-    }
-
-    fn file_path(&self, path: &str) -> Result<PathBuf, FileError> {
-        match self.shared.workspace_relative(&self.shared.mount, path) {
-            Some(rel) if rel != Path::new(".") => Ok(rel),
-            Some(_) => Err(FileError::IsDirectory(path.to_string())),
-            None => Err(FileError::OutsideWorkspace(path.to_string())),
         }
     }
 }

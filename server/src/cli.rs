@@ -1,60 +1,52 @@
-//! Command-line parsing and the `run` command. Never touches the host filesystem except the
-//! workspace directory it is given.
+//! The command line: `wasbox serve`, `wasbox run`, `wasbox term ...`. Each front-end owns its
+//! arguments; this module only dispatches and sets up logging.
 
-use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
-use std::time::Duration;
+use std::io::IsTerminal;
 
-use anyhow::{Context, Result, bail};
-use wasbox_runtime::{JobSpec, JobStatus, Output, Runtime, SandboxConfig};
+use clap::{Parser, Subcommand};
 
-const USAGE: &str = "\
-wasbox: a WebAssembly sandbox for agents and jobs
+/// A WebAssembly sandbox for AI agents and jobs.
+#[derive(Parser, Debug)]
+#[command(
+    name = "wasbox",
+    version,
+    about,
+    long_about = "A WebAssembly sandbox for AI agents and jobs: every program runs as a WASI \
+component confined to one workspace, with limits on time, memory, processes and output. The \
+built-in image has a bash-compatible shell, coreutils, python3 and node.\n\n\
+Logging: WASBOX_LOG (e.g. info, debug; default warn) on stderr."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-Usage:
-  wasbox serve [OPTIONS]                      the worker API node (HTTP) on the built-in image
-  wasbox run [OPTIONS] -- PROGRAM [ARGS...]   run one job on the built-in image
-  wasbox agent serve|stdio|run|build ...     term-challenge agents (`wasbox agent help`)
-  wasbox help                                 this text
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the worker API (the orchestrator-facing node protocol) over HTTP.
+    Serve(crate::worker::serve::ServeArgs),
+    /// Run one job on the built-in image, streaming its output; exits with its exit code.
+    Run(crate::run::RunArgs),
+    /// Term-challenge agents: term SDK 2.0 over HTTP, term SDK 1.x over stdio.
+    #[command(alias = "agent")]
+    Term(crate::term::TermArgs),
+}
 
-Options of `serve` (each also from the environment; flags win):
-  --listen ADDR          IP:PORT to listen on (WASBOX_LISTEN; default 127.0.0.1:12090)
-  --token TOKEN          bearer token (WASBOX_TOKEN, else the YAML; generated and printed
-                         once when none is configured)
-  --config FILE          node startup YAML (WASBOX_CONFIG): sandbox.timeouts.default_seconds,
-                         sandbox.timeouts.max_seconds, sandbox.images, worker_api.*
-  --constraints FILE     node configuration payload JSON with `constraints`
-                         (WASBOX_CONSTRAINTS): max_job_timeout_seconds, max_request_bytes
-  --max-concurrent N     jobs running at once before 429 (WASBOX_MAX_CONCURRENT_JOBS)
-  --cache-dir DIR        compiled-program cache (WASBOX_CACHE_DIR; default ~/.cache/wasbox)
-
-Options of `run`:
-  --workspace DIR   host directory to mount at /workspace (default: a fresh temporary one)
-  --timeout SECS    wall-clock limit; the job ends with exit code 124 (default 60)
-  --env K=V         an environment variable (repeatable)
-  --mount PATH      where the workspace appears inside the sandbox (default /workspace)
-
-`wasbox run` streams the job's output and exits with its exit code. Standard input is
-passed to the job when it is not a terminal.
-";
-
-pub fn main(args: Vec<String>) -> i32 {
-    init_tracing();
-    let Some(cmd) = args.first() else {
-        eprint!("{USAGE}");
-        return 2;
-    };
-    let result = match cmd.as_str() {
-        "run" => run(&args[1..]),
-        "agent" => crate::term::main(&args[1..]),
-        "serve" => parse_serve(&args[1..]).and_then(crate::serve::serve),
-        "help" | "--help" | "-h" => {
-            print!("{USAGE}");
-            Ok(0)
+/// Parses the process's arguments and runs the command; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print to stdout and succeed; usage errors exit 2.
+            let _ = e.print();
+            return e.exit_code();
         }
-        other => Err(anyhow::anyhow!(
-            "unknown command `{other}` (try `wasbox help`)"
-        )),
+    };
+    init_tracing();
+    let result = match cli.command {
+        Command::Serve(args) => crate::worker::serve::main(args),
+        Command::Run(args) => crate::run::main(args),
+        Command::Term(args) => crate::term::main(args),
     };
     match result {
         Ok(code) => code,
@@ -75,141 +67,30 @@ fn init_tracing() {
         .try_init();
 }
 
-fn parse_serve(args: &[String]) -> Result<crate::config::ServeConfig> {
-    let mut flags = crate::config::Flags::default();
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        let value = || {
-            args.get(i + 1)
-                .cloned()
-                .with_context(|| format!("{a} needs a value"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_the_guest_command_after_its_own_options() {
+        let cli = Cli::try_parse_from(["wasbox", "run", "--timeout", "5", "--", "sh", "-c", "x"])
+            .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
         };
-        match a {
-            "--listen" => flags.listen = Some(value()?),
-            "--token" => flags.token = Some(value()?),
-            "--config" => flags.config = Some(PathBuf::from(value()?)),
-            "--constraints" => flags.constraints = Some(PathBuf::from(value()?)),
-            "--cache-dir" => flags.cache_dir = Some(PathBuf::from(value()?)),
-            "--max-concurrent" => {
-                let v = value()?;
-                flags.max_concurrent = Some(
-                    v.parse()
-                        .with_context(|| format!("--max-concurrent: `{v}` is not a number"))?,
-                );
-            }
-            other => bail!("unknown option `{other}` for serve"),
-        }
-        i += 2;
+        assert_eq!(args.argv, ["sh", "-c", "x"]);
+        let cli = Cli::try_parse_from(["wasbox", "run", "ls", "-la", "--timeout", "3"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.argv, ["ls", "-la", "--timeout", "3"]);
+        let help = Cli::try_parse_from(["wasbox", "run", "-h"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
-    crate::config::load(flags, |k| std::env::var(k).ok())
-}
-
-/// A positive number of seconds given to `flag` (fractions allowed).
-pub fn parse_seconds(flag: &str, v: &str) -> Result<Duration> {
-    let secs: f64 = v
-        .parse()
-        .ok()
-        .filter(|s: &f64| *s > 0.0 && s.is_finite())
-        .with_context(|| format!("{flag}: `{v}` is not a positive number of seconds"))?;
-    Ok(Duration::from_secs_f64(secs))
-}
-
-struct RunArgs {
-    workspace: Option<PathBuf>,
-    timeout: Option<Duration>,
-    env: Vec<(String, String)>,
-    mount: Option<String>,
-    argv: Vec<String>,
-}
-
-fn parse_run(args: &[String]) -> Result<RunArgs> {
-    let mut out = RunArgs {
-        workspace: None,
-        timeout: None,
-        env: Vec::new(),
-        mount: None,
-        argv: Vec::new(),
-    };
-    let mut i = 0;
-    let value = |i: usize, flag: &str| -> Result<String> {
-        args.get(i + 1)
-            .cloned()
-            .with_context(|| format!("{flag} needs a value"))
-    };
-    while i < args.len() {
-        let a = args[i].as_str();
-        match a {
-            "--" => {
-                out.argv = args[i + 1..].to_vec();
-                break;
-            }
-            "--workspace" => {
-                out.workspace = Some(PathBuf::from(value(i, a)?));
-                i += 1;
-            }
-            "--timeout" => {
-                out.timeout = Some(parse_seconds(a, &value(i, a)?)?);
-                i += 1;
-            }
-            "--env" => {
-                let v = value(i, a)?;
-                let (k, val) = v
-                    .split_once('=')
-                    .with_context(|| format!("--env: `{v}` is not KEY=VALUE"))?;
-                out.env.push((k.to_string(), val.to_string()));
-                i += 1;
-            }
-            "--mount" => {
-                out.mount = Some(value(i, a)?);
-                i += 1;
-            }
-            _ if a.starts_with("--") => bail!("unknown option `{a}`"),
-            _ => {
-                out.argv = args[i..].to_vec();
-                break;
-            }
-        }
-        i += 1;
-    }
-    if out.argv.is_empty() {
-        bail!("`run` needs a program: wasbox run [OPTIONS] -- PROGRAM [ARGS...]");
-    }
-    Ok(out)
-}
-
-fn run(args: &[String]) -> Result<i32> {
-    let args = parse_run(args)?;
-    let mut limits = wasbox_runtime::Limits::default();
-    if let Some(t) = args.timeout {
-        limits = limits.timeout(t);
-    }
-    let mut stdin = Vec::new();
-    if !std::io::stdin().is_terminal() {
-        std::io::stdin()
-            .read_to_end(&mut stdin)
-            .context("reading stdin")?;
-    }
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async move {
-        let runtime = Runtime::builder().limits(limits).build()?;
-        let mut config = SandboxConfig::default();
-        if let Some(w) = args.workspace {
-            config = config.workspace(w);
-        }
-        if let Some(m) = args.mount {
-            config = config.mount(m);
-        }
-        let sandbox = runtime.sandbox(config)?;
-        let mut spec = JobSpec::new(args.argv)
-            .stdin(stdin)
-            .stdout(Output::Stream(Box::new(std::io::stdout())))
-            .stderr(Output::Stream(Box::new(std::io::stderr())));
-        spec.env = args.env;
-        let out = sandbox.run(spec).await?;
-        Ok(match out.status {
-            JobStatus::Timeout => 124,
-            _ => out.exit_code,
-        })
-    })
 }

@@ -113,10 +113,63 @@ fn run_rejects_bad_arguments() {
         cmd.args(&args);
         let out = run_bounded(cmd, LIMIT);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(
-            text(&out.stderr).starts_with("wasbox: "),
+        let err = text(&out.stderr);
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains("--help"), "{args:?}: {err}");
+    }
+    // A timeout too large for any clock is refused, not a panic.
+    let mut cmd = wasbox();
+    cmd.args(["run", "--timeout", "1e19", "--", "true"]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("maximum"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn help_and_version() {
+    let help = |args: &[&str]| {
+        let mut cmd = wasbox();
+        cmd.args(args);
+        let out = run_bounded(cmd, LIMIT);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
             "{args:?}: {}",
             text(&out.stderr)
         );
+        text(&out.stdout)
+    };
+    let top = help(&["--help"]);
+    for cmd in ["serve", "run", "term"] {
+        assert!(top.contains(cmd), "{top}");
     }
+    assert_eq!(
+        help(&["--version"]).trim(),
+        format!("wasbox {}", env!("CARGO_PKG_VERSION"))
+    );
+    let run = help(&["run", "--help"]);
+    assert!(
+        run.contains("--timeout") && run.contains("exit code 124"),
+        "{run}"
+    );
+    // `-h` before the program is wasbox's, not the guest's.
+    assert!(help(&["run", "-h"]).contains("--timeout"));
+    let serve = help(&["serve", "--help"]);
+    for option in ["--listen", "--token-file", "--config", "--max-concurrent"] {
+        assert!(serve.contains(option), "{option}: {serve}");
+    }
+    let term = help(&["term", "--help"]);
+    for sub in ["serve", "stdio", "run", "build"] {
+        assert!(term.contains(sub), "{term}");
+    }
+    assert!(help(&["term", "serve", "--help"]).contains("--workdir"));
+    // After the program, options are the guest's.
+    let mut cmd = wasbox();
+    cmd.args(["run", "--", "sh", "-c", "echo \"$@\"", "sh", "--help", "-h"]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(text(&out.stdout), "--help -h\n");
 }

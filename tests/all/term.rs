@@ -147,7 +147,7 @@ fn python_agent(source: &Path, cell: &'static OnceLock<PathBuf>) -> &'static Pat
             .join(source.with_extension("wasm").file_name().unwrap());
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         let mut cmd = wasbox();
-        cmd.args(["agent", "build"]).arg(source).arg("-o").arg(&out);
+        cmd.args(["term", "build"]).arg(source).arg("-o").arg(&out);
         let o = run_bounded(cmd, Duration::from_secs(600));
         assert!(
             o.status.success(),
@@ -198,7 +198,7 @@ impl AgentServer {
         let workdir = tempfile::tempdir().unwrap();
         let mut cmd = wasbox();
         cmd.args([
-            "agent",
+            "term",
             "serve",
             agent,
             "--listen",
@@ -287,7 +287,7 @@ impl AgentServer {
     }
 }
 
-/// The validator's whole sequence against an SDK 2.0 agent.
+/// The validator's whole sequence against a term2 agent.
 fn validator_sequence(agent: &str) {
     let proxy = LlmProxy::start(vec![
         says(
@@ -671,7 +671,7 @@ fn http_1_0_requests_are_answered_and_closed() {
 }
 
 // ---------------------------------------------------------------------------------------
-// SDK 1.x over stdio
+// term1 (term SDK 1.x) over stdio
 // ---------------------------------------------------------------------------------------
 
 /// A harness-like driver: writes request lines, reads response lines.
@@ -691,7 +691,7 @@ impl Drop for StdioAgent {
 impl StdioAgent {
     fn start(agent: &str, proxy: &LlmProxy) -> StdioAgent {
         let mut cmd = wasbox();
-        cmd.args(["agent", "stdio", agent])
+        cmd.args(["term", "stdio", agent])
             .env("LLM_PROXY_URL", proxy.url())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -747,7 +747,7 @@ fn stdio_agent_answers_a_harness_line_by_line() {
         command("cat hello.txt"),
         complete(),
     ]);
-    let mut agent = StdioAgent::start("llm-agent-v1", &proxy);
+    let mut agent = StdioAgent::start("llm-agent-term1", &proxy);
     // Step 1 with the null fields left out, as some harnesses do.
     agent.send(
         r#"{"instruction": "Create hello.txt with 'Hello, world!'", "step": 1, "cwd": "/app"}"#,
@@ -779,7 +779,7 @@ fn stdio_agent_answers_a_harness_line_by_line() {
 fn stdio_agent_gives_up_on_malformed_input_like_the_reference() {
     let proxy = LlmProxy::start(vec![complete()]);
     for bad in ["this is not json", "[1, 2]", r#"{"step": 1}"#] {
-        let mut agent = StdioAgent::start("llm-agent-v1", &proxy);
+        let mut agent = StdioAgent::start("llm-agent-term1", &proxy);
         agent.send(bad);
         assert_eq!(
             agent.read(),
@@ -790,7 +790,7 @@ fn stdio_agent_gives_up_on_malformed_input_like_the_reference() {
     }
     // An agent error (the LLM is unreachable) ends the episode the same way.
     let gone = LlmProxy::start(vec![Answer::Json(500, json!({"error": "upstream down"}))]);
-    let mut agent = StdioAgent::start("llm-agent-v1", &gone);
+    let mut agent = StdioAgent::start("llm-agent-term1", &gone);
     agent.send(r#"{"instruction": "x", "step": 1, "cwd": "/app"}"#);
     assert_eq!(agent.read(), r#"{"command":null,"task_complete":true}"#);
     assert_eq!(agent.exit_code(), 1);
@@ -802,7 +802,7 @@ fn stdio_agent_gives_up_on_malformed_input_like_the_reference() {
 
 fn agent_run(agent: &str, proxy: &LlmProxy, workdir: &Path, extra: &[&str]) -> (i32, String) {
     let mut cmd = wasbox();
-    cmd.args(["agent", "run", agent, "--workdir"])
+    cmd.args(["term", "run", agent, "--workdir"])
         .arg(workdir)
         .args(extra)
         .env("LLM_PROXY_URL", proxy.url());
@@ -814,7 +814,7 @@ fn agent_run(agent: &str, proxy: &LlmProxy, workdir: &Path, extra: &[&str]) -> (
 }
 
 #[test]
-fn agent_run_drives_an_sdk2_agent() {
+fn term_run_drives_a_term2_agent() {
     let proxy = LlmProxy::start(vec![
         command("mkdir -p out && echo 42 > out/answer.txt"),
         command("cat out/answer.txt"),
@@ -852,7 +852,7 @@ fn agent_run_drives_an_sdk2_agent() {
 }
 
 #[test]
-fn agent_run_is_the_harness_of_an_sdk1_agent() {
+fn term_run_is_the_harness_of_a_term1_agent() {
     let proxy = LlmProxy::start(vec![
         command("mkdir sub"),
         command("cd sub"),
@@ -861,7 +861,7 @@ fn agent_run_is_the_harness_of_an_sdk1_agent() {
     ]);
     let dir = tempfile::tempdir().unwrap();
     let (code, transcript) = agent_run(
-        "llm-agent-v1",
+        "llm-agent-term1",
         &proxy,
         dir.path(),
         &["--instruction", "note where you are"],
@@ -902,7 +902,7 @@ fn agents_are_told_apart_by_their_exports() {
     );
     assert_eq!(code, 2, "{out}");
     assert!(
-        out.contains("wasbox:term/agent@2.0.0") && out.contains("wasbox:term/agent-v1@1.0.0"),
+        out.contains("wasbox:term/agent@2.0.0") && out.contains("wasbox:term/agent@1.0.0"),
         "{out}"
     );
     // Not a component at all.
@@ -916,29 +916,35 @@ fn agents_are_told_apart_by_their_exports() {
     );
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("not a loadable component"), "{out}");
-    // An SDK 1.x agent cannot be served over HTTP, nor a 2.0 agent over stdio.
+    // A term1 agent cannot be served over HTTP, nor a term2 agent over stdio.
     let mut cmd = wasbox();
-    cmd.args(["agent", "serve", "llm-agent-v1", "--listen", "127.0.0.1:0"]);
+    cmd.args([
+        "term",
+        "serve",
+        "llm-agent-term1",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
     let o = run_bounded(cmd, Duration::from_secs(120));
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        text(&o.stderr).contains("needs an SDK 2.0 agent"),
+        text(&o.stderr).contains("needs a term2 agent"),
         "{}",
         text(&o.stderr)
     );
     let mut cmd = wasbox();
-    cmd.args(["agent", "stdio", "llm-agent"]);
+    cmd.args(["term", "stdio", "llm-agent"]);
     let o = run_bounded(cmd, Duration::from_secs(120));
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        text(&o.stderr).contains("needs an SDK 1.x agent"),
+        text(&o.stderr).contains("needs a term1 agent"),
         "{}",
         text(&o.stderr)
     );
     // Unknown names are refused with the built-in list.
     let (code, out) = agent_run("no-such-agent", &proxy, dir.path(), &["--instruction", "x"]);
     assert_eq!(code, 2);
-    assert!(out.contains("llm-agent, llm-agent-v1"), "{out}");
+    assert!(out.contains("llm-agent, llm-agent-term1"), "{out}");
 }
 
 #[test]
@@ -972,15 +978,15 @@ fn serve_stops_promptly_on_sigterm_even_mid_task() {
     assert!(stopped.elapsed() < Duration::from_secs(20));
 }
 
-/// `tests/agents/echo_agent_v1.py` (SDK 1.x), built.
-fn python_v1_agent() -> &'static Path {
+/// `tests/agents/echo_agent_term1.py` (term SDK 1.x), built.
+fn python_term1_agent() -> &'static Path {
     static CELL: OnceLock<PathBuf> = OnceLock::new();
-    python_agent(&repo().join("tests/agents/echo_agent_v1.py"), &CELL)
+    python_agent(&repo().join("tests/agents/echo_agent_term1.py"), &CELL)
 }
 
 #[test]
-fn python_sdk1_agents_build_and_run_under_the_harness() {
-    let agent = python_v1_agent().to_str().unwrap();
+fn python_term1_agents_build_and_run_under_the_harness() {
+    let agent = python_term1_agent().to_str().unwrap();
     // The model answers in the legacy Terminal-Bench shape: its keystrokes are the command.
     let legacy = says(
         r#"{"analysis": "file made", "plan": "show it", "commands": [{"keystrokes": "cat hello.txt\n", "duration": 0.5}], "task_complete": false}"#,
@@ -989,7 +995,7 @@ fn python_sdk1_agents_build_and_run_under_the_harness() {
     let dir = tempfile::tempdir().unwrap();
     let (code, transcript) = agent_run(agent, &proxy, dir.path(), &["--instruction", "say hello"]);
     assert_eq!(code, 0, "{transcript}");
-    assert!(transcript.contains("SDK 1.x"), "{transcript}");
+    assert!(transcript.contains("term SDK 1.x"), "{transcript}");
     assert!(
         transcript.contains("[2] $ cat hello.txt\nHello, world!\n[exit 0]"),
         "{transcript}"

@@ -3,7 +3,7 @@ send the instruction and the recent history to the LLM, read its reply as
 {"command": str|null, "task_complete": bool}, run the command, stop when complete.
 
 Build and serve it:
-    wasbox agent build llm_agent.py -o llm_agent.wasm
+    wasbox term build llm_agent.py -o llm_agent.wasm
     wasbox agent serve llm_agent.wasm --workdir /path/to/task
 """
 

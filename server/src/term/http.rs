@@ -1,10 +1,15 @@
-//! The term SDK 2.0 front-end (specs/term-agent-http-sdk2.md): `/health`, `/start` and
-//! `/status` over HTTP, translated to an [`AgentRunner`] that owns the agent instance.
-//! Bodies, statuses and messages follow the reference runner (COMPAT-NOTES.md).
+//! `wasbox term serve`: the term SDK 2.0 front-end (`docs/specs/term-agent-http-sdk2.md`):
+//! `/health`, `/start` and `/status` over HTTP, translated to an [`AgentRunner`] that owns
+//! the agent instance. Bodies, statuses and messages follow the reference runner
+//! (`docs/specs/COMPAT-NOTES.md`).
 
+use std::io::Write as _;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -17,8 +22,17 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use wasbox_runtime::term::{
-    AgentRunner, DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_SECS, TaskMonitor, TaskSnapshot, TaskSpec,
+    AgentRunner, DEFAULT_MAX_STEPS, DEFAULT_TASK_TIMEOUT, TaskMonitor, TaskSnapshot, TaskSpec,
+    TermVersion,
 };
+
+use super::ServeArgs;
+use super::agent::{env_for, load, preload_in_background, runtime, stderr_sink, task_sandbox};
+
+/// `AGENT_PORT` when unset.
+pub const DEFAULT_AGENT_PORT: u16 = 8765;
+/// How long `term serve` lets a running task go on after SIGTERM or SIGINT.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Largest `/start` body (an instruction is text; 10 MiB is generous).
 const MAX_START_BYTES: usize = 10 << 20;
@@ -60,6 +74,81 @@ pub async fn run_tasks(mut runner: AgentRunner, mut rx: mpsc::Receiver<TaskSpec>
         }
     }
     runner
+}
+
+/// Serves the agent until SIGTERM or SIGINT.
+pub async fn main(args: ServeArgs) -> Result<i32> {
+    let listen: SocketAddr = match &args.listen {
+        Some(l) => l
+            .parse()
+            .with_context(|| format!("--listen: `{l}` is not IP:PORT"))?,
+        None => {
+            let port = match std::env::var("AGENT_PORT") {
+                Ok(p) => p
+                    .parse()
+                    .with_context(|| format!("AGENT_PORT: `{p}` is not a port number"))?,
+                Err(_) => DEFAULT_AGENT_PORT,
+            };
+            SocketAddr::from(([0, 0, 0, 0], port))
+        }
+    };
+    let runtime = runtime()?;
+    let sandbox = task_sandbox(&runtime, args.workdir)?;
+    let monitor = TaskMonitor::new();
+    let (server, tasks) = AgentServer::new(monitor.clone());
+    // Listen first: `/health` answers 503 while the agent compiles and sets up.
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let addr = listener.local_addr()?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "wasbox: term agent server listening on http://{addr}")?;
+        out.flush()?;
+    }
+    let app = router(server.clone());
+    let http = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(crate::shutdown::signal())
+            .await
+    });
+
+    let agent = load(&runtime, &args.agent).await?;
+    if agent.version() != TermVersion::Term2 {
+        bail!(
+            "`{}` is a {} agent; `term serve` needs a term2 agent (use `term stdio`)",
+            args.agent,
+            agent.version().as_str()
+        );
+    }
+    let log = stderr_sink();
+    let mut runner = AgentRunner::new(agent, env_for(sandbox.clone(), log, None), monitor);
+    if let Err(e) = runner.setup().await {
+        bail!("the agent could not start: {e}");
+    }
+    server.set_ready();
+    preload_in_background(&runtime);
+    tracing::info!(agent = %args.agent, workdir = %sandbox.workspace().display(), "term agent ready");
+    eprintln!(
+        "wasbox: term agent {} ready, task directory {}",
+        args.agent,
+        sandbox.workspace().display()
+    );
+    let mut worker = tokio::spawn(run_tasks(runner, tasks));
+    let served = http.await.context("the HTTP server panicked")?;
+    served.context("serving the agent")?;
+    // The server is gone, so is the sender: the worker ends after the running task, which
+    // gets a short grace period and is then stopped (its commands with it).
+    drop(server);
+    match tokio::time::timeout(SHUTDOWN_GRACE, &mut worker).await {
+        Ok(Ok(mut runner)) => runner.cleanup().await,
+        Ok(Err(e)) => tracing::warn!(error = %e, "the agent runner failed"),
+        Err(_) => {
+            tracing::warn!("shutting down with a task still running: stopping it");
+            worker.abort();
+        }
+    }
+    Ok(0)
 }
 
 pub fn router(server: Arc<AgentServer>) -> Router {
@@ -113,7 +202,7 @@ pub fn parse_start(body: &[u8]) -> Result<TaskSpec, String> {
         }
     };
     let max_steps = positive("max_steps", u64::from(DEFAULT_MAX_STEPS))?;
-    let timeout_secs = positive("timeout_secs", DEFAULT_TIMEOUT_SECS)?;
+    let timeout_secs = positive("timeout_secs", DEFAULT_TASK_TIMEOUT.as_secs())?;
     Ok(TaskSpec {
         instruction,
         max_steps: u32::try_from(max_steps).unwrap_or(u32::MAX),

@@ -1,6 +1,5 @@
 //! `POST /v1/worker/jobs:run` and `POST /v1/worker/jobs:stop`.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,12 +9,14 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
-use wasbox_runtime::{JobSpec, Limits, SandboxConfig, StopSignal};
+use wasbox_runtime::{JobSpec, Limits, SandboxConfig};
 
-use super::wire::{RESERVED_ENV, ResultWire, SandboxSpec, check_network_policy, check_timeout};
-use super::{SharedNode, check_version, lock, read_json, required};
-use crate::config::MAX_OUTPUT_BYTES;
+use super::config::MAX_OUTPUT_BYTES;
+use super::job_table::Claim;
+use super::node::{SharedNode, check_version, lock, read_json, required};
+use super::wire::{
+    RESERVED_ENV, ResultWire, RunResponse, SandboxSpec, check_network_policy, check_timeout,
+};
 use crate::problem::Problem;
 
 #[derive(Deserialize)]
@@ -24,62 +25,6 @@ struct RunRequest {
     task_id: Option<String>,
     job_id: Option<String>,
     sandbox: Option<SandboxSpec>,
-}
-
-#[derive(Serialize, Clone, Debug)]
-struct RunResponse {
-    version: u32,
-    task_id: String,
-    job_id: String,
-    #[serde(flatten)]
-    result: ResultWire,
-}
-
-/// Jobs running now (by job id) and the answers of recently finished ones, so that an
-/// orchestrator retrying the same `job_id` never runs it twice and gets the same answer.
-#[derive(Default)]
-pub struct JobTable {
-    running: HashMap<String, RunningJob>,
-    finished: HashMap<String, Arc<RunResponse>>,
-    finished_order: VecDeque<String>,
-}
-
-struct RunningJob {
-    task_id: String,
-    stop: StopSignal,
-    done: watch::Receiver<Option<Arc<RunResponse>>>,
-}
-
-/// Finished answers kept for retries.
-const KEEP_FINISHED: usize = 1024;
-
-impl JobTable {
-    pub fn stop_all(&mut self) {
-        for job in self.running.values() {
-            job.stop.stop();
-        }
-    }
-
-    fn finish(&mut self, job_id: &str, answer: Arc<RunResponse>) {
-        self.running.remove(job_id);
-        if self.finished.insert(job_id.to_string(), answer).is_none() {
-            self.finished_order.push_back(job_id.to_string());
-        }
-        while self.finished_order.len() > KEEP_FINISHED {
-            if let Some(old) = self.finished_order.pop_front() {
-                self.finished.remove(&old);
-            }
-        }
-    }
-}
-
-/// What a request for a job id finds.
-enum Claim {
-    /// Nobody runs it: this request does.
-    Run(watch::Sender<Option<Arc<RunResponse>>>, StopSignal),
-    /// Another request runs it: wait for that answer.
-    Wait(watch::Receiver<Option<Arc<RunResponse>>>),
-    Done(Arc<RunResponse>),
 }
 
 pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
@@ -116,30 +61,7 @@ async fn run_inner(
         )));
     };
 
-    let claim = {
-        let mut table = lock(&node.jobs);
-        if let Some(done) = table.finished.get(&job_id).filter(|d| d.task_id == task_id) {
-            Claim::Done(done.clone())
-        } else if let Some(r) = table.running.get(&job_id).filter(|r| r.task_id == task_id) {
-            Claim::Wait(r.done.clone())
-        } else if table.running.contains_key(&job_id) {
-            return Err(Problem::conflict(format!(
-                "job `{job_id}` is already running for another task"
-            )));
-        } else {
-            let (tx, rx) = watch::channel(None);
-            let stop = StopSignal::new();
-            table.running.insert(
-                job_id.clone(),
-                RunningJob {
-                    task_id: task_id.clone(),
-                    stop: stop.clone(),
-                    done: rx,
-                },
-            );
-            Claim::Run(tx, stop)
-        }
-    };
+    let claim = lock(&node.jobs).claim(&task_id, &job_id);
     let (tx, stop) = match claim {
         Claim::Done(answer) => return Ok(answer),
         Claim::Wait(mut rx) => {
@@ -150,11 +72,16 @@ async fn run_inner(
             return Ok(answer.clone().expect("checked"));
         }
         Claim::Run(tx, stop) => (tx, stop),
+        Claim::Conflict => {
+            return Err(Problem::conflict(format!(
+                "job `{job_id}` is already running for another task"
+            )));
+        }
     };
     let slot = match node.slot() {
         Ok(s) => s,
         Err(p) => {
-            lock(&node.jobs).running.remove(&job_id);
+            lock(&node.jobs).abandon(&job_id);
             return Err(p);
         }
     };
@@ -212,7 +139,7 @@ async fn run_inner(
                     let _ = tx.send(Some(a.clone()));
                 }
                 Err(_) => {
-                    lock(&node.jobs).running.remove(&job_id);
+                    lock(&node.jobs).abandon(&job_id);
                 }
             }
             answer
@@ -247,13 +174,11 @@ pub async fn stop(State(node): State<SharedNode>, headers: HeaderMap, body: Body
         check_version(req.version)?;
         let task_id = required("task_id", &req.task_id)?.to_string();
         let job_id = required("job_id", &req.job_id)?.to_string();
-        let status = match lock(&node.jobs).running.get(&job_id) {
-            Some(job) if job.task_id == task_id => {
-                job.stop.stop();
-                tracing::info!(task_id = %task_id, job_id = %job_id, "job stop requested");
-                "stopping"
-            }
-            _ => "not_running",
+        let status = if lock(&node.jobs).stop(&task_id, &job_id) {
+            tracing::info!(task_id = %task_id, job_id = %job_id, "job stop requested");
+            "stopping"
+        } else {
+            "not_running"
         };
         Ok::<_, Problem>(StopResponse {
             version: 1,

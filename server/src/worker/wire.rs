@@ -42,6 +42,16 @@ pub fn check_timeout(t: Option<i64>, field: &str) -> Result<Option<u64>, Problem
 /// Variables the node sets itself; a request cannot override them.
 pub const RESERVED_ENV: &[&str] = &["CYNODE_TASK_ID", "CYNODE_JOB_ID", "CYNODE_WORKSPACE_DIR"];
 
+/// The answer of `jobs:run`.
+#[derive(Serialize, Clone, Debug)]
+pub struct RunResponse {
+    pub version: u32,
+    pub task_id: String,
+    pub job_id: String,
+    #[serde(flatten)]
+    pub result: ResultWire,
+}
+
 #[derive(Serialize, Clone, Debug)]
 pub struct TruncatedWire {
     pub stdout: bool,

@@ -1,4 +1,4 @@
-//! `llm-agent`: an example term agent of SDK 2.0 (world `wasbox:term/agent@2.0.0`).
+//! `llm-agent`: an example term agent of term SDK 2.0 (world `wasbox:term/agent@2.0.0`).
 //!
 //! How to write an agent, in full: implement the three exports (`setup`, `run`, `cleanup`)
 //! and use the imports. `context::shell` runs a command in the task directory and counts as
@@ -6,17 +6,19 @@
 //! sandbox. The host enforces `max_steps` and the global timeout: past them the task fails
 //! at the next `shell` call, and a stuck agent is stopped.
 //!
-//! The policy (prompt and reply format) is in `agent-policy`, shared with `llm-agent-v1`.
+//! The policy (prompt and reply format) is in `agent-policy`, shared with `llm-agent-term1`.
 
 use agent_policy::{MAX_BAD_REPLIES, Turn, messages, parse_reply};
 
 wit_bindgen::generate!({
-    path: "../../../wit/term",
+    path: "../../../wit/term2",
     world: "agent",
+    // `wasbox:llm` is a package of its own: generate its bindings here too.
+    generate_all,
 });
 
-use wasbox::term::types::{ChatOptions, Message};
-use wasbox::term::{context, llm};
+use wasbox::llm::llm::{self, ChatOptions, Message};
+use wasbox::term::context;
 
 struct LlmAgent;
 

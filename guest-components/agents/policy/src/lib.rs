@@ -1,4 +1,4 @@
-//! The policy both example agents share (SDK 2.0 `llm-agent` and SDK 1.x `llm-agent-v1`):
+//! The policy both example agents share (SDK 2.0 `llm-agent` and term SDK 1.x `llm-agent-term1`):
 //! send the instruction and the recent history to the LLM, read its reply as
 //! `{"command": string|null, "task_complete": bool}`, run the command, stop when the task is
 //! complete. Nothing here knows about WIT; each agent crate wires it to its world.

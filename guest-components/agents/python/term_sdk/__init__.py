@@ -18,9 +18,9 @@ An agent file written against the term SDK runs unchanged:
     if __name__ == "__main__":
         run(MyAgent())
 
-`wasbox agent build agent.py -o agent.wasm` makes it a component of world
+`wasbox term build agent.py -o agent.wasm` makes it a component of world
 `wasbox:term/agent@2.0.0`; a file whose agent implements `solve(self, req)` instead (SDK
-1.x: `Request`, `Response.cmd/done/from_llm`) becomes one of `wasbox:term/agent-v1@1.0.0`. Inside it, every `ctx` call and every LLM call is a call to the
+1.x: `Request`, `Response.cmd/done/from_llm`) becomes one of `wasbox:term/agent@1.0.0`. Inside it, every `ctx` call and every LLM call is a call to the
 host: shell commands run as `sh -c` in the task sandbox (the task directory is `/app`), the
 LLM is reached through the validator's proxy, and nothing else leaves the sandbox.
 """
@@ -36,7 +36,7 @@ from wit_world.imports import llm as _llm
 from wit_world.imports import types as _types
 from componentize_py_types import Err
 
-try:  # SDK 2.0 (world `agent`); an SDK 1.x agent (world `agent-v1`) has no context.
+try:  # term SDK 2.0 (wasbox:term/agent@2.0.0); a term1 agent (@1.0.0) has no context.
     from wit_world.imports import context as _context
 except ImportError:
     _context = None
@@ -349,8 +349,8 @@ class LLM:
             content = m.get("content") if isinstance(m, dict) else getattr(m, "content", "")
             if not isinstance(content, str):
                 content = "" if content is None else json.dumps(content)
-            wit_messages.append(_types.Message(role=str(role), content=content))
-        options = _types.ChatOptions(
+            wit_messages.append(_llm.Message(role=str(role), content=content))
+        options = _llm.ChatOptions(
             model=model or self.model,
             max_tokens=max_tokens if max_tokens is not None else self.max_tokens,
             temperature=temperature if temperature is not None else self.temperature,

@@ -1,4 +1,4 @@
-"""A test agent of SDK 1.x in Python: creates hello.txt, lets the LLM pick the next step
+"""A test agent of term SDK 1.x (term1) in Python: creates hello.txt, lets the LLM pick the next step
 (the test's proxy answers in the legacy Terminal-Bench shape), then finishes, reporting how
 many commands it saw (its state lives across steps)."""
 

@@ -26,7 +26,7 @@ pub const DEFAULT_MAX_SESSIONS: usize = 256;
 /// A session's lifetime and idle limits when its create request gives none.
 pub const DEFAULT_SESSION_LIFETIME_SECS: u64 = 3600;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 600;
-/// How long shutdown waits for running jobs before stopping them.
+/// How long `wasbox serve` waits for running jobs at shutdown before stopping them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Everything `wasbox serve` runs with.
@@ -139,6 +139,7 @@ struct Constraints {
 pub struct Flags {
     pub listen: Option<String>,
     pub token: Option<String>,
+    pub token_file: Option<PathBuf>,
     pub config: Option<PathBuf>,
     pub constraints: Option<PathBuf>,
     pub max_concurrent: Option<usize>,
@@ -176,8 +177,16 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         .parse()
         .with_context(|| format!("listen address `{listen}` is not IP:PORT"))?;
 
+    let token_file = flags
+        .token_file
+        .or_else(|| env("WASBOX_TOKEN_FILE").map(PathBuf::from));
+    let token_from_file = match (&flags.token, token_file) {
+        (None, Some(p)) => Some(read_token(&p)?),
+        _ => None,
+    };
     let token = flags
         .token
+        .or(token_from_file)
         .or_else(|| env("WASBOX_TOKEN"))
         .or(yaml.worker_api.bearer_token)
         .or(yaml.worker_api.token)
@@ -238,6 +247,16 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             .cache_dir
             .or_else(|| env("WASBOX_CACHE_DIR").map(PathBuf::from)),
     })
+}
+
+/// The first line of a token file, which must not be empty.
+fn read_token(p: &Path) -> Result<String> {
+    let text = read(p)?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        bail!("{}: the token file is empty", p.display());
+    }
+    Ok(token)
 }
 
 fn read(p: &Path) -> Result<String> {
@@ -334,6 +353,19 @@ mod tests {
         let mut f = flags();
         f.token = Some("from-flag".into());
         assert_eq!(load(f, env).unwrap().token, "from-flag");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let mut f = flags();
+        f.token_file = Some(file.clone());
+        assert_eq!(load(f, env).unwrap().token, "from-file");
+        let file_env =
+            |k: &str| (k == "WASBOX_TOKEN_FILE").then(|| file.to_string_lossy().into_owned());
+        assert_eq!(load(flags(), file_env).unwrap().token, "from-file");
+        std::fs::write(&file, "\n").unwrap();
+        assert!(
+            load(flags(), file_env).is_err(),
+            "an empty token file is refused"
+        );
         let generated = load(Flags::default(), |_| None).unwrap();
         assert!(generated.token_generated);
         assert_eq!(generated.token.len(), 64);

@@ -1,9 +1,9 @@
-//! The process host: runs one program of an image as one process (a fresh `Store` with its
-//! own limits), and implements `wasbox:sandbox/process` so that a process can start others
-//! in the same sandbox, wired to pipes, workspace files or its own streams.
+//! Processes: one program of an image run as one instance in a store of its own, and the
+//! `wasbox:sandbox/process` import through which a process starts others in the same
+//! sandbox, wired to pipes, sandbox files or its own streams.
 //!
-//! Files named by a guest are opened through the sandbox's workspace directory handle
-//! (cap-std), never by host path, so nothing outside the workspace can be reached.
+//! Files named by a guest are opened through the sandbox's directory handles (cap-std),
+//! never by host path, so nothing outside the workspace and `/tmp` can be reached.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,47 +13,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
 use wasmtime::Result;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxView, WasiView};
 
+use super::{Exit, Launch, Site, new_store};
 use crate::bindings::process as wit;
-use crate::job::Terminal;
-use crate::limits::{
-    EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_SIGPIPE, EXIT_TIMEOUT, EXIT_TRAP, PIPE_CAPACITY,
-};
-use crate::sandbox::SandboxShared;
-use crate::stdio::{BrokenPipe, InputSource, OutputSink, PipeReader, PipeWriter, pipe};
-
-/// The store data of one process.
-pub struct ProcessState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limits: StoreLimits,
-    host: ProcessHost,
-}
-
-impl WasiView for ProcessState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-/// Adds everything a program may import to the linker: WASI and `wasbox:sandbox/process`.
-pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<ProcessState>) -> Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    wit::add_to_linker::<ProcessState, wasmtime::component::HasSelf<ProcessHost>>(linker, |s| {
-        &mut s.host
-    })?;
-    Ok(())
-}
+use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
+use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
+use crate::sandbox::{SandboxState, io_message};
 
 /// State shared by every process of one job: its deadline, stop signal and counters.
 pub(crate) struct JobContext {
-    pub(crate) sandbox: Arc<SandboxShared>,
+    pub(crate) site: Site,
     deadline: Instant,
     stopped: AtomicBool,
     stop_notify: Notify,
@@ -65,13 +34,9 @@ pub(crate) struct JobContext {
 }
 
 impl JobContext {
-    pub(crate) fn new(
-        sandbox: Arc<SandboxShared>,
-        deadline: Instant,
-        terminal: Option<Terminal>,
-    ) -> Self {
+    pub(crate) fn new(site: Site, deadline: Instant, terminal: Option<Terminal>) -> Self {
         JobContext {
-            sandbox,
+            site,
             deadline,
             stopped: AtomicBool::new(false),
             stop_notify: Notify::new(),
@@ -99,7 +64,8 @@ impl JobContext {
         self.deadline
     }
 
-    fn over(&self) -> bool {
+    /// Whether the job's processes must end now: stopped, or past the deadline.
+    pub(crate) fn over(&self) -> bool {
         self.stopped.load(Ordering::Relaxed) || Instant::now() >= self.deadline
     }
 
@@ -143,10 +109,10 @@ pub(crate) struct Stdio {
 }
 
 /// Counts a live process of a sandbox for as long as it exists.
-struct LiveProcess(Arc<SandboxShared>);
+struct LiveProcess(Arc<SandboxState>);
 
 impl LiveProcess {
-    fn enter(sandbox: &Arc<SandboxShared>) -> Option<Self> {
+    fn enter(sandbox: &Arc<SandboxState>) -> Option<Self> {
         let max = sandbox.limits.max_processes;
         sandbox
             .live
@@ -172,132 +138,54 @@ pub(crate) async fn run_process(
     cwd: String,
     stdio: Stdio,
 ) -> i32 {
-    let sandbox = job.sandbox.clone();
-    let Some(program) = sandbox.image.resolve(&argv[0]).cloned() else {
-        let msg = format!("sh: {}: command not found\n", argv[0]);
-        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+    let stderr = stdio.stderr.clone();
+    let fail = |msg: String| async move {
+        let _ = stderr.write_all(msg.as_bytes()).await;
+    };
+    let Some(index) = job.site.image.image.resolve(&argv[0]) else {
+        fail(format!("sh: {}: command not found\n", argv[0])).await;
         return EXIT_NOT_FOUND;
     };
-    let Some(_live) = LiveProcess::enter(&sandbox) else {
-        let msg = format!(
-            "sh: {}: process limit of {} reached\n",
-            argv[0], sandbox.limits.max_processes
-        );
-        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+    let Some(_live) = LiveProcess::enter(&job.site.sandbox) else {
+        let max = job.site.sandbox.limits.max_processes;
+        fail(format!("sh: {}: process limit of {max} reached\n", argv[0])).await;
         return 126;
     };
-    let name = program.source.name.clone();
-    let runtime = &sandbox.runtime;
-    let pre = match program.pre(&runtime.linker, &runtime.cache).await {
+    let pre = match job.site.image.program(&job.site.host, index).await {
         Ok(pre) => pre,
         Err(e) => {
-            tracing::error!(program = %name, error = ?e, "cannot load program");
-            let msg = format!("sh: {}: cannot load program: {e:#}\n", argv[0]);
-            let _ = stdio.stderr.write_all(msg.as_bytes()).await;
+            tracing::error!(program = %argv[0], error = ?e, "cannot load program");
+            fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
             return 126;
         }
     };
-
-    let mut wasi = WasiCtx::builder();
-    wasi.args(&argv)
-        .envs(&env)
-        .initial_cwd(&cwd)
-        .stdin(stdio.stdin.clone())
-        .stdout(stdio.stdout.clone())
-        .stderr(stdio.stderr.clone())
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        // Workspace files are local: doing their I/O on the calling thread is cheaper than a
-        // hop to the blocking pool for every open and stat.
-        .allow_blocking_current_thread(true)
-        .socket_addr_check(|_, _| Box::pin(async { false }));
-    if let Err(e) = wasi.preopened_dir(&sandbox.workspace, &sandbox.mount, FsPerms::ReadWrite) {
-        let msg = format!("sh: {}: cannot open the workspace: {e}\n", argv[0]);
-        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
-        return 126;
-    }
-    if let Some((tmp, _)) = &sandbox.tmp
-        && let Err(e) = wasi.preopened_dir(tmp.path(), "/tmp", FsPerms::ReadWrite)
-    {
-        let msg = format!("sh: {}: cannot open /tmp: {e}\n", argv[0]);
-        let _ = stdio.stderr.write_all(msg.as_bytes()).await;
-        return 126;
-    }
-    let mut table = ResourceTable::new();
-    table.set_max_capacity(sandbox.limits.max_open_resources);
-    let limits = StoreLimitsBuilder::new()
-        .memory_size(sandbox.limits.memory_bytes)
-        .instances(64)
-        .tables(64)
-        .memories(8)
-        .trap_on_grow_failure(true)
-        .build();
     let stderr = stdio.stderr.clone();
-    let state = ProcessState {
-        wasi: wasi.build(),
-        table,
-        limits,
-        host: ProcessHost {
-            job: job.clone(),
-            cwd,
-            stdio,
-            handles: HashMap::new(),
-            next_handle: 3,
-            children: HashMap::new(),
-            killed: HashMap::new(),
-            next_pid: 1,
-        },
+    let launch = Launch {
+        argv: &argv,
+        env: &env,
+        cwd: &cwd,
+        stdio,
     };
-    let mut store = Store::new(runtime.linker.engine(), state);
-    store.limiter(|s| &mut s.limits);
-    store.set_epoch_deadline(1);
-    let deadline_job = job.clone();
-    store.epoch_deadline_callback(move |_| {
-        Ok(if deadline_job.over() {
-            UpdateDeadline::Interrupt
-        } else {
-            UpdateDeadline::Yield(1)
-        })
-    });
-
+    let mut store = match new_store(&job, launch, ()) {
+        Ok(store) => store,
+        Err(msg) => {
+            fail(format!("sh: {}: {msg}\n", argv[0])).await;
+            return 126;
+        }
+    };
     let result = async {
         let command = pre.instantiate_async(&mut store).await?;
         command.wasi_cli_run().call_run(&mut store).await
     }
     .await;
     drop(store);
-    match result {
-        Ok(Ok(())) => 0,
-        Ok(Err(())) => 1,
-        Err(e) => {
-            if let Some(exit) = e.downcast_ref::<I32Exit>() {
-                return exit.0;
-            }
-            if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
-                return EXIT_TIMEOUT;
-            }
-            if e.downcast_ref::<BrokenPipe>().is_some() {
-                return EXIT_SIGPIPE;
-            }
-            let reason = if e
-                .root_cause()
-                .to_string()
-                .contains("forcing trap when growing")
-            {
-                format!(
-                    "memory limit of {} MiB exceeded",
-                    job.sandbox.limits.memory_bytes >> 20
-                )
-            } else {
-                format!("{e:#}").replace('\n', " ")
-            };
-            tracing::debug!(program = %name, %reason, "process trapped");
-            let msg = format!("{}: terminated: {reason}\n", argv[0]);
-            let _ = stderr.write_all(msg.as_bytes()).await;
-            EXIT_TRAP
-        }
+    let exit = Exit::of_run(result);
+    if let Some(reason) = exit.reason() {
+        tracing::debug!(program = %argv[0], %reason, "process trapped");
+        let msg = format!("{}: terminated: {reason}\n", argv[0]);
+        let _ = stderr.write_all(msg.as_bytes()).await;
     }
+    exit.status()
 }
 
 /// One end of a pipe held by a process.
@@ -323,6 +211,27 @@ pub(crate) struct ProcessHost {
 const MAX_HANDLES: usize = 1024;
 
 impl ProcessHost {
+    pub(crate) fn new(job: Arc<JobContext>, cwd: String, stdio: Stdio) -> Self {
+        ProcessHost {
+            job,
+            cwd,
+            stdio,
+            handles: HashMap::new(),
+            next_handle: 3,
+            children: HashMap::new(),
+            killed: HashMap::new(),
+            next_pid: 1,
+        }
+    }
+
+    pub(crate) fn job(&self) -> &Arc<JobContext> {
+        &self.job
+    }
+
+    pub(crate) fn set_job(&mut self, job: Arc<JobContext>) {
+        self.job = job;
+    }
+
     /// What a waiter sees of a child that ended (or was aborted).
     fn status_of(&mut self, pid: u32, result: Result<i32, tokio::task::JoinError>) -> i32 {
         let killed = self.killed.remove(&pid);
@@ -375,7 +284,12 @@ impl ProcessHost {
                 if is_dev_null(path) {
                     return Ok(InputSource::Null);
                 }
-                let file = self.job.sandbox.open(&self.cwd, path, |o| o.read(true))?;
+                let file = self
+                    .job
+                    .site
+                    .sandbox
+                    .open(&self.cwd, path, |o| o.read(true))
+                    .map_err(wit::Error::Io)?;
                 InputSource::file(file)
             }
             _ => return Err(wit::Error::Io("stdin must be read from".into())),
@@ -389,13 +303,18 @@ impl ProcessHost {
             "/dev/stderr" => return Ok(self.stdio.stderr.clone()),
             _ => {}
         }
-        let file = self.job.sandbox.open(&self.cwd, path, |o| {
-            if append {
-                o.append(true).create(true)
-            } else {
-                o.write(true).create(true).truncate(true)
-            }
-        })?;
+        let file = self
+            .job
+            .site
+            .sandbox
+            .open(&self.cwd, path, |o| {
+                if append {
+                    o.append(true).create(true)
+                } else {
+                    o.write(true).create(true).truncate(true)
+                }
+            })
+            .map_err(wit::Error::Io)?;
         Ok(OutputSink::file(file))
     }
 
@@ -424,11 +343,11 @@ impl wit::Host for ProcessHost {
 
     async fn spawn(&mut self, cmd: wit::Command) -> Result<Result<u32, wit::Error>> {
         let job = self.job.clone();
-        let sandbox = &job.sandbox;
+        let sandbox = &job.site.sandbox;
         let Some(argv0) = cmd.argv.first() else {
             return Ok(Err(wit::Error::Io("empty command".into())));
         };
-        if !sandbox.image.has_program(argv0) {
+        if !job.site.image.image.has_program(argv0) {
             return Ok(Err(wit::Error::NotFound(format!(
                 "{argv0}: command not found"
             ))));
@@ -510,6 +429,7 @@ impl wit::Host for ProcessHost {
         use cap_std::fs::PermissionsExt;
         Ok(self
             .job
+            .site
             .sandbox
             .resolve(&self.cwd, &path)
             .and_then(|(dir, rel)| dir.metadata(rel).ok())
@@ -518,7 +438,7 @@ impl wit::Host for ProcessHost {
 
     async fn set_file_mode(&mut self, path: String, mode: u32) -> Result<Result<(), wit::Error>> {
         use cap_std::fs::PermissionsExt;
-        let Some((dir, rel)) = self.job.sandbox.resolve(&self.cwd, &path) else {
+        let Some((dir, rel)) = self.job.site.sandbox.resolve(&self.cwd, &path) else {
             return Ok(Err(wit::Error::Io(format!(
                 "{path}: Operation not permitted"
             ))));
@@ -526,7 +446,7 @@ impl wit::Host for ProcessHost {
         let perms = cap_std::fs::Permissions::from_mode(mode & 0o7777);
         Ok(dir
             .set_permissions(&rel, perms)
-            .map_err(|e| wit::Error::Io(format!("{path}: {}", crate::sandbox::io_message(&e)))))
+            .map_err(|e| wit::Error::Io(format!("{path}: {}", io_message(&e)))))
     }
 
     async fn read(&mut self, handle: u32, max: u32) -> Result<Result<Vec<u8>, wit::Error>> {
@@ -557,7 +477,7 @@ impl wit::Host for ProcessHost {
     }
 
     async fn has_program(&mut self, name: String) -> Result<bool> {
-        Ok(self.job.sandbox.image.has_program(&name))
+        Ok(self.job.site.image.image.has_program(&name))
     }
 
     async fn terminal_size(&mut self) -> Result<Option<(u16, u16)>> {

@@ -1,4 +1,4 @@
-//! `llm-agent-v1`: an example term agent of SDK 1.x (world `wasbox:term/agent-v1@1.0.0`).
+//! `llm-agent-term1`: an example term agent of term SDK 1.x (world `wasbox:term/agent@1.0.0`).
 //!
 //! The harness owns the loop: it sends one request per step (the instruction, the last
 //! command, its output and exit code, the working directory) and runs the command this
@@ -15,20 +15,21 @@ use std::cell::RefCell;
 use agent_policy::{MAX_BAD_REPLIES, Turn, messages, parse_reply};
 
 wit_bindgen::generate!({
-    path: "../../../wit/term-v1",
-    world: "agent-v1",
+    path: "../../../wit/term1",
+    world: "agent",
+    // `wasbox:llm` is a package of its own: generate its bindings here too.
+    generate_all,
 });
 
-use wasbox::term::llm;
-use wasbox::term::types::{ChatOptions, Message};
+use wasbox::llm::llm::{self, ChatOptions, Message};
 
 thread_local! {
     static HISTORY: RefCell<Vec<Turn>> = const { RefCell::new(Vec::new()) };
 }
 
-struct LlmAgentV1;
+struct LlmAgentTerm1;
 
-impl Guest for LlmAgentV1 {
+impl Guest for LlmAgentTerm1 {
     fn setup() -> Result<(), String> {
         Ok(())
     }
@@ -73,7 +74,7 @@ impl Guest for LlmAgentV1 {
                 Ok(_) => last_error = "no command and not complete".into(),
                 Err(e) => last_error = e,
             }
-            eprintln!("[llm-agent-v1] unusable reply: {last_error}");
+            eprintln!("[llm-agent-term1] unusable reply: {last_error}");
         }
         Err(format!(
             "{MAX_BAD_REPLIES} unusable replies in a row (last: {last_error})"
@@ -83,4 +84,4 @@ impl Guest for LlmAgentV1 {
     fn cleanup() {}
 }
 
-export!(LlmAgentV1);
+export!(LlmAgentTerm1);

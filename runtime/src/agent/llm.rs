@@ -1,15 +1,22 @@
-//! The LLM proxy client: what the term SDK's `LLM` class does, done by the host so that the
-//! agent never holds a socket. `POST {LLM_PROXY_URL}/llm/proxy` with
-//! `{agent_hash, messages, model, max_tokens, temperature, task_id}`, answered by
-//! `{success, content, model, usage, cost_usd}`.
+//! The host of `wasbox:llm`, the one way an agent of any protocol reaches a model, and the
+//! backends a call can go to. [`LlmProxy`] is the term validator's proxy client (what the
+//! term SDK's `LLM` class does, done by the host so that the agent never holds a socket):
+//! `POST {LLM_PROXY_URL}/llm/proxy` with `{agent_hash, messages, model, max_tokens,
+//! temperature, task_id}`, answered by `{success, content, model, usage, cost_usd}`.
 
 use std::time::Duration;
+
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::llm::wasbox::llm::llm as wit;
+use crate::host::HostState;
 
 /// Defaults of the SDK's `LLM` client when the agent sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -75,8 +82,15 @@ pub enum ChatError {
     Failed(String),
 }
 
-impl LlmProxy {
-    pub async fn chat(&self, req: &ChatRequest) -> Result<ChatCompletion, ChatError> {
+/// Where an agent's chat calls go.
+#[async_trait::async_trait]
+pub trait ChatBackend: Send + Sync {
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatCompletion, ChatError>;
+}
+
+#[async_trait::async_trait]
+impl ChatBackend for LlmProxy {
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatCompletion, ChatError> {
         let Some(base) = &self.url else {
             return Err(ChatError::Failed(
                 "no LLM proxy configured (the host's LLM_PROXY_URL is not set)".into(),
@@ -194,4 +208,99 @@ async fn post_json(url: &str, body: &Value) -> Result<(u16, String)> {
         .to_bytes();
     driver.abort();
     Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// What an LLM call came to, as the host reports it (never the key or the URL).
+#[derive(Clone, Debug)]
+pub struct LlmCall {
+    pub ok: bool,
+    /// `model: N tokens, $cost`, or the error.
+    pub detail: String,
+}
+
+/// Told about every LLM call an agent makes.
+pub type LlmObserver = Arc<dyn Fn(&LlmCall) + Send + Sync>;
+
+/// The host side of `wasbox:llm`, held by each agent protocol's store data.
+pub(crate) struct LlmHost {
+    backend: Arc<dyn ChatBackend>,
+    on_call: Option<LlmObserver>,
+    /// Set when the backend refused for good (a cost limit): the call ends the agent, and
+    /// this is the reason its task fails with.
+    pub(crate) fatal: Option<String>,
+}
+
+impl LlmHost {
+    pub(crate) fn new(
+        backend: Arc<dyn ChatBackend>,
+        on_call: Option<LlmObserver>,
+    ) -> Self {
+        LlmHost {
+            backend,
+            on_call,
+            fatal: None,
+        }
+    }
+
+    fn tell(&self, call: LlmCall) {
+        if let Some(f) = &self.on_call {
+            f(&call);
+        }
+    }
+}
+
+/// Store data of a protocol whose world imports `wasbox:llm`.
+pub(crate) trait HasLlm {
+    fn llm(&mut self) -> &mut LlmHost;
+}
+
+/// Adds `wasbox:llm/llm` to a protocol's linker.
+pub(crate) fn add_to_linker<E: HasLlm + Send + 'static>(
+    linker: &mut Linker<HostState<E>>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<HostState<E>, HasSelf<LlmHost>>(linker, |s| s.ext.llm())
+}
+
+impl wit::Host for LlmHost {
+    async fn chat(
+        &mut self,
+        messages: Vec<wit::Message>,
+        options: wit::ChatOptions,
+    ) -> wasmtime::Result<Result<wit::Completion, String>> {
+        let request = ChatRequest {
+            messages: messages.into_iter().map(|m| (m.role, m.content)).collect(),
+            model: options.model,
+            max_tokens: options.max_tokens,
+            temperature: options.temperature,
+        };
+        match self.backend.chat(&request).await {
+            Ok(c) => {
+                self.tell(LlmCall {
+                    ok: true,
+                    detail: format!("{}: {} tokens, ${:.4}", c.model, c.total_tokens, c.cost_usd),
+                });
+                Ok(Ok(wit::Completion {
+                    content: c.content,
+                    model: c.model,
+                    usage: wit::Usage {
+                        prompt_tokens: c.prompt_tokens,
+                        completion_tokens: c.completion_tokens,
+                        total_tokens: c.total_tokens,
+                    },
+                    cost_usd: c.cost_usd,
+                }))
+            }
+            Err(ChatError::CostLimit(m)) => {
+                self.fatal = Some(m.clone());
+                Err(wasmtime::Error::msg(m))
+            }
+            Err(ChatError::Failed(m)) => {
+                self.tell(LlmCall {
+                    ok: false,
+                    detail: m.clone(),
+                });
+                Ok(Err(m))
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! Standard streams of sandboxed processes: bounded pipes between processes, bounded
-//! capture buffers for job output, workspace files, and host writers.
+//! capture buffers for job output, workspace files, host writers, and the size of the
+//! terminal a job runs on.
 //!
 //! Everything here is host memory only; it never opens a path (callers hand in files they
 //! opened inside the workspace).
@@ -170,6 +171,27 @@ impl PipeWriter {
 
 fn broken_pipe() -> std::io::Error {
     std::io::Error::from(std::io::ErrorKind::BrokenPipe)
+}
+
+// ---------------------------------------------------------------------------------------
+// Terminal
+// ---------------------------------------------------------------------------------------
+
+/// The size of the terminal a job runs on; resizing is seen by its programs (through the
+/// `terminal-size` import). Cheap to clone.
+#[derive(Clone)]
+pub struct Terminal(Arc<Mutex<(u16, u16)>>);
+
+impl Terminal {
+    pub fn new(cols: u16, rows: u16) -> Self {
+        Terminal(Arc::new(Mutex::new((cols, rows))))
+    }
+    pub fn resize(&self, cols: u16, rows: u16) {
+        *lock(&self.0) = (cols, rows);
+    }
+    pub fn size(&self) -> (u16, u16) {
+        *lock(&self.0)
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+//! Agents: components that export a protocol's world (term SDK 2.0 and 1.x, ...), hosted in
+//! a sandbox. This module holds what every protocol shares: compiling a component and
+//! reading what it exports, the job and store of an instance (both from the host layer),
+//! the LLM host, and how an instance's failure is told. Each protocol's module adds its
+//! world's imports and the calls it makes; a front-end only translates its wire format to
+//! those calls.
+//!
+//! An agent never gets more than a program would: its sandbox's workspace and `/tmp`, the
+//! process import, and the imports of its world. Never a socket.
+
+pub mod llm;
+pub mod term;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use bytes::Bytes;
+use wasmtime::Store;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Linker};
+
+use crate::host::{Exit, HostState, JobContext, Launch, Stdio, new_store};
+use crate::io::{InputSource, OutputSink};
+use crate::job::deadline_after;
+use crate::runtime::{Runtime, Sandbox};
+
+/// Compiles (or loads from the cache) an agent component. `name` only names its cache file.
+pub(crate) async fn compile(runtime: &Runtime, name: &str, wasm: Bytes) -> Result<Component> {
+    let host = runtime.host();
+    host.cache
+        .load(&host.engine, &cache_name(name), wasm)
+        .await
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("`{name}` is not a loadable component"))
+}
+
+/// The names of the functions a component exports at its top level.
+pub(crate) fn exported_functions(runtime: &Runtime, component: &Component) -> Vec<String> {
+    let engine = &runtime.host().engine;
+    component
+        .component_type()
+        .exports(engine)
+        .filter(|(_, item)| matches!(item.ty, ComponentItem::ComponentFunc(_)))
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// A cache file name made of the agent's name (any file name) and nothing else.
+fn cache_name(name: &str) -> String {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let clean: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    format!("agent-{clean}")
+}
+
+/// The linker of a protocol's agents: WASI, the process import, and what `add` adds (the
+/// world's own imports). Made once per runtime and protocol.
+pub(crate) fn linker<E: Send + 'static>(
+    runtime: &Runtime,
+    add: fn(&mut Linker<HostState<E>>) -> wasmtime::Result<()>,
+) -> Result<Arc<Linker<HostState<E>>>> {
+    runtime.host().linker_for(add).map_err(anyhow::Error::from)
+}
+
+/// A job for an agent instance of `sandbox`: what it starts through the process import are
+/// its children, and the instance is interrupted when the job is stopped or, with a
+/// deadline, when that passes.
+pub(crate) fn job(sandbox: &Sandbox, deadline: Option<Instant>) -> Arc<JobContext> {
+    let deadline = deadline.unwrap_or_else(|| deadline_after(std::time::Duration::MAX));
+    Arc::new(JobContext::new(sandbox.site().clone(), deadline, None))
+}
+
+/// The store of an agent instance: `argv[0]` is the agent's name, the working directory is
+/// the mount point, stdin is empty and stdout and stderr go to `log`.
+pub(crate) fn store<E: Send + 'static>(
+    sandbox: &Sandbox,
+    job: &Arc<JobContext>,
+    name: &str,
+    env: &[(String, String)],
+    log: OutputSink,
+    ext: E,
+) -> Result<Store<HostState<E>>> {
+    let mount = sandbox.mount().to_string();
+    let env = crate::host::environment(&sandbox.site().sandbox, env, &mount);
+    let launch = Launch {
+        argv: &[name.to_string()],
+        env: &env,
+        cwd: &mount,
+        stdio: Stdio {
+            stdin: InputSource::Null,
+            stdout: log.clone(),
+            stderr: log,
+        },
+    };
+    new_store(job, launch, ext).map_err(|m| anyhow::anyhow!("cannot start the agent: {m}"))
+}
+
+/// Why a call into an agent failed, for its operator and its protocol's error.
+pub(crate) fn failure(e: &wasmtime::Error) -> String {
+    match Exit::of_error(e) {
+        Exit::Code(n) => format!("the agent exited with code {n}"),
+        Exit::Interrupted => "the agent was stopped".to_string(),
+        Exit::OutOfMemory(m) => format!("the agent ran out of memory ({m})"),
+        Exit::BrokenPipe | Exit::Trap(_) => {
+            format!("the agent crashed: {}", format!("{e:#}").replace('\n', " "))
+        }
+    }
+}
+
+/// Whether a call ended because its job's deadline passed or the job was stopped.
+pub(crate) fn interrupted(e: &wasmtime::Error) -> bool {
+    Exit::of_error(e) == Exit::Interrupted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_names_are_plain_file_names() {
+        assert_eq!(cache_name("/x/y/my agent.wasm"), "agent-my_agent_wasm");
+        assert_eq!(cache_name("llm-agent"), "agent-llm-agent");
+    }
+}

@@ -1,0 +1,127 @@
+//! How a component instance ended, read in one place for programs and agents alike: an exit
+//! code, a deadline or stop (epoch interrupt), a write to a pipe with no reader, a memory
+//! limit, or another trap. A shell's exit statuses follow from it.
+
+use wasmtime::Trap;
+use wasmtime_wasi::I32Exit;
+
+use crate::io::BrokenPipe;
+use crate::limits::{EXIT_SIGPIPE, EXIT_TIMEOUT, EXIT_TRAP};
+
+/// Which memory limit an allocation went over. Carried by the trap that ends the instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryExceeded {
+    /// The process's own limit (`Limits::memory_bytes`).
+    Process(usize),
+    /// The budget all processes of its sandbox share (`Limits::sandbox_memory_bytes`).
+    Sandbox(usize),
+    /// The budget of every sandbox of the runtime together.
+    Node(usize),
+}
+
+impl std::fmt::Display for MemoryExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryExceeded::Process(n) => write!(f, "memory limit of {} MiB exceeded", n >> 20),
+            MemoryExceeded::Sandbox(n) => {
+                write!(f, "sandbox memory budget of {} MiB exceeded", n >> 20)
+            }
+            MemoryExceeded::Node(n) => {
+                write!(f, "the node's memory budget of {} MiB is used up", n >> 20)
+            }
+        }
+    }
+}
+
+impl std::error::Error for MemoryExceeded {}
+
+/// How an instance ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// It returned (0 for success, 1 for an error) or called `exit` with this code.
+    Code(i32),
+    /// Its job's deadline passed or the job was stopped.
+    Interrupted,
+    /// It wrote to a pipe nobody reads any more (as after SIGPIPE).
+    BrokenPipe,
+    /// An allocation went over a memory limit.
+    OutOfMemory(MemoryExceeded),
+    /// Any other trap, with its message on one line.
+    Trap(String),
+}
+
+impl Exit {
+    /// The end of a `wasi:cli/run` call.
+    pub(crate) fn of_run(result: wasmtime::Result<Result<(), ()>>) -> Exit {
+        match result {
+            Ok(Ok(())) => Exit::Code(0),
+            Ok(Err(())) => Exit::Code(1),
+            Err(e) => Exit::of_error(&e),
+        }
+    }
+
+    /// The end of a call that failed in wasmtime (a trap, `exit`, an interrupt).
+    pub(crate) fn of_error(e: &wasmtime::Error) -> Exit {
+        if let Some(exit) = e.downcast_ref::<I32Exit>() {
+            return Exit::Code(exit.0);
+        }
+        if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
+            return Exit::Interrupted;
+        }
+        if e.downcast_ref::<BrokenPipe>().is_some() {
+            return Exit::BrokenPipe;
+        }
+        for cause in e.chain() {
+            if let Some(m) = cause.downcast_ref::<MemoryExceeded>() {
+                return Exit::OutOfMemory(*m);
+            }
+        }
+        Exit::Trap(format!("{e:#}").replace('\n', " "))
+    }
+
+    /// The status a shell reports: the code itself, 124 after a deadline, 141 after a broken
+    /// pipe, 134 for a trap (like SIGABRT).
+    pub(crate) fn status(&self) -> i32 {
+        match self {
+            Exit::Code(n) => *n,
+            Exit::Interrupted => EXIT_TIMEOUT,
+            Exit::BrokenPipe => EXIT_SIGPIPE,
+            Exit::OutOfMemory(_) | Exit::Trap(_) => EXIT_TRAP,
+        }
+    }
+
+    /// Why an instance was ended abnormally (for `PROGRAM: terminated: REASON`), if it was.
+    pub(crate) fn reason(&self) -> Option<String> {
+        match self {
+            Exit::OutOfMemory(m) => Some(m.to_string()),
+            Exit::Trap(m) => Some(m.clone()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_a_shell() {
+        assert_eq!(Exit::of_run(Ok(Ok(()))).status(), 0);
+        assert_eq!(Exit::of_run(Ok(Err(()))).status(), 1);
+        let exit = wasmtime::Error::new(I32Exit(42));
+        assert_eq!(Exit::of_error(&exit), Exit::Code(42));
+        let interrupted = wasmtime::Error::new(Trap::Interrupt);
+        assert_eq!(Exit::of_error(&interrupted).status(), 124);
+        let pipe = wasmtime::Error::new(BrokenPipe);
+        assert_eq!(Exit::of_error(&pipe).status(), 141);
+        let oom = wasmtime::Error::new(MemoryExceeded::Process(64 << 20)).context("growing");
+        let e = Exit::of_error(&oom);
+        assert_eq!(e.status(), 134);
+        assert_eq!(e.reason().unwrap(), "memory limit of 64 MiB exceeded");
+        let trap = wasmtime::Error::msg("unreachable\nexecuted");
+        assert_eq!(
+            Exit::of_error(&trap).reason().unwrap(),
+            "unreachable executed"
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! The host side of every component the runtime runs, and the one place a wasmtime `Store`
+//! is built.
+//!
+//! A store's data is a [`HostState`]: the WASI context (arguments, environment, working
+//! directory, the sandbox's workspace and `/tmp` as the only preopened directories, no
+//! sockets, no name lookups), a capped resource table, the memory limiter (the process's
+//! own limit, then the sandbox's and the node's budgets), the `wasbox:sandbox/process` host,
+//! and whatever a protocol adds (`E`: a term agent's task context, a sidecar's tool calls).
+//! Programs, shell children and agents of every protocol all get their store from
+//! [`new_store`], so the containment policy is written once; how a component ended (an exit
+//! code, a deadline, a trap) is read once, by [`Exit`].
+//!
+//! Nothing here opens a host path other than the sandbox's own two directories.
+
+mod exit;
+mod memory;
+mod process;
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime_wasi::p2::bindings::CommandPre;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+
+pub(crate) use exit::Exit;
+pub use exit::MemoryExceeded;
+pub(crate) use process::{JobContext, Stdio, run_process};
+
+use crate::bindings::process as wit;
+use crate::engine::CompileCache;
+use crate::image::Image;
+use crate::limits::Budget;
+use crate::sandbox::SandboxState;
+use memory::MemoryLimiter;
+use process::ProcessHost;
+
+/// The data of every store: what WASI, the process import and a protocol's own imports
+/// need. `E` is the protocol's part (`()` for plain programs).
+pub struct HostState<E = ()> {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    process: ProcessHost,
+    /// The protocol's own host state.
+    pub(crate) ext: E,
+}
+
+impl<E: Send> WasiView for HostState<E> {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl<E> HostState<E> {
+    /// The job the component's processes belong to (its deadline and stop signal).
+    pub(crate) fn job(&self) -> &Arc<JobContext> {
+        self.process.job()
+    }
+
+    /// Moves the component to another job: the processes it starts from now on, and its
+    /// own deadline, are that job's (an agent gets one job per call or per task).
+    pub(crate) fn set_job(&mut self, job: Arc<JobContext>) {
+        self.process.set_job(job);
+    }
+}
+
+/// Adds what every component may import to a linker: WASI (its filesystem reaches only the
+/// preopened directories; sockets are refused) and `wasbox:sandbox/process`.
+pub(crate) fn add_to_linker<E: Send + 'static>(
+    linker: &mut Linker<HostState<E>>,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wit::add_to_linker::<HostState<E>, HasSelf<ProcessHost>>(linker, |s| &mut s.process)?;
+    Ok(())
+}
+
+/// What the host layer shares across a runtime: the engine, the compile cache, the linker
+/// of image programs and the node-wide memory budget.
+pub(crate) struct HostContext {
+    pub(crate) engine: Engine,
+    pub(crate) cache: CompileCache,
+    pub(crate) linker: Linker<HostState>,
+    pub(crate) node_memory: Arc<Budget>,
+    /// The linkers of agent protocols (one per store data type), made when first needed.
+    agent_linkers: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+}
+
+impl HostContext {
+    pub(crate) fn new(
+        engine: Engine,
+        cache: CompileCache,
+        node_memory: usize,
+    ) -> wasmtime::Result<Self> {
+        let mut linker = Linker::new(&engine);
+        add_to_linker(&mut linker)?;
+        Ok(HostContext {
+            engine,
+            cache,
+            linker,
+            node_memory: Arc::new(Budget::new(node_memory)),
+            agent_linkers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The linker of components whose store data is `HostState<E>`: WASI and the process
+    /// import, plus what `add` adds. Made on first use, then shared.
+    pub(crate) fn linker_for<E: Send + 'static>(
+        &self,
+        add: fn(&mut Linker<HostState<E>>) -> wasmtime::Result<()>,
+    ) -> wasmtime::Result<Arc<Linker<HostState<E>>>> {
+        let key = TypeId::of::<E>();
+        let mut linkers = self.agent_linkers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = linkers.get(&key).and_then(|l| l.clone().downcast().ok()) {
+            return Ok(l);
+        }
+        let mut linker = Linker::new(&self.engine);
+        add_to_linker(&mut linker)?;
+        add(&mut linker)?;
+        let linker = Arc::new(linker);
+        linkers.insert(key, linker.clone());
+        Ok(linker)
+    }
+}
+
+/// The environment of a component: `PATH`, `HOME` (the mount point) and `SHELL`, then the
+/// sandbox's variables, then `extra` (a later variable replaces an earlier one of the same
+/// name), and last `PWD`, the working directory.
+pub(crate) fn environment(
+    sandbox: &SandboxState,
+    extra: &[(String, String)],
+    cwd: &str,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME".into(), sandbox.mount.clone()),
+        ("SHELL".into(), "/bin/sh".into()),
+    ];
+    for (k, v) in sandbox.env.iter().chain(extra.iter()) {
+        env.retain(|(key, _)| key != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env.retain(|(k, _)| k != "PWD");
+    env.push(("PWD".into(), cwd.to_string()));
+    env
+}
+
+/// An image with its programs linked: each program is compiled (or loaded from the cache)
+/// and pre-instantiated once, on first use.
+pub(crate) struct LoadedImage {
+    pub(crate) image: Arc<Image>,
+    pres: Box<[OnceCell<CommandPre<HostState>>]>,
+}
+
+impl LoadedImage {
+    pub(crate) fn new(image: Arc<Image>) -> Self {
+        let pres = image.programs().iter().map(|_| OnceCell::new()).collect();
+        LoadedImage { image, pres }
+    }
+
+    /// The pre-instantiated program at `index` (see [`Image::resolve`]).
+    pub(crate) async fn program(
+        &self,
+        host: &HostContext,
+        index: usize,
+    ) -> wasmtime::Result<&CommandPre<HostState>> {
+        self.pres[index]
+            .get_or_try_init(|| async {
+                let program = &self.image.programs()[index];
+                let component = program.component(&host.engine, &host.cache).await?;
+                let pre = host.linker.instantiate_pre(component)?;
+                CommandPre::new(pre)
+            })
+            .await
+    }
+
+    /// Loads every program now, so that no job waits for the compiler later.
+    pub(crate) async fn preload(&self, host: &HostContext) -> wasmtime::Result<()> {
+        for i in 0..self.pres.len() {
+            self.program(host, i).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A sandbox as the host layer sees it: the runtime's host context, the image its programs
+/// come from, and its own state. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Site {
+    pub(crate) host: Arc<HostContext>,
+    pub(crate) image: Arc<LoadedImage>,
+    pub(crate) sandbox: Arc<SandboxState>,
+}
+
+/// What a component instance starts with.
+pub(crate) struct Launch<'a> {
+    /// `argv[0]` is the program's name.
+    pub(crate) argv: &'a [String],
+    /// The whole environment.
+    pub(crate) env: &'a [(String, String)],
+    /// The working directory, an absolute sandbox path.
+    pub(crate) cwd: &'a str,
+    pub(crate) stdio: Stdio,
+}
+
+/// Builds the store of one component instance of `job`'s sandbox: the only `Store::new` of
+/// the project. The store yields to other tasks at every epoch tick and is interrupted
+/// once its job is over (deadline passed or stopped). The error is a message for the
+/// component's stderr.
+pub(crate) fn new_store<E: Send + 'static>(
+    job: &Arc<JobContext>,
+    launch: Launch<'_>,
+    ext: E,
+) -> Result<Store<HostState<E>>, String> {
+    let sandbox: &SandboxState = &job.site.sandbox;
+    let mut wasi = WasiCtx::builder();
+    wasi.args(launch.argv)
+        .envs(launch.env)
+        .initial_cwd(launch.cwd)
+        .stdin(launch.stdio.stdin.clone())
+        .stdout(launch.stdio.stdout.clone())
+        .stderr(launch.stdio.stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        // Workspace files are local: doing their I/O on the calling thread is cheaper than a
+        // hop to the blocking pool for every open and stat.
+        .allow_blocking_current_thread(true)
+        .socket_addr_check(|_, _| Box::pin(async { false }));
+    wasi.preopened_dir(&sandbox.workspace, &sandbox.mount, FsPerms::ReadWrite)
+        .map_err(|e| format!("cannot open the workspace: {e}"))?;
+    if let Some((tmp, _)) = &sandbox.tmp {
+        wasi.preopened_dir(tmp.path(), "/tmp", FsPerms::ReadWrite)
+            .map_err(|e| format!("cannot open /tmp: {e}"))?;
+    }
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(sandbox.limits.max_open_resources);
+    let limiter = MemoryLimiter::new(
+        sandbox.limits.memory_bytes,
+        sandbox.memory.clone(),
+        job.site.host.node_memory.clone(),
+    );
+    let state = HostState {
+        wasi: wasi.build(),
+        table,
+        limiter,
+        process: ProcessHost::new(job.clone(), launch.cwd.to_string(), launch.stdio),
+        ext,
+    };
+    let mut store = Store::new(&job.site.host.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|cx| {
+        Ok(if cx.data().job().over() {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+    Ok(store)
+}

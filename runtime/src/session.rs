@@ -1,0 +1,409 @@
+//! Sessions: a sandbox that lives across many jobs (exec rounds) and PTYs, ended on request,
+//! at the end of its lifetime, or after an idle period. A front-end keeps them in a
+//! [`Sessions`] table (bounded) and only translates its wire format to these calls.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Result, bail};
+
+use crate::job::{JobOutput, JobSpec, StopSignal};
+use crate::pty::{Pty, PtyConfig};
+use crate::runtime::Sandbox;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Longest lifetime or idle limit a session may have: a limit beyond this is taken as this
+/// (about ten years, far inside what `Instant` arithmetic can hold).
+pub const MAX_SESSION_LIMIT: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+/// PTYs one session may have open by default.
+pub const DEFAULT_MAX_PTYS: usize = 8;
+
+/// How to make a session.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Its id, unique in its table.
+    pub id: String,
+    /// Ended this long after it was created.
+    pub lifetime: Duration,
+    /// Ended after this long without a request while nothing runs in it.
+    pub idle: Duration,
+    /// Variables every exec and PTY gets (on top of the sandbox's).
+    pub env: Vec<(String, String)>,
+    /// What the front-end wants to remember with it (the worker API's `task_id`).
+    pub labels: BTreeMap<String, String>,
+    pub max_ptys: usize,
+}
+
+impl SessionConfig {
+    pub fn new(id: impl Into<String>) -> Self {
+        SessionConfig {
+            id: id.into(),
+            lifetime: Duration::from_secs(3600),
+            idle: Duration::from_secs(600),
+            env: Vec::new(),
+            labels: BTreeMap::new(),
+            max_ptys: DEFAULT_MAX_PTYS,
+        }
+    }
+}
+
+/// A sandbox that lives across jobs. See the module documentation.
+pub struct Session {
+    config: SessionConfig,
+    sandbox: Sandbox,
+    created: Instant,
+    created_at: SystemTime,
+    lifetime: Duration,
+    idle: Duration,
+    last_activity: Mutex<Instant>,
+    execs: AtomicU64,
+    /// Stop signals of the execs running now.
+    running: Mutex<Vec<StopSignal>>,
+    ptys: Mutex<HashMap<String, Arc<Pty>>>,
+    ended: AtomicBool,
+}
+
+/// Why a PTY could not be opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PtyRefused {
+    /// The session already has its most PTYs open.
+    TooMany(usize),
+    /// The session has ended.
+    Ended,
+}
+
+impl std::fmt::Display for PtyRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PtyRefused::TooMany(n) => write!(f, "a session may have at most {n} open PTYs"),
+            PtyRefused::Ended => f.write_str("the session has ended"),
+        }
+    }
+}
+
+impl std::error::Error for PtyRefused {}
+
+/// Removes an exec's stop signal from the running list however the exec ends (even when its
+/// caller stops waiting).
+struct Running<'a> {
+    session: &'a Session,
+    stop: StopSignal,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        lock(&self.session.running).retain(|s| !s.same_as(&self.stop));
+        self.session.touch();
+    }
+}
+
+impl Session {
+    fn new(config: SessionConfig, sandbox: Sandbox) -> Session {
+        Session {
+            lifetime: config.lifetime.min(MAX_SESSION_LIMIT),
+            idle: config.idle.min(MAX_SESSION_LIMIT),
+            config,
+            sandbox,
+            created: Instant::now(),
+            created_at: SystemTime::now(),
+            last_activity: Mutex::new(Instant::now()),
+            execs: AtomicU64::new(0),
+            running: Mutex::new(Vec::new()),
+            ptys: Mutex::new(HashMap::new()),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.config.labels.get(key).map(String::as_str)
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    pub fn env(&self) -> &[(String, String)] {
+        &self.config.env
+    }
+
+    pub fn created_at(&self) -> SystemTime {
+        self.created_at
+    }
+
+    /// When its lifetime ends.
+    pub fn expires_at(&self) -> SystemTime {
+        self.created_at + self.lifetime
+    }
+
+    pub fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
+    pub fn idle_limit(&self) -> Duration {
+        self.idle
+    }
+
+    /// Time left before the session's lifetime ends.
+    pub fn remaining(&self) -> Duration {
+        (self.created + self.lifetime).saturating_duration_since(Instant::now())
+    }
+
+    /// Execs finished so far.
+    pub fn exec_count(&self) -> u64 {
+        self.execs.load(Ordering::Relaxed)
+    }
+
+    /// Execs running now.
+    pub fn running_execs(&self) -> usize {
+        lock(&self.running).len()
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// Counts as activity (resets the idle clock).
+    pub fn touch(&self) {
+        *lock(&self.last_activity) = Instant::now();
+    }
+
+    /// Runs one job in the session's sandbox, with the session's environment before the
+    /// job's own, and never past the session's lifetime. Ending the session stops it.
+    pub async fn exec(&self, mut spec: JobSpec) -> Result<JobOutput> {
+        if self.is_ended() {
+            bail!("session `{}` has ended", self.id());
+        }
+        self.touch();
+        let stop = spec.stop.clone().unwrap_or_default();
+        spec.stop = Some(stop.clone());
+        let mut env = self.config.env.clone();
+        env.append(&mut spec.env);
+        spec.env = env;
+        let remaining = self.remaining();
+        spec.timeout = Some(spec.timeout.map_or(remaining, |t| t.min(remaining)));
+        lock(&self.running).push(stop.clone());
+        let _running = Running {
+            session: self,
+            stop: stop.clone(),
+        };
+        // An end that came between the check above and the push is seen here.
+        if self.is_ended() {
+            stop.stop();
+        }
+        let out = self.sandbox.run(spec).await;
+        if out.is_ok() {
+            self.execs.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Opens a PTY running `config.argv` (with the session's environment) for at most the
+    /// session's remaining lifetime.
+    pub fn open_pty(&self, id: String, mut config: PtyConfig) -> Result<Arc<Pty>, PtyRefused> {
+        let mut ptys = lock(&self.ptys);
+        if self.is_ended() {
+            return Err(PtyRefused::Ended);
+        }
+        if ptys.len() >= self.config.max_ptys {
+            return Err(PtyRefused::TooMany(self.config.max_ptys));
+        }
+        let mut env = self.config.env.clone();
+        env.append(&mut config.env);
+        config.env = env;
+        config.timeout = config.timeout.min(self.remaining());
+        self.touch();
+        let pty = Pty::start(&self.sandbox, id.clone(), config);
+        ptys.insert(id, pty.clone());
+        Ok(pty)
+    }
+
+    pub fn pty(&self, id: &str) -> Option<Arc<Pty>> {
+        lock(&self.ptys).get(id).cloned()
+    }
+
+    /// Closes a PTY (its program ends) and forgets it.
+    pub fn close_pty(&self, id: &str) -> Option<Arc<Pty>> {
+        let pty = lock(&self.ptys).remove(id)?;
+        pty.close();
+        Some(pty)
+    }
+
+    pub fn pty_count(&self) -> usize {
+        lock(&self.ptys).len()
+    }
+
+    /// Stops whatever runs in it and closes its PTYs; its workspace goes when the last
+    /// reference does. Returns false when it had already ended.
+    pub fn end(&self, reason: &str) -> bool {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        for stop in lock(&self.running).drain(..) {
+            stop.stop();
+        }
+        for (_, pty) in lock(&self.ptys).drain() {
+            pty.close();
+        }
+        tracing::info!(session_id = %self.id(), reason, "session ended");
+        true
+    }
+
+    /// Why the session should end now, if it should.
+    fn expired(&self, now: Instant) -> Option<&'static str> {
+        if now >= self.created + self.lifetime {
+            return Some("max lifetime reached");
+        }
+        let idle_for = now.saturating_duration_since(*lock(&self.last_activity));
+        if idle_for >= self.idle && lock(&self.running).is_empty() {
+            return Some("idle timeout reached");
+        }
+        None
+    }
+
+    /// Closes PTYs nobody has used for the session's idle limit.
+    fn reap_ptys(&self, now: Instant) {
+        let idle: Vec<String> = lock(&self.ptys)
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.last_activity()) >= self.idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            if self.close_pty(&id).is_some() {
+                tracing::info!(session_id = %self.id(), pty_id = %id, "pty idle timeout");
+            }
+        }
+    }
+}
+
+/// Why a session could not be made.
+#[derive(Debug)]
+pub enum SessionRefused {
+    /// A session with this id exists.
+    Exists(String),
+    /// The table is full.
+    Full(usize),
+    /// The sandbox could not be made.
+    Sandbox(anyhow::Error),
+}
+
+impl std::fmt::Display for SessionRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionRefused::Exists(id) => write!(f, "session `{id}` already exists"),
+            SessionRefused::Full(n) => write!(f, "at the limit of {n} sessions"),
+            SessionRefused::Sandbox(e) => write!(f, "cannot make the sandbox: {e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for SessionRefused {}
+
+/// The live sessions of a front-end, bounded in number.
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    max: usize,
+}
+
+impl Sessions {
+    pub fn new(max: usize) -> Self {
+        Sessions {
+            map: Mutex::new(HashMap::new()),
+            max,
+        }
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Makes a session whose sandbox `make` creates (only when the id is free and the
+    /// table has room).
+    pub fn create(
+        &self,
+        config: SessionConfig,
+        make: impl FnOnce() -> Result<Sandbox>,
+    ) -> Result<Arc<Session>, SessionRefused> {
+        let mut map = lock(&self.map);
+        if map.contains_key(&config.id) {
+            return Err(SessionRefused::Exists(config.id));
+        }
+        if map.len() >= self.max {
+            return Err(SessionRefused::Full(self.max));
+        }
+        let sandbox = make().map_err(SessionRefused::Sandbox)?;
+        let session = Arc::new(Session::new(config, sandbox));
+        map.insert(session.id().to_string(), session.clone());
+        Ok(session)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.map).get(id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes a session and ends it.
+    pub fn end(&self, id: &str, reason: &str) -> Option<Arc<Session>> {
+        let session = lock(&self.map).remove(id)?;
+        session.end(reason);
+        Some(session)
+    }
+
+    /// Ends every session.
+    pub fn end_all(&self, reason: &str) {
+        let all: Vec<_> = lock(&self.map).drain().map(|(_, s)| s).collect();
+        for s in all {
+            s.end(reason);
+        }
+    }
+
+    /// Ends the sessions past their lifetime or idle limit and closes idle PTYs.
+    pub fn reap(&self) {
+        let now = Instant::now();
+        let expired: Vec<(Arc<Session>, &'static str)> = {
+            let mut map = lock(&self.map);
+            let ids: Vec<(String, &'static str)> = map
+                .iter()
+                .filter_map(|(id, s)| s.expired(now).map(|why| (id.clone(), why)))
+                .collect();
+            ids.into_iter()
+                .filter_map(|(id, why)| map.remove(&id).map(|s| (s, why)))
+                .collect()
+        };
+        for (session, why) in expired {
+            session.end(why);
+        }
+        let live: Vec<Arc<Session>> = lock(&self.map).values().cloned().collect();
+        for s in live {
+            s.reap_ptys(now);
+        }
+    }
+
+    /// Reaps every `every` for as long as the table lives.
+    pub async fn reap_every(self: Arc<Self>, every: Duration) {
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        loop {
+            tokio::time::sleep(every).await;
+            match weak.upgrade() {
+                Some(sessions) => sessions.reap(),
+                None => return,
+            }
+        }
+    }
+}

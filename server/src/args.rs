@@ -1,0 +1,56 @@
+//! Value parsers the front-ends' command-line arguments share.
+
+use std::time::Duration;
+
+/// Longest duration a command-line option takes (ten years): more is refused, not wrapped.
+pub const MAX_SECONDS: f64 = 10.0 * 366.0 * 24.0 * 3600.0;
+
+/// A positive number of seconds (fractions allowed), at most [`MAX_SECONDS`].
+pub fn seconds(v: &str) -> Result<Duration, String> {
+    let secs: f64 = v
+        .trim()
+        .parse()
+        .ok()
+        .filter(|s: &f64| *s > 0.0 && s.is_finite())
+        .ok_or_else(|| format!("`{v}` is not a positive number of seconds"))?;
+    if secs > MAX_SECONDS {
+        return Err(format!(
+            "`{v}` seconds is more than the maximum of {MAX_SECONDS} (ten years)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `KEY=VALUE`, with a non-empty key free of `=` and NUL.
+pub fn key_value(v: &str) -> Result<(String, String), String> {
+    let (k, val) = v
+        .split_once('=')
+        .ok_or_else(|| format!("`{v}` is not KEY=VALUE"))?;
+    if k.is_empty() || k.contains('\0') || val.contains('\0') {
+        return Err(format!("`{v}` is not KEY=VALUE"));
+    }
+    Ok((k.to_string(), val.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_positive_and_bounded() {
+        assert_eq!(seconds("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(seconds("0").is_err());
+        assert!(seconds("-3").is_err());
+        assert!(seconds("nan").is_err());
+        assert!(seconds("1e19").unwrap_err().contains("maximum"));
+        assert!(seconds("inf").is_err());
+    }
+
+    #[test]
+    fn key_values() {
+        assert_eq!(key_value("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert!(key_value("=x").is_err());
+        assert!(key_value("novalue").is_err());
+        assert!(key_value("A\0B=1").is_err());
+    }
+}

@@ -1,0 +1,17 @@
+//! `wasbox`, the command, as a library: the command line and the front-ends. Each front-end
+//! is a thin translation of one wire format to calls of the runtime crate
+//! (`wasbox-runtime`): it decodes a request, calls the runtime, and encodes the answer. No
+//! sandbox logic lives here. Routers are public so that tests can drive them in process.
+//!
+//! - [`worker`]: the worker API node over HTTP (`wasbox serve`).
+//! - [`term`]: term-challenge agents (term2 over HTTP, term1 over stdio; `wasbox term`).
+//! - [`run`]: one job from the command line (`wasbox run`).
+
+mod args;
+pub mod cli;
+pub mod problem;
+mod rfc3339;
+pub mod run;
+pub mod shutdown;
+pub mod term;
+pub mod worker;

@@ -1,0 +1,160 @@
+//! What every term front-end shares: finding the agent's component (a file or a built-in
+//! example), the task sandbox (the task directory at `/app`), the agent's environment (the
+//! validator's identifiers, never the proxy URL), and its log (wasbox's stderr, capped).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use wasbox_runtime::io::OutputSink;
+use wasbox_runtime::term::{
+    AgentEnv, BUILTIN_AGENTS, EventSink, LlmProxy, TASK_MOUNT, TermAgent, builtin_agent,
+};
+use wasbox_runtime::{Limits, Runtime, Sandbox, SandboxConfig};
+
+/// The component bytes for AGENT: a file, else a built-in example agent.
+pub(super) fn agent_bytes(agent: &str) -> Result<(String, Bytes)> {
+    let path = PathBuf::from(agent);
+    if path.is_file() {
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {agent}"))?;
+        let bytes = Bytes::from(bytes);
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| agent.to_string());
+        return Ok((name, bytes));
+    }
+    match builtin_agent(agent) {
+        Some(bytes) => Ok((agent.to_string(), Bytes::from_static(bytes))),
+        None => bail!(
+            "`{agent}` is neither a file nor a built-in agent (built-in: {})",
+            BUILTIN_AGENTS.join(", ")
+        ),
+    }
+}
+
+pub(super) async fn load(runtime: &Runtime, agent: &str) -> Result<TermAgent> {
+    let (name, bytes) = agent_bytes(agent)?;
+    runtime.term_agent(&name, bytes).await
+}
+
+/// The task sandbox's own limit on a command: only a backstop, since every command is
+/// bounded by its own timeout.
+const TASK_SANDBOX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+
+/// The task sandbox: the work directory at `/app`; commands are bounded by their own
+/// timeouts, so the sandbox's own limit is only a backstop.
+pub(super) fn task_sandbox(runtime: &Runtime, workdir: Option<PathBuf>) -> Result<Sandbox> {
+    let mut config = SandboxConfig::default()
+        .mount(TASK_MOUNT)
+        .limits(Limits::default().timeout(TASK_SANDBOX_TIMEOUT));
+    if let Some(dir) = workdir {
+        config = config.workspace(dir);
+    }
+    runtime.sandbox(config)
+}
+
+/// What the agent component's environment gets from the validator's: identifiers and
+/// modes, never the proxy URL (the host holds the only way out).
+fn agent_env() -> Vec<(String, String)> {
+    [
+        "TERM_AGENT_HASH",
+        "TERM_TASK_ID",
+        "EVALUATION_MODE",
+        "TEST_DIR",
+        "LLM_MODEL",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+    .collect()
+}
+
+/// Bytes of its own output (logs) an agent may write to wasbox's stderr; a flood beyond this
+/// is dropped, with one note, so it cannot fill the operator's disk.
+const MAX_AGENT_LOG_BYTES: usize = 16 << 20;
+
+/// The agent's logs: wasbox's stderr, up to [`MAX_AGENT_LOG_BYTES`].
+pub(super) fn stderr_sink() -> OutputSink {
+    OutputSink::Writer(Arc::new(Mutex::new(Box::new(CappedLog {
+        inner: std::io::stderr(),
+        left: MAX_AGENT_LOG_BYTES,
+    }))))
+}
+
+struct CappedLog<W> {
+    inner: W,
+    left: usize,
+}
+
+impl<W: std::io::Write> std::io::Write for CappedLog<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Ok(buf.len());
+        }
+        let n = buf.len().min(self.left);
+        self.inner.write_all(&buf[..n])?;
+        self.left -= n;
+        if self.left == 0 {
+            writeln!(
+                self.inner,
+                "\n[wasbox] the agent wrote more than {} MiB of logs; the rest is dropped",
+                MAX_AGENT_LOG_BYTES >> 20
+            )?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+pub(super) fn env_for(sandbox: Sandbox, log: OutputSink, on_event: Option<EventSink>) -> AgentEnv {
+    AgentEnv {
+        sandbox,
+        llm: LlmProxy::from_env(),
+        log,
+        env: agent_env(),
+        on_event,
+    }
+}
+
+pub(super) fn runtime() -> Result<Runtime> {
+    Runtime::builder().build()
+}
+
+/// Compiles (or loads from the cache) the image's programs while the agent starts, so that
+/// its first commands do not wait for the compiler.
+pub(super) fn preload_in_background(runtime: &Runtime) {
+    let runtime = runtime.clone();
+    tokio::spawn(async move {
+        if let Err(e) = runtime.preload().await {
+            tracing::warn!(error = %format!("{e:#}"), "could not load the image's programs");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_logs_are_capped() {
+        use std::io::Write as _;
+        let mut log = CappedLog {
+            inner: Vec::new(),
+            left: 10,
+        };
+        log.write_all(b"0123456").unwrap();
+        log.write_all(b"789abcdef").unwrap();
+        log.write_all(b"more").unwrap();
+        let text = String::from_utf8(log.inner).unwrap();
+        assert!(
+            text.starts_with("0123456789\n[wasbox] the agent wrote more than"),
+            "{text}"
+        );
+        assert!(!text.contains("abc"));
+        assert_eq!(text.matches("more").count(), 1, "{text}");
+    }
+}

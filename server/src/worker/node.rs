@@ -1,0 +1,178 @@
+//! What the worker API's handlers share: the node's configuration, its runtime, its job and
+//! session tables and its concurrency limit, plus the request helpers every handler uses
+//! (body limits, JSON decoding, the protocol's version and required-field checks).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, header};
+use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
+use wasbox_runtime::{Runtime, Session, Sessions};
+
+use super::config::ServeConfig;
+use super::job_table::JobTable;
+use crate::problem::Problem;
+
+/// Everything the worker API handlers share.
+pub struct Node {
+    pub config: ServeConfig,
+    pub runtime: Runtime,
+    ready: AtomicBool,
+    not_ready_reason: Mutex<String>,
+    /// One permit per job or session exec running now.
+    slots: Arc<Semaphore>,
+    pub(super) jobs: Mutex<JobTable>,
+    pub(super) sessions: Arc<Sessions>,
+    shutting_down: AtomicBool,
+}
+
+pub type SharedNode = Arc<Node>;
+
+impl Node {
+    pub fn new(config: ServeConfig, runtime: Runtime) -> SharedNode {
+        Arc::new(Node {
+            slots: Arc::new(Semaphore::new(config.max_concurrent)),
+            sessions: Arc::new(Sessions::new(config.max_sessions)),
+            config,
+            runtime,
+            ready: AtomicBool::new(false),
+            not_ready_reason: Mutex::new("the sandbox image is still loading".into()),
+            jobs: Mutex::new(JobTable::default()),
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    /// Compiles or loads every program so that no job waits for the compiler, then
+    /// reports ready.
+    pub async fn prepare(&self) {
+        match self.runtime.preload().await {
+            Ok(()) => {
+                self.ready.store(true, Ordering::Release);
+                tracing::info!("node ready");
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot load the sandbox image");
+                *lock(&self.not_ready_reason) = "the sandbox image failed to load".into();
+            }
+        }
+    }
+
+    /// `None` when ready, else why not.
+    pub fn not_ready(&self) -> Option<String> {
+        if self.ready.load(Ordering::Acquire) {
+            None
+        } else {
+            Some(lock(&self.not_ready_reason).clone())
+        }
+    }
+
+    /// The session table (its reaper runs beside the server).
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
+    /// Stops accepting work, stops every running job (when `stop_jobs`) and ends every
+    /// session.
+    pub fn shut_down(&self, stop_jobs: bool) {
+        self.shutting_down.store(true, Ordering::Release);
+        self.ready.store(false, Ordering::Release);
+        *lock(&self.not_ready_reason) = "the node is shutting down".into();
+        if stop_jobs {
+            lock(&self.jobs).stop_all();
+        }
+        self.sessions.end_all("node shutdown");
+    }
+
+    pub(super) fn accepting(&self) -> Result<(), Problem> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(Problem::unavailable("the node is shutting down"));
+        }
+        Ok(())
+    }
+
+    /// A slot for one job or exec, or 429 when the node is at its concurrency limit.
+    pub(super) fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
+        self.slots.clone().try_acquire_owned().map_err(|_| {
+            Problem::busy(format!(
+                "the node is at its concurrency limit of {} running jobs",
+                self.config.max_concurrent
+            ))
+        })
+    }
+
+    /// The session of this id, or 404.
+    pub(super) fn session(&self, id: &str) -> Result<Arc<Session>, Problem> {
+        self.sessions
+            .get(id)
+            .ok_or_else(|| Problem::not_found(format!("session `{id}` does not exist")))
+    }
+}
+
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads a request body of at most `limit` bytes (413 beyond it).
+pub(super) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, Problem> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Problem::too_large(limit));
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.to_string().contains("length limit"))
+            || e.to_string().contains("length limit");
+        if too_large {
+            Problem::too_large(limit)
+        } else {
+            Problem::bad_request(format!("cannot read the request body: {e}"))
+        }
+    })
+}
+
+/// Reads and parses a JSON request body (400 with the parser's reason when malformed).
+pub(super) async fn read_json<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<T, Problem> {
+    let bytes = read_body(headers, body, limit).await?;
+    if bytes.is_empty() {
+        return Err(Problem::bad_request("request body is empty"));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))
+}
+
+/// `version` must be 1 (worker-api-node.md, "Versioning").
+pub(super) fn check_version(v: Option<i64>) -> Result<(), Problem> {
+    match v {
+        Some(1) => Ok(()),
+        None => Err(Problem::bad_request("version is required")),
+        Some(_) => Err(Problem::bad_request("version must be 1")),
+    }
+}
+
+pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, Problem> {
+    match v.as_deref() {
+        Some(s) if !s.trim().is_empty() => Ok(s),
+        _ => Err(Problem::bad_request(format!("{field} is required"))),
+    }
+}
+
+/// A JSON answer, or the problem.
+pub(super) fn respond<T: serde::Serialize>(r: Result<T, Problem>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match r {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(p) => p.into_response(),
+    }
+}

@@ -1,0 +1,318 @@
+//! The shape of the code, checked: the module graph of each crate has no cycle (at file
+//! granularity, the same rule as `modcycles.py`), one function builds every wasmtime store,
+//! each WIT interface is written once, and every WIT package resolves on its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+type Module = Vec<String>;
+
+/// The modules of a crate's `src/`, by path (`lib.rs`, `main.rs` and `mod.rs` name their
+/// directory's module).
+fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap().with_extension("");
+            let mut m: Module = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(m.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                m.pop();
+            }
+            (m, f)
+        })
+        .collect()
+}
+
+/// The longest prefix of `path` that is a module.
+fn resolve(path: &[String], mods: &BTreeMap<Module, PathBuf>) -> Option<Module> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|p| mods.contains_key(p))
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The `a::b::c` path that follows `at` in `text`.
+fn path_after(text: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while let Some(r) = rest.strip_prefix("::") {
+        let ident: String = r.chars().take_while(|c| is_ident(*c)).collect();
+        if ident.is_empty() {
+            break;
+        }
+        rest = &r[ident.len()..];
+        parts.push(ident);
+    }
+    parts
+}
+
+/// The modules a file names through `crate::` paths (groups expanded) and `super::` paths.
+/// Text after `#[cfg(test)]` is left out, as test modules may reach anywhere.
+fn edges(module: &Module, file: &Path, mods: &BTreeMap<Module, PathBuf>) -> BTreeSet<Module> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let text = text.split("#[cfg(test)]").next().unwrap();
+    let mut out = BTreeSet::new();
+    let word_at = |i: usize, w: &str| {
+        text[i..].starts_with(w) && (i == 0 || !is_ident(text[..i].chars().last().unwrap()))
+    };
+    for (i, _) in text.match_indices("crate::") {
+        if !word_at(i, "crate") {
+            continue;
+        }
+        let base = path_after(&text[i + "crate".len()..]);
+        let after = &text[i + "crate".len() + base.iter().map(|p| p.len() + 2).sum::<usize>()..];
+        if let Some(group) = after.strip_prefix("::{") {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            for item in group.split(',') {
+                let item = item.trim().split(" as ").next().unwrap_or("");
+                let mut parts = base.clone();
+                parts.extend(
+                    item.split("::")
+                        .filter(|p| !p.is_empty() && *p != "self")
+                        .map(str::to_string),
+                );
+                out.extend(resolve(&parts, mods));
+            }
+        }
+        out.extend(resolve(&base, mods));
+    }
+    let dir_module = matches!(
+        file.file_name().and_then(|n| n.to_str()),
+        Some("mod.rs" | "lib.rs" | "main.rs")
+    );
+    let parent: Module = if dir_module {
+        module.clone()
+    } else {
+        module[..module.len().saturating_sub(1)].to_vec()
+    };
+    for (i, _) in text.match_indices("super::") {
+        if !word_at(i, "super") {
+            continue;
+        }
+        let mut base = if dir_module {
+            parent[..parent.len().saturating_sub(1)].to_vec()
+        } else {
+            parent.clone()
+        };
+        base.extend(path_after(&text[i + "super".len()..]));
+        out.extend(resolve(&base, mods));
+    }
+    out.remove(module);
+    out.remove(&Vec::new());
+    out
+}
+
+/// Strongly connected sets of more than one module (Tarjan).
+fn cycles(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
+    struct State<'a> {
+        graph: &'a BTreeMap<Module, BTreeSet<Module>>,
+        index: BTreeMap<&'a Module, usize>,
+        low: BTreeMap<&'a Module, usize>,
+        stack: Vec<&'a Module>,
+        on: BTreeSet<&'a Module>,
+        next: usize,
+        found: Vec<Vec<Module>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a Module) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        s.on.insert(v);
+        for w in s.graph.get(v).into_iter().flatten() {
+            let Some((w, _)) = s.graph.get_key_value(w) else {
+                continue;
+            };
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(w);
+                comp.push(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                s.found.push(comp);
+            }
+        }
+    }
+    let mut s = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !s.index.contains_key(v) {
+            visit(&mut s, v);
+        }
+    }
+    s.found
+}
+
+#[test]
+fn module_graphs_have_no_cycle() {
+    for krate in ["runtime/src", "server/src"] {
+        let src = repo().join(krate);
+        let mods = modules(&src);
+        assert!(mods.len() > 5, "{krate}: too few modules found");
+        let graph: BTreeMap<Module, BTreeSet<Module>> = mods
+            .iter()
+            .map(|(m, f)| (m.clone(), edges(m, f, &mods)))
+            .collect();
+        let found = cycles(&graph);
+        assert!(
+            found.is_empty(),
+            "{krate}: module cycles: {:?}",
+            found
+                .iter()
+                .map(|c| c.iter().map(|m| m.join("::")).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_cycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod a; mod b;").unwrap();
+    std::fs::write(src.join("a/mod.rs"), "mod c; use crate::b::X;").unwrap();
+    std::fs::write(src.join("a/c.rs"), "fn f() { crate::b::g() }").unwrap();
+    std::fs::write(src.join("b.rs"), "use crate::{a::c::Y, z};").unwrap();
+    let mods = modules(src);
+    let graph: BTreeMap<Module, BTreeSet<Module>> = mods
+        .iter()
+        .map(|(m, f)| (m.clone(), edges(m, f, &mods)))
+        .collect();
+    assert_eq!(
+        graph[&vec!["b".to_string()]],
+        BTreeSet::from([vec!["a".to_string(), "c".to_string()]])
+    );
+    let found = cycles(&graph);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].len(), 2, "{found:?}");
+}
+
+/// Lines of the project's Rust code (outside `target/` and test code) that contain `needle`.
+fn rust_lines_with(needle: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    for dir in ["runtime/src", "server/src", "benches"] {
+        rust_files(&repo().join(dir), &mut files);
+    }
+    let mut hits = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains(needle) && !line.trim_start().starts_with("//") {
+                hits.push(format!("{}:{}", f.display(), n + 1));
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+fn one_function_builds_every_store() {
+    let hits = rust_lines_with("Store::new(");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].contains("runtime/src/host/mod.rs"), "{hits:?}");
+}
+
+fn wit_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        // `deps/` holds links to packages that live elsewhere in `wit/`.
+        if path.is_dir() && !path.is_symlink() {
+            wit_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "wit") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_wit_interface_is_written_once() {
+    let mut files = Vec::new();
+    wit_files(&repo().join("wit"), &mut files);
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let package = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("package "))
+            .unwrap_or("?")
+            .trim_end_matches(';')
+            .to_string();
+        let package_name = package.split('@').next().unwrap().to_string();
+        for line in text.lines() {
+            if let Some(name) = line.trim().strip_prefix("interface ") {
+                let name = name.trim_end_matches('{').trim().to_string();
+                seen.entry(name.clone()).or_default().push(package.clone());
+                if name == "llm" {
+                    assert_eq!(package_name, "wasbox:llm", "{}", f.display());
+                }
+            }
+        }
+    }
+    assert_eq!(seen["llm"].len(), 1, "{seen:?}");
+    assert!(seen.contains_key("process"), "{seen:?}");
+}
+
+#[test]
+fn every_wit_package_resolves_on_its_own() {
+    let wit = repo().join("wit");
+    let mut packages = 0;
+    for entry in std::fs::read_dir(&wit).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let mut resolve = wit_parser::Resolve::default();
+        resolve
+            .push_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", dir.display()));
+        packages += 1;
+    }
+    assert!(packages >= 4, "{packages}");
+}
