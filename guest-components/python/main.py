@@ -47,6 +47,32 @@ def _exit(code):
 
 # -- subprocess and os.system through the process host -----------------------------------
 
+def _drop(*handles):
+    """Releases pipe ends and children (their resources close when dropped)."""
+    for h in handles:
+        if h is not None:
+            try:
+                h.__exit__(None, None, None)
+            except Exception:
+                pass
+
+
+def _drain(*readers):
+    """Reads every pipe to its end, whichever has data first, so that a child writing a lot
+    to one stream while the other is read cannot block."""
+    bufs = [bytearray() for _ in readers]
+    live = list(range(len(readers)))
+    while live:
+        i = live[process.ready([readers[j] for j in live])]
+        chunk = readers[i].read(65536)
+        if chunk:
+            bufs[i] += chunk
+        else:
+            live.remove(i)
+            _drop(readers[i])
+    return [bytes(b) for b in bufs]
+
+
 def _run_child(args, shell, stdin_data, capture, cwd, env):
     if isinstance(args, (str, bytes)):
         args = [args] if not shell else args
@@ -55,63 +81,45 @@ def _run_child(args, shell, stdin_data, capture, cwd, env):
     else:
         argv = [os.fspath(a) if not isinstance(a, bytes) else a.decode() for a in args]
     environ = env if env is not None else os.environ
-    handles = []
+    # The child's pipe ends go to it with the spawn; this process keeps the other ends.
+    in_w = out_r = err_r = None
     if stdin_data is not None:
         in_r, in_w = process.pipe()
-        stdin = process.Stdio_Handle(in_r)
+        stdin = process.Stdio_PipeReader(in_r)
     else:
-        in_r = in_w = None
         stdin = process.Stdio_Inherit()
     if capture:
         out_r, out_w = process.pipe()
         err_r, err_w = process.pipe()
-        stdout, stderr = process.Stdio_Handle(out_w), process.Stdio_Handle(err_w)
-        handles = [out_w, err_w]
+        stdout, stderr = process.Stdio_PipeWriter(out_w), process.Stdio_PipeWriter(err_w)
     else:
         stdout, stderr = process.Stdio_Inherit(), process.Stdio_Inherit()
     _flush()
     try:
-        pid = process.spawn(process.Command(
+        child = process.spawn(process.Command(
             argv=argv,
             env=[(str(k), str(v)) for k, v in environ.items()],
             cwd=os.path.abspath(cwd) if cwd else os.getcwd(),
             stdin=stdin, stdout=stdout, stderr=stderr))
     except Err as e:
-        for h in handles + [h for h in (in_r, in_w) if h is not None]:
-            process.close(h)
-        if capture:
-            process.close(out_r)
-            process.close(err_r)
+        _drop(in_w, out_r, err_r)
         err = e.value
         msg = getattr(err, "value", "cannot run")
         raise FileNotFoundError(2, "No such file or directory", argv[0]) if isinstance(
             err, process.Error_NotFound) else OSError(msg)
-    finally:
-        for h in handles:
-            process.close(h)
-        if in_r is not None:
-            process.close(in_r)
     if in_w is not None:
         data = stdin_data.encode() if isinstance(stdin_data, str) else bytes(stdin_data)
         try:
-            process.write(in_w, data)
+            in_w.write(data)
         except Err:
             pass
-        process.close(in_w)
+        _drop(in_w)
     out = err = b""
     if capture:
-        def drain(h):
-            buf = bytearray()
-            while True:
-                chunk = process.read(h, 65536)
-                if not chunk:
-                    break
-                buf += chunk
-            process.close(h)
-            return bytes(buf)
-        out = drain(out_r)
-        err = drain(err_r)
-    return process.wait(pid), out, err
+        out, err = _drain(out_r, err_r)
+    code = child.wait()
+    _drop(child)
+    return code, out, err
 
 
 def _sp_run(args, *, stdin=None, input=None, stdout=None, stderr=None, capture_output=False,

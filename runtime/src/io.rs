@@ -115,7 +115,7 @@ impl PipeReader {
     }
 
     /// Ready once data is buffered or every writer is gone.
-    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut s = lock(&self.0);
         if !s.buf.is_empty() || s.writers == 0 {
             return Poll::Ready(());

@@ -105,8 +105,14 @@ impl SandboxState {
     pub(crate) fn create(config: SandboxConfig, limits: &Limits, temp_root: &Path) -> Result<Self> {
         let (workspace, scratch) = match config.workspace {
             Some(dir) => {
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("creating workspace {}", dir.display()))?;
+                // A directory made here is private to this user; one that exists keeps the
+                // mode its owner gave it.
+                std::os::unix::fs::DirBuilderExt::mode(
+                    std::fs::DirBuilder::new().recursive(true),
+                    0o700,
+                )
+                .create(&dir)
+                .with_context(|| format!("creating workspace {}", dir.display()))?;
                 (dir, None)
             }
             None => {
@@ -181,6 +187,30 @@ impl SandboxState {
             Ok(f) => Ok(f.into_std()),
             Err(e) => Err(format!("{path}: {}", io_message(&e))),
         }
+    }
+
+    /// Sets the permission bits of a sandbox file (workspace or `/tmp`). Only permission
+    /// bits (and the sticky bit of a directory) are set, never set-user-id or set-group-id;
+    /// the mount points themselves, however named (a symlink to one included), keep the
+    /// modes the operator gave them. The error is the message `chmod` prints.
+    pub(crate) fn set_mode(&self, cwd: &str, path: &str, mode: u32) -> Result<(), String> {
+        use cap_std::fs::{MetadataExt as _, PermissionsExt as _};
+        let refused = || format!("{path}: Operation not permitted");
+        let (dir, rel) = self.resolve(cwd, path).ok_or_else(refused)?;
+        let meta = dir
+            .metadata(&rel)
+            .map_err(|e| format!("{path}: {}", io_message(&e)))?;
+        let roots = std::iter::once(&self.dir).chain(self.tmp.as_ref().map(|(_, d)| d));
+        for root in roots {
+            if let Ok(m) = root.dir_metadata()
+                && (m.dev(), m.ino()) == (meta.dev(), meta.ino())
+            {
+                return Err(refused());
+            }
+        }
+        let mask = if meta.is_dir() { 0o1777 } else { 0o777 };
+        dir.set_permissions(&rel, cap_std::fs::Permissions::from_mode(mode & mask))
+            .map_err(|e| format!("{path}: {}", io_message(&e)))
     }
 
     /// Reads a file of the workspace (a sandbox path, absolute or relative to the mount

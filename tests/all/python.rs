@@ -84,3 +84,20 @@ async fn a_memory_bomb_fails_its_own_job() {
     assert_ne!(out.exit_code, 0, "{out:?}");
     assert_eq!(sh("python3 -c 'print(3+3)'").await.stdout, "6\n");
 }
+
+#[tokio::test]
+async fn subprocess_captures_both_streams_whatever_their_size() {
+    warm().await;
+    // Two megabytes on stderr, more than a pipe holds, while stdout is captured too: the
+    // parent drains whichever stream has data, so neither side waits for the other.
+    let out = sh("python3 -c '
+import subprocess
+r = subprocess.run([\"sh\", \"-c\", \"yes e | head -c 2000000 >&2; echo out; exit 3\"],
+                   capture_output=True)
+print(r.returncode, len(r.stderr), r.stdout)
+r = subprocess.run(\"cat | tr a-z A-Z\", shell=True, input=\"piped\", capture_output=True, text=True)
+print(r.stdout)
+'")
+    .await;
+    assert_eq!(out.stdout, "3 2000000 b'out\\n'\nPIPED\n", "{out:?}");
+}

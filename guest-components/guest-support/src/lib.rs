@@ -12,8 +12,7 @@ mod bindings {
     });
 }
 
-/// The `wasbox:sandbox/process` import.
-pub use bindings::wasbox::sandbox::process;
+pub mod process;
 
 /// Call first in `main`: moves to the working directory the host gave
 /// (`wasi:cli/environment.initial-cwd`, else `PWD`); WASI programs otherwise start in `/`.
@@ -59,7 +58,7 @@ pub fn spawn(
     stdin: process::Stdio,
     stdout: process::Stdio,
     stderr: process::Stdio,
-) -> Result<u32, process::Error> {
+) -> Result<process::Pid, process::Error> {
     let _ = std::io::stdout().flush();
     process::spawn(&process::Command {
         argv,
@@ -77,7 +76,7 @@ pub fn spawn_sh(
     stdin: process::Stdio,
     stdout: process::Stdio,
     stderr: process::Stdio,
-) -> Result<u32, process::Error> {
+) -> Result<process::Pid, process::Error> {
     spawn(
         vec!["sh".into(), "-c".into(), cmd.into()],
         std::env::vars().collect(),
@@ -88,7 +87,7 @@ pub fn spawn_sh(
 }
 
 /// Reads a pipe's read end to its end, then closes it.
-pub fn read_to_end(handle: u32) -> Vec<u8> {
+pub fn read_to_end(handle: process::Handle) -> Vec<u8> {
     let mut out = Vec::new();
     while let Ok(chunk) = process::read(handle, 65536) {
         if chunk.is_empty() {

@@ -231,10 +231,7 @@ pub(crate) struct LlmHost {
 }
 
 impl LlmHost {
-    pub(crate) fn new(
-        backend: Arc<dyn ChatBackend>,
-        on_call: Option<LlmObserver>,
-    ) -> Self {
+    pub(crate) fn new(backend: Arc<dyn ChatBackend>, on_call: Option<LlmObserver>) -> Self {
         LlmHost {
             backend,
             on_call,

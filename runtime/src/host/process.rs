@@ -5,7 +5,6 @@
 //! Files named by a guest are opened through the sandbox's directory handles (cap-std),
 //! never by host path, so nothing outside the workspace and `/tmp` can be reached.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -13,12 +12,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
 use wasmtime::Result;
+use wasmtime::component::{Resource, ResourceTable};
 
 use super::{Exit, Launch, Site, new_store};
 use crate::bindings::process as wit;
 use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
-use crate::sandbox::{SandboxState, io_message};
+use crate::sandbox::SandboxState;
 
 /// State shared by every process of one job: its deadline, stop signal and counters.
 pub(crate) struct JobContext {
@@ -188,38 +188,49 @@ pub(crate) async fn run_process(
     exit.status()
 }
 
-/// One end of a pipe held by a process.
-enum PipeEnd {
-    Read(PipeReader),
-    Write(PipeWriter),
+/// A child as the process that started it holds it.
+pub(crate) struct Child {
+    pid: u32,
+    /// The running child; `None` once it has been waited for.
+    task: Option<JoinHandle<i32>>,
+    /// Its status, once known.
+    status: Option<i32>,
+    /// The signal it was ended by, when `kill` ended it.
+    killed: Option<u8>,
 }
 
-/// The `wasbox:sandbox/process` state of one process.
+/// The `wasbox:sandbox/process` state of one process: its pipe ends and children (in a
+/// table of their own, bounded), and what its children inherit.
 pub(crate) struct ProcessHost {
     job: Arc<JobContext>,
     cwd: String,
     stdio: Stdio,
-    handles: HashMap<u32, PipeEnd>,
-    next_handle: u32,
-    children: HashMap<u32, JoinHandle<i32>>,
-    /// Children ended by `kill`, with the signal.
-    killed: HashMap<u32, u8>,
+    table: ResourceTable,
     next_pid: u32,
 }
 
-/// Most pipe ends one process may hold.
+/// Most pipe ends and children one process may hold at once.
 const MAX_HANDLES: usize = 1024;
+
+/// The same resource seen as another type: WIT's resource types are plain markers, the
+/// table holds the host's objects.
+fn cast<T: 'static, U: 'static>(r: &Resource<T>) -> Resource<U> {
+    if r.owned() {
+        Resource::new_own(r.rep())
+    } else {
+        Resource::new_borrow(r.rep())
+    }
+}
 
 impl ProcessHost {
     pub(crate) fn new(job: Arc<JobContext>, cwd: String, stdio: Stdio) -> Self {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES);
         ProcessHost {
             job,
             cwd,
             stdio,
-            handles: HashMap::new(),
-            next_handle: 3,
-            children: HashMap::new(),
-            killed: HashMap::new(),
+            table,
             next_pid: 1,
         }
     }
@@ -232,9 +243,23 @@ impl ProcessHost {
         self.job = job;
     }
 
+    fn push<T: Send + 'static, U: 'static>(&mut self, value: T) -> Result<Resource<U>> {
+        match self.table.push(value) {
+            Ok(r) => Ok(cast(&r)),
+            Err(_) => wasmtime::bail!("too many open pipe ends and children (limit {MAX_HANDLES})"),
+        }
+    }
+
+    fn get<T: Send + 'static, U: 'static>(&mut self, r: &Resource<U>) -> Result<&mut T> {
+        Ok(self.table.get_mut(&cast::<U, T>(r))?)
+    }
+
+    fn take<T: Send + 'static, U: 'static>(&mut self, r: &Resource<U>) -> Result<T> {
+        Ok(self.table.delete(cast::<U, T>(r))?)
+    }
+
     /// What a waiter sees of a child that ended (or was aborted).
-    fn status_of(&mut self, pid: u32, result: Result<i32, tokio::task::JoinError>) -> i32 {
-        let killed = self.killed.remove(&pid);
+    fn status_of(&self, killed: Option<u8>, result: Result<i32, tokio::task::JoinError>) -> i32 {
         match result {
             Ok(code) => code,
             Err(_) if killed.is_some() => 128 + i32::from(killed.unwrap_or(9)),
@@ -245,12 +270,12 @@ impl ProcessHost {
     }
 
     fn output(
-        &self,
-        s: &wit::Stdio,
+        &mut self,
+        s: wit::Stdio,
         own: &OutputSink,
         stdout: Option<&OutputSink>,
-    ) -> Result<OutputSink, wit::Error> {
-        Ok(match s {
+    ) -> Result<Result<OutputSink, wit::Error>> {
+        Ok(Ok(match s {
             wit::Stdio::Inherit => own.clone(),
             wit::Stdio::InheritStdout => self.stdio.stdout.clone(),
             wit::Stdio::InheritStderr => self.stdio.stderr.clone(),
@@ -258,42 +283,54 @@ impl ProcessHost {
             wit::Stdio::SameAsStdout => {
                 stdout.cloned().unwrap_or_else(|| self.stdio.stdout.clone())
             }
-            wit::Stdio::Handle(h) => match self.handles.get(h) {
-                Some(PipeEnd::Write(w)) => OutputSink::Pipe(w.clone()),
-                _ => return Err(wit::Error::BadHandle),
-            },
-            wit::Stdio::WriteFile(path) => self.open_output(path, false)?,
-            wit::Stdio::AppendFile(path) => self.open_output(path, true)?,
-            wit::Stdio::ReadFile(_) => {
-                return Err(wit::Error::Io(
-                    "a read-only file cannot be an output".into(),
-                ));
+            wit::Stdio::PipeWriter(w) => OutputSink::Pipe(self.take::<PipeWriter, _>(&w)?),
+            wit::Stdio::PipeReader(r) => {
+                self.take::<PipeReader, _>(&r)?;
+                return Ok(Err(wit::Error::Io(
+                    "a pipe's read end cannot be an output".into(),
+                )));
             }
-        })
+            wit::Stdio::WriteFile(path) => match self.open_output(&path, false) {
+                Ok(o) => o,
+                Err(e) => return Ok(Err(e)),
+            },
+            wit::Stdio::AppendFile(path) => match self.open_output(&path, true) {
+                Ok(o) => o,
+                Err(e) => return Ok(Err(e)),
+            },
+            wit::Stdio::ReadFile(_) => {
+                return Ok(Err(wit::Error::Io(
+                    "a read-only file cannot be an output".into(),
+                )));
+            }
+        }))
     }
 
-    fn input(&self, s: &wit::Stdio) -> Result<InputSource, wit::Error> {
-        Ok(match s {
+    fn input(&mut self, s: wit::Stdio) -> Result<Result<InputSource, wit::Error>> {
+        Ok(Ok(match s {
             wit::Stdio::Inherit => self.stdio.stdin.clone(),
             wit::Stdio::Null => InputSource::Null,
-            wit::Stdio::Handle(h) => match self.handles.get(h) {
-                Some(PipeEnd::Read(r)) => InputSource::Pipe(r.clone()),
-                _ => return Err(wit::Error::BadHandle),
-            },
+            wit::Stdio::PipeReader(r) => InputSource::Pipe(self.take::<PipeReader, _>(&r)?),
+            wit::Stdio::PipeWriter(w) => {
+                self.take::<PipeWriter, _>(&w)?;
+                return Ok(Err(wit::Error::Io("stdin must be read from".into())));
+            }
             wit::Stdio::ReadFile(path) => {
-                if is_dev_null(path) {
-                    return Ok(InputSource::Null);
+                if is_dev_null(&path) {
+                    return Ok(Ok(InputSource::Null));
                 }
-                let file = self
+                match self
                     .job
                     .site
                     .sandbox
-                    .open(&self.cwd, path, |o| o.read(true))
-                    .map_err(wit::Error::Io)?;
-                InputSource::file(file)
+                    .open(&self.cwd, &path, |o| o.read(true))
+                {
+                    Ok(file) => InputSource::file(file),
+                    Err(e) => return Ok(Err(wit::Error::Io(e))),
+                }
             }
-            _ => return Err(wit::Error::Io("stdin must be read from".into())),
-        })
+            _ => return Ok(Err(wit::Error::Io("stdin must be read from".into()))),
+        }))
     }
 
     fn open_output(&self, path: &str, append: bool) -> Result<OutputSink, wit::Error> {
@@ -318,14 +355,29 @@ impl ProcessHost {
         Ok(OutputSink::file(file))
     }
 
-    fn insert_handle(&mut self, end: PipeEnd) -> Result<u32> {
-        if self.handles.len() >= MAX_HANDLES {
-            wasmtime::bail!("too many open pipe ends (limit {MAX_HANDLES})");
-        }
-        let h = self.next_handle;
-        self.next_handle += 1;
-        self.handles.insert(h, end);
-        Ok(h)
+    /// The three streams of a child; every pipe end in `cmd` is consumed, whatever happens.
+    fn child_stdio(&mut self, cmd: &mut wit::Command) -> Result<Result<Stdio, wit::Error>> {
+        let take = |s: &mut wit::Stdio| std::mem::replace(s, wit::Stdio::Null);
+        let (stdin, stdout, stderr) = (
+            take(&mut cmd.stdin),
+            take(&mut cmd.stdout),
+            take(&mut cmd.stderr),
+        );
+        let own_out = self.stdio.stdout.clone();
+        let own_err = self.stdio.stderr.clone();
+        let stdin = self.input(stdin)?;
+        let stdout = self.output(stdout, &own_out, None)?;
+        let stderr = match &stdout {
+            Ok(out) => self.output(stderr, &own_err, Some(out))?,
+            Err(_) => self.output(stderr, &own_err, None)?,
+        };
+        Ok((|| {
+            Ok(Stdio {
+                stdin: stdin?,
+                stdout: stdout?,
+                stderr: stderr?,
+            })
+        })())
     }
 }
 
@@ -334,14 +386,19 @@ fn is_dev_null(path: &str) -> bool {
 }
 
 impl wit::Host for ProcessHost {
-    async fn pipe(&mut self) -> Result<(u32, u32)> {
+    async fn pipe(&mut self) -> Result<(Resource<wit::PipeReader>, Resource<wit::PipeWriter>)> {
         let (r, w) = pipe(PIPE_CAPACITY);
-        let r = self.insert_handle(PipeEnd::Read(r))?;
-        let w = self.insert_handle(PipeEnd::Write(w))?;
+        let r = self.push(r)?;
+        let w = self.push(w)?;
         Ok((r, w))
     }
 
-    async fn spawn(&mut self, cmd: wit::Command) -> Result<Result<u32, wit::Error>> {
+    async fn spawn(
+        &mut self,
+        mut cmd: wit::Command,
+    ) -> Result<Result<Resource<wit::Child>, wit::Error>> {
+        // The pipe ends given are the child's now, even when it cannot start.
+        let stdio = self.child_stdio(&mut cmd)?;
         let job = self.job.clone();
         let sandbox = &job.site.sandbox;
         let Some(argv0) = cmd.argv.first() else {
@@ -364,16 +421,6 @@ impl wit::Host for ProcessHost {
                 sandbox.limits.max_processes
             ))));
         }
-        let stdio = (|| {
-            let stdin = self.input(&cmd.stdin)?;
-            let stdout = self.output(&cmd.stdout, &self.stdio.stdout, None)?;
-            let stderr = self.output(&cmd.stderr, &self.stdio.stderr, Some(&stdout))?;
-            Ok::<_, wit::Error>(Stdio {
-                stdin,
-                stdout,
-                stderr,
-            })
-        })();
         let stdio = match stdio {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
@@ -390,39 +437,32 @@ impl wit::Host for ProcessHost {
             .push(task.abort_handle());
         let pid = self.next_pid;
         self.next_pid += 1;
-        self.children.insert(pid, task);
-        Ok(Ok(pid))
+        let child = self.push(Child {
+            pid,
+            task: Some(task),
+            status: None,
+            killed: None,
+        })?;
+        Ok(Ok(child))
     }
 
-    async fn wait(&mut self, pid: u32) -> Result<i32> {
-        let Some(task) = self.children.remove(&pid) else {
-            return Ok(EXIT_NOT_FOUND);
-        };
-        let result = task.await;
-        Ok(self.status_of(pid, result))
-    }
-
-    async fn wait_timeout(&mut self, pid: u32, millis: u64) -> Result<Option<i32>> {
-        let Some(task) = self.children.get_mut(&pid) else {
-            return Ok(Some(EXIT_NOT_FOUND));
-        };
-        match tokio::time::timeout(Duration::from_millis(millis), task).await {
-            Ok(result) => {
-                self.children.remove(&pid);
-                Ok(Some(self.status_of(pid, result)))
+    async fn ready(&mut self, readers: Vec<Resource<wit::PipeReader>>) -> Result<u32> {
+        let mut ends = Vec::with_capacity(readers.len());
+        for r in &readers {
+            ends.push(self.get::<PipeReader, _>(r)?.clone());
+        }
+        if ends.is_empty() {
+            return Ok(0);
+        }
+        Ok(std::future::poll_fn(|cx| {
+            for (i, end) in ends.iter().enumerate() {
+                if end.poll_readable(cx).is_ready() {
+                    return std::task::Poll::Ready(i as u32);
+                }
             }
-            Err(_) => Ok(None),
-        }
-    }
-
-    async fn kill(&mut self, pid: u32, signal: u8) -> Result<()> {
-        if let Some(task) = self.children.get(&pid)
-            && !task.is_finished()
-        {
-            task.abort();
-            self.killed.insert(pid, signal.clamp(1, 127));
-        }
-        Ok(())
+            std::task::Poll::Pending
+        })
+        .await)
     }
 
     async fn file_mode(&mut self, path: String) -> Result<Option<u32>> {
@@ -437,43 +477,12 @@ impl wit::Host for ProcessHost {
     }
 
     async fn set_file_mode(&mut self, path: String, mode: u32) -> Result<Result<(), wit::Error>> {
-        use cap_std::fs::PermissionsExt;
-        let Some((dir, rel)) = self.job.site.sandbox.resolve(&self.cwd, &path) else {
-            return Ok(Err(wit::Error::Io(format!(
-                "{path}: Operation not permitted"
-            ))));
-        };
-        let perms = cap_std::fs::Permissions::from_mode(mode & 0o7777);
-        Ok(dir
-            .set_permissions(&rel, perms)
-            .map_err(|e| wit::Error::Io(format!("{path}: {}", io_message(&e)))))
-    }
-
-    async fn read(&mut self, handle: u32, max: u32) -> Result<Result<Vec<u8>, wit::Error>> {
-        let reader = match self.handles.get(&handle) {
-            Some(PipeEnd::Read(r)) => r.clone(),
-            _ => return Ok(Err(wit::Error::BadHandle)),
-        };
-        Ok(Ok(reader
-            .read(max.clamp(1, 1 << 20) as usize)
-            .await
-            .to_vec()))
-    }
-
-    async fn write(&mut self, handle: u32, data: Vec<u8>) -> Result<Result<(), wit::Error>> {
-        let writer = match self.handles.get(&handle) {
-            Some(PipeEnd::Write(w)) => w.clone(),
-            _ => return Ok(Err(wit::Error::BadHandle)),
-        };
-        Ok(writer
-            .write_all(&data)
-            .await
-            .map_err(|_| wit::Error::Io("Broken pipe".into())))
-    }
-
-    async fn close(&mut self, handle: u32) -> Result<()> {
-        self.handles.remove(&handle);
-        Ok(())
+        Ok(self
+            .job
+            .site
+            .sandbox
+            .set_mode(&self.cwd, &path, mode)
+            .map_err(wit::Error::Io))
     }
 
     async fn has_program(&mut self, name: String) -> Result<bool> {
@@ -486,5 +495,111 @@ impl wit::Host for ProcessHost {
 
     async fn take_interrupt(&mut self) -> Result<bool> {
         Ok(self.job.interrupted.swap(false, Ordering::AcqRel))
+    }
+}
+
+impl wit::HostPipeReader for ProcessHost {
+    async fn read(
+        &mut self,
+        r: Resource<wit::PipeReader>,
+        max: u32,
+    ) -> Result<Result<Vec<u8>, wit::Error>> {
+        let reader = self.get::<PipeReader, _>(&r)?.clone();
+        Ok(Ok(reader
+            .read(max.clamp(1, 1 << 20) as usize)
+            .await
+            .to_vec()))
+    }
+
+    async fn dup(&mut self, r: Resource<wit::PipeReader>) -> Result<Resource<wit::PipeReader>> {
+        let reader = self.get::<PipeReader, _>(&r)?.clone();
+        self.push(reader)
+    }
+
+    async fn drop(&mut self, r: Resource<wit::PipeReader>) -> Result<()> {
+        self.take::<PipeReader, _>(&r)?;
+        Ok(())
+    }
+}
+
+impl wit::HostPipeWriter for ProcessHost {
+    async fn write(
+        &mut self,
+        w: Resource<wit::PipeWriter>,
+        data: Vec<u8>,
+    ) -> Result<Result<(), wit::Error>> {
+        let writer = self.get::<PipeWriter, _>(&w)?.clone();
+        Ok(writer
+            .write_all(&data)
+            .await
+            .map_err(|_| wit::Error::Io("Broken pipe".into())))
+    }
+
+    async fn dup(&mut self, w: Resource<wit::PipeWriter>) -> Result<Resource<wit::PipeWriter>> {
+        let writer = self.get::<PipeWriter, _>(&w)?.clone();
+        self.push(writer)
+    }
+
+    async fn drop(&mut self, w: Resource<wit::PipeWriter>) -> Result<()> {
+        self.take::<PipeWriter, _>(&w)?;
+        Ok(())
+    }
+}
+
+impl wit::HostChild for ProcessHost {
+    async fn id(&mut self, c: Resource<wit::Child>) -> Result<u32> {
+        Ok(self.get::<Child, _>(&c)?.pid)
+    }
+
+    async fn wait(&mut self, c: Resource<wit::Child>) -> Result<i32> {
+        let child = self.get::<Child, _>(&c)?;
+        if let Some(status) = child.status {
+            return Ok(status);
+        }
+        let Some(task) = child.task.take() else {
+            return Ok(EXIT_NOT_FOUND);
+        };
+        let killed = child.killed;
+        let result = task.await;
+        let status = self.status_of(killed, result);
+        self.get::<Child, _>(&c)?.status = Some(status);
+        Ok(status)
+    }
+
+    async fn wait_timeout(&mut self, c: Resource<wit::Child>, millis: u64) -> Result<Option<i32>> {
+        let child = self.get::<Child, _>(&c)?;
+        if let Some(status) = child.status {
+            return Ok(Some(status));
+        }
+        let killed = child.killed;
+        let Some(task) = child.task.as_mut() else {
+            return Ok(Some(EXIT_NOT_FOUND));
+        };
+        let result = match tokio::time::timeout(Duration::from_millis(millis), task).await {
+            Ok(result) => result,
+            Err(_) => return Ok(None),
+        };
+        let status = self.status_of(killed, result);
+        let child = self.get::<Child, _>(&c)?;
+        child.task = None;
+        child.status = Some(status);
+        Ok(Some(status))
+    }
+
+    async fn kill(&mut self, c: Resource<wit::Child>, signal: u8) -> Result<()> {
+        let child = self.get::<Child, _>(&c)?;
+        if let Some(task) = &child.task
+            && !task.is_finished()
+        {
+            task.abort();
+            child.killed = Some(signal.clamp(1, 127));
+        }
+        Ok(())
+    }
+
+    async fn drop(&mut self, c: Resource<wit::Child>) -> Result<()> {
+        // The child goes on; it ends with its job.
+        self.take::<Child, _>(&c)?;
+        Ok(())
     }
 }

@@ -1,0 +1,227 @@
+//! The `wasbox:sandbox/process` import in the shape a shell needs: pipe ends and children
+//! named by small integers (like file descriptors and process ids), kept in this process's
+//! own tables. Underneath they are the WIT resources; closing a handle drops its resource,
+//! and giving a handle to a child gives it a duplicate, so the caller decides when its own
+//! copy closes.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::bindings::wasbox::sandbox::process as wit;
+
+/// A pipe end held by this process.
+pub type Handle = u32;
+/// A child of this process.
+pub type Pid = u32;
+
+/// Why a call failed; each carries a message like a shell would print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// No program of that name in the image (a shell exits 127).
+    NotFound(String),
+    /// A process or spawn limit of the sandbox was reached.
+    Limit(String),
+    /// A file could not be opened, a pipe is broken, and the like.
+    Io(String),
+    /// The handle names no pipe end of this process (of the right direction).
+    BadHandle,
+}
+
+impl From<wit::Error> for Error {
+    fn from(e: wit::Error) -> Self {
+        match e {
+            wit::Error::NotFound(m) => Error::NotFound(m),
+            wit::Error::Limit(m) => Error::Limit(m),
+            wit::Error::Io(m) => Error::Io(m),
+        }
+    }
+}
+
+/// Where one standard stream of a child goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stdio {
+    /// The caller's own stream of the same kind.
+    Inherit,
+    /// The caller's own stdout (for `2>&1` when the caller's stdout is inherited).
+    InheritStdout,
+    /// The caller's own stderr (for `>&2`).
+    InheritStderr,
+    /// Nothing (`/dev/null`).
+    Null,
+    /// A pipe end of this process; the child gets its own copy.
+    Handle(Handle),
+    /// A file opened by the host for reading.
+    ReadFile(String),
+    /// A file created or truncated for writing.
+    WriteFile(String),
+    /// A file created or appended to.
+    AppendFile(String),
+    /// For stderr only: where the child's stdout goes (`2>&1`).
+    SameAsStdout,
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Command {
+    pub argv: Vec<String>,
+    /// The child's whole environment.
+    pub env: Vec<(String, String)>,
+    /// The child's working directory, an absolute sandbox path.
+    pub cwd: String,
+    pub stdin: Stdio,
+    pub stdout: Stdio,
+    pub stderr: Stdio,
+}
+
+enum End {
+    Read(wit::PipeReader),
+    Write(wit::PipeWriter),
+}
+
+thread_local! {
+    static ENDS: RefCell<(HashMap<Handle, End>, Handle)> = RefCell::new((HashMap::new(), 3));
+    static CHILDREN: RefCell<HashMap<Pid, wit::Child>> = RefCell::new(HashMap::new());
+}
+
+fn insert(end: End) -> Handle {
+    ENDS.with(|e| {
+        let (ends, next) = &mut *e.borrow_mut();
+        let h = *next;
+        *next += 1;
+        ends.insert(h, end);
+        h
+    })
+}
+
+/// Creates a pipe; returns its (read end, write end).
+pub fn pipe() -> (Handle, Handle) {
+    let (r, w) = wit::pipe();
+    (insert(End::Read(r)), insert(End::Write(w)))
+}
+
+/// Closes a pipe end. A pipe reaches end of file when every write end is closed.
+pub fn close(handle: Handle) {
+    ENDS.with(|e| e.borrow_mut().0.remove(&handle));
+}
+
+/// Reads up to `max` bytes from a read end; an empty result means end of file.
+pub fn read(handle: Handle, max: u32) -> Result<Vec<u8>, Error> {
+    ENDS.with(|e| match e.borrow().0.get(&handle) {
+        Some(End::Read(r)) => r.read(max).map_err(Error::from),
+        _ => Err(Error::BadHandle),
+    })
+}
+
+/// Writes all of `data` to a write end, waiting for room; fails once the reader is gone.
+pub fn write(handle: Handle, data: &[u8]) -> Result<(), Error> {
+    ENDS.with(|e| match e.borrow().0.get(&handle) {
+        Some(End::Write(w)) => w.write(data).map_err(Error::from),
+        _ => Err(Error::BadHandle),
+    })
+}
+
+/// Waits until one of the read ends `handles` has data or is at end of file; returns its
+/// position in `handles`.
+pub fn ready(handles: &[Handle]) -> Result<usize, Error> {
+    ENDS.with(|e| {
+        let ends = e.borrow();
+        let mut readers = Vec::with_capacity(handles.len());
+        for h in handles {
+            match ends.0.get(h) {
+                Some(End::Read(r)) => readers.push(r),
+                _ => return Err(Error::BadHandle),
+            }
+        }
+        Ok(wit::ready(&readers) as usize)
+    })
+}
+
+fn to_wit(s: &Stdio) -> Result<wit::Stdio, Error> {
+    Ok(match s {
+        Stdio::Inherit => wit::Stdio::Inherit,
+        Stdio::InheritStdout => wit::Stdio::InheritStdout,
+        Stdio::InheritStderr => wit::Stdio::InheritStderr,
+        Stdio::Null => wit::Stdio::Null,
+        Stdio::Handle(h) => ENDS.with(|e| match e.borrow().0.get(h) {
+            Some(End::Read(r)) => Ok(wit::Stdio::PipeReader(r.dup())),
+            Some(End::Write(w)) => Ok(wit::Stdio::PipeWriter(w.dup())),
+            None => Err(Error::BadHandle),
+        })?,
+        Stdio::ReadFile(p) => wit::Stdio::ReadFile(p.clone()),
+        Stdio::WriteFile(p) => wit::Stdio::WriteFile(p.clone()),
+        Stdio::AppendFile(p) => wit::Stdio::AppendFile(p.clone()),
+        Stdio::SameAsStdout => wit::Stdio::SameAsStdout,
+    })
+}
+
+/// Starts a program; returns its process id. The child runs concurrently with the caller;
+/// the pipe ends named in `cmd` stay open here until closed.
+pub fn spawn(cmd: &Command) -> Result<Pid, Error> {
+    let child = wit::spawn(wit::Command {
+        argv: cmd.argv.clone(),
+        env: cmd.env.clone(),
+        cwd: cmd.cwd.clone(),
+        stdin: to_wit(&cmd.stdin)?,
+        stdout: to_wit(&cmd.stdout)?,
+        stderr: to_wit(&cmd.stderr)?,
+    })?;
+    let pid = child.id();
+    CHILDREN.with(|c| c.borrow_mut().insert(pid, child));
+    Ok(pid)
+}
+
+/// Waits for a child to end and returns its exit status (0-255; 124 after a deadline);
+/// 127 for a process id that names no child.
+pub fn wait(pid: Pid) -> i32 {
+    match CHILDREN.with(|c| c.borrow_mut().remove(&pid)) {
+        Some(child) => child.wait(),
+        None => 127,
+    }
+}
+
+/// Waits for a child at most `millis` milliseconds: its exit status, or `None` if it is
+/// still running (it can be waited for again).
+pub fn wait_timeout(pid: Pid, millis: u64) -> Option<i32> {
+    let status = CHILDREN.with(|c| match c.borrow().get(&pid) {
+        Some(child) => child.wait_timeout(millis),
+        None => Some(127),
+    });
+    if status.is_some() {
+        CHILDREN.with(|c| c.borrow_mut().remove(&pid));
+    }
+    status
+}
+
+/// Ends a child now, as `signal` would (its status becomes 128 + signal).
+pub fn kill(pid: Pid, signal: u8) {
+    CHILDREN.with(|c| {
+        if let Some(child) = c.borrow().get(&pid) {
+            child.kill(signal);
+        }
+    });
+}
+
+/// The permission bits of a sandbox file (absolute path), `None` if there is no such file.
+pub fn file_mode(path: &str) -> Option<u32> {
+    wit::file_mode(path)
+}
+
+/// Sets the permission bits of a sandbox file (absolute path).
+pub fn set_file_mode(path: &str, mode: u32) -> Result<(), Error> {
+    wit::set_file_mode(path, mode).map_err(Error::from)
+}
+
+/// Whether the image has a program of this name.
+pub fn has_program(name: &str) -> bool {
+    wit::has_program(name)
+}
+
+/// The size (columns, rows) of the terminal the job runs on, if any.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    wit::terminal_size()
+}
+
+/// Whether the user interrupted (Ctrl-C) since the last call.
+pub fn take_interrupt() -> bool {
+    wit::take_interrupt()
+}
