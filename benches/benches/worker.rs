@@ -3,6 +3,8 @@
 //! the same command natively in the same run as the baseline.
 //!
 //! `cargo bench -p wasbox-benches --bench worker` (builds `wasbox` in release mode first).
+//! `WASBOX_BENCH_BASELINE=/path/to/other/wasbox` measures another build beside this one,
+//! alternating them twice, e.g. to check that a change keeps the numbers.
 //! Every phase is bounded in requests and time; only loopback is used.
 
 use std::io::{BufRead, BufReader as StdBufReader};
@@ -120,19 +122,9 @@ fn print(rows: &[Row]) {
     }
 }
 
-fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "wasbox"])
-        .status()
-        .expect("cargo build");
-    assert!(built.success(), "building wasbox failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let mut server = Command::new(target.join("release/wasbox"))
+/// Starts `bin serve` and measures jobs and session execs against it.
+fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &str) -> Vec<Row> {
+    let mut server = Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -144,11 +136,6 @@ fn main() {
         .unwrap();
     let addr = line.trim().rsplit("http://").next().unwrap().to_string();
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let rows = rt.block_on(async {
         // Ready (the image is loaded) before measuring.
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -161,6 +148,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let counter = Arc::new(AtomicU64::new(0));
+        let label = label.to_string();
         let mut rows = Vec::new();
 
         // Warm-up, then sequential latency on one connection.
@@ -182,7 +170,7 @@ fn main() {
         let elapsed = started.elapsed();
         lat.sort();
         rows.push(Row {
-            name: "wasbox jobs:run, sequential".into(),
+            name: format!("{label} jobs:run, sequential"),
             p50: percentile(&lat, 0.5),
             p99: percentile(&lat, 0.99),
             per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
@@ -216,7 +204,7 @@ fn main() {
             let elapsed = started.elapsed();
             lat.sort();
             rows.push(Row {
-                name: format!("wasbox jobs:run, {clients} concurrent clients"),
+                name: format!("{label} jobs:run, {clients} concurrent clients"),
                 p50: percentile(&lat, 0.5),
                 p99: percentile(&lat, 0.99),
                 per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
@@ -252,7 +240,7 @@ fn main() {
         let elapsed = started.elapsed();
         lat.sort();
         rows.push(Row {
-            name: "wasbox session exec, sequential".into(),
+            name: format!("{label} session exec, sequential"),
             p50: percentile(&lat, 0.5),
             p99: percentile(&lat, 0.99),
             per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
@@ -261,9 +249,45 @@ fn main() {
     });
     let _ = server.kill();
     let _ = server.wait();
+    rows
+}
 
+fn main() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--release", "--quiet", "-p", "wasbox"])
+        .status()
+        .expect("cargo build");
+    assert!(built.success(), "building wasbox failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // With WASBOX_BENCH_BASELINE=/path/to/another/wasbox, that build is measured too, in
+    // alternation with this one (twice each), so that drift affects both alike.
+    let mut servers = vec![("wasbox".to_string(), target.join("release/wasbox"))];
+    if let Some(other) = std::env::var_os("WASBOX_BENCH_BASELINE") {
+        servers.push(("baseline".to_string(), std::path::PathBuf::from(other)));
+    }
+    let rounds = if servers.len() > 1 { 2 } else { 1 };
+    let mut rows = Vec::new();
+    for round in 0..rounds {
+        for (label, bin) in &servers {
+            let label = if rounds > 1 {
+                format!("{label} (round {})", round + 1)
+            } else {
+                label.clone()
+            };
+            rows.extend(measure_server(&rt, bin, &label));
+        }
+    }
     // The baseline: the same command as a native process, spawned by this driver.
-    let mut rows = rows;
     let native = |_: usize| {
         let out = Command::new("sh")
             .args(["-c", "echo hello"])

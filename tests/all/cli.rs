@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::harness::{run_bounded, text, wasbox};
+use crate::support::runtime::{run_bounded, text, wasbox};
 
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -1,7 +1,7 @@
 //! Nothing inside a sandbox reaches a host file outside its workspace: each attempt fails
 //! with an ordinary shell error and the host is unharmed.
 
-use crate::harness::sh_in;
+use crate::support::runtime::sh_in;
 
 struct Fixture {
     _root: tempfile::TempDir,
@@ -92,7 +92,7 @@ async fn absolute_paths_outside_fail() {
 #[tokio::test]
 async fn tmp_is_private_to_the_sandbox() {
     use wasbox_runtime::{JobSpec, SandboxConfig};
-    let rt = crate::harness::runtime();
+    let rt = crate::support::runtime::runtime();
     let name = format!("wasbox-private-{}", std::process::id());
     let a = rt.sandbox(SandboxConfig::default()).unwrap();
     let b = rt.sandbox(SandboxConfig::default()).unwrap();

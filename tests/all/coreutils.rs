@@ -1,6 +1,6 @@
 //! Every applet of the multi-call coreutils program answers, under each name it has.
 
-use crate::harness::sh;
+use crate::support::runtime::sh;
 
 /// (command, expected stdout). Every applet of guest-components/coreutils/applets.txt
 /// must appear here (checked below).

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasbox_runtime::{JobSpec, SandboxConfig};
 
-use crate::harness::{run_bounded, runtime, text, wasbox};
+use crate::support::runtime::{run_bounded, runtime, text, wasbox};
 
 struct Case {
     category: String,
@@ -301,7 +301,7 @@ async fn node_corpus() {
 #[tokio::test]
 async fn python_corpus() {
     // Compile CPython once before the cases (the first use compiles it).
-    let _ = crate::harness::sh("python3 -c pass").await;
+    let _ = crate::support::runtime::sh("python3 -c pass").await;
     check(
         "python.txt",
         "python.json",

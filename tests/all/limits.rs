@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use wasbox_runtime::{JobSpec, JobStatus, Limits, StopSignal};
 
-use crate::harness::{sandbox_with, sh};
+use crate::support::runtime::{sandbox_with, sh};
 
 async fn next_job_works() {
     let out = sh("echo still serving").await;
@@ -111,7 +111,8 @@ async fn ten_mib_of_output_is_truncated_on_a_character_boundary() {
 async fn a_stop_signal_ends_a_running_job() {
     let stop = StopSignal::new();
     let spec = JobSpec::shell("echo started; sleep 100").stop_signal(stop.clone());
-    let job = tokio::spawn(async move { crate::harness::runtime().run(spec).await.unwrap() });
+    let job =
+        tokio::spawn(async move { crate::support::runtime::runtime().run(spec).await.unwrap() });
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.stop();
     let out = tokio::time::timeout(Duration::from_secs(10), job)

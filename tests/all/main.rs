@@ -1,17 +1,18 @@
 //! End-to-end tests: the real `wasbox` binary and the real runtime with the real guest
-//! programs of the built-in image. Nothing is mocked.
+//! programs of the built-in image. Nothing is mocked. Handler logic is also driven in
+//! process through the front-ends' routers (`routers`).
 
 mod architecture;
 mod cli;
 mod containment;
 mod coreutils;
 mod corpus;
-mod harness;
-mod http;
 mod limits;
 mod node;
 mod pipes;
 mod python;
+mod routers;
 mod shell;
+mod support;
 mod term;
 mod worker;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use wasbox_runtime::{JobSpec, JobStatus, Limits, SandboxConfig};
 
-use crate::harness::{runtime, sandbox_with, sh};
+use crate::support::runtime::{runtime, sandbox_with, sh};
 
 /// The first use of node compiles it; do that outside the short deadlines below.
 async fn warm() {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use wasbox_runtime::{JobSpec, JobStatus};
 
-use crate::harness::{runtime, sh};
+use crate::support::runtime::{runtime, sh};
 
 #[tokio::test]
 async fn yes_head_ends() {

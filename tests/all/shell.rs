@@ -2,7 +2,7 @@
 
 use wasbox_runtime::{JobSpec, SandboxConfig};
 
-use crate::harness::{runtime, sh};
+use crate::support::runtime::{runtime, sh};
 
 /// (script, expected stdout, expected exit code)
 const CASES: &[(&str, &str, i32)] = &[

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{run_bounded, text, wasbox};
-use crate::http::{Reply, read_address, request};
+use crate::support::http::{Reply, read_address, request};
+use crate::support::runtime::{run_bounded, text, wasbox};
 
 // ---------------------------------------------------------------------------------------
 // A scripted LLM proxy

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::http::{Server, TOKEN, request};
+use crate::support::http::{Server, TOKEN, request};
 
 fn job(job_id: &str, command: Value) -> Value {
     json!({
@@ -19,7 +19,7 @@ fn job(job_id: &str, command: Value) -> Value {
 fn run_in_background(
     addr: std::net::SocketAddr,
     body: Value,
-) -> std::thread::JoinHandle<crate::http::Reply> {
+) -> std::thread::JoinHandle<crate::support::http::Reply> {
     std::thread::spawn(move || {
         let body = serde_json::to_vec(&body).unwrap();
         request(
@@ -32,7 +32,7 @@ fn run_in_background(
     })
 }
 
-fn problem(r: &crate::http::Reply, status: u16, kind: &str) -> Value {
+fn problem(r: &crate::support::http::Reply, status: u16, kind: &str) -> Value {
     assert_eq!(r.status, status, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
     let p = r.json();

@@ -32,7 +32,7 @@ use super::agent::{env_for, load, preload_in_background, runtime, stderr_sink, t
 /// `AGENT_PORT` when unset.
 pub const DEFAULT_AGENT_PORT: u16 = 8765;
 /// How long `term serve` lets a running task go on after SIGTERM or SIGINT.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+const TASK_DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// Largest `/start` body (an instruction is text; 10 MiB is generous).
 const MAX_START_BYTES: usize = 10 << 20;
@@ -140,7 +140,7 @@ pub async fn main(args: ServeArgs) -> Result<i32> {
     // The server is gone, so is the sender: the worker ends after the running task, which
     // gets a short grace period and is then stopped (its commands with it).
     drop(server);
-    match tokio::time::timeout(SHUTDOWN_GRACE, &mut worker).await {
+    match tokio::time::timeout(TASK_DRAIN_GRACE, &mut worker).await {
         Ok(Ok(mut runner)) => runner.cleanup().await,
         Ok(Err(e)) => tracing::warn!(error = %e, "the agent runner failed"),
         Err(_) => {

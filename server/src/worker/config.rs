@@ -12,9 +12,9 @@ use serde::Deserialize;
 /// Default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:12090";
 /// worker-api-node.md, timeout rules: node default when the YAML sets none.
-pub const DEFAULT_JOB_TIMEOUT_SECS: u64 = 900;
+pub const NODE_DEFAULT_JOB_TIMEOUT_SECS: u64 = 900;
 /// worker-api-node.md, timeout rules: node maximum when the YAML sets none.
-pub const MAX_JOB_TIMEOUT_SECS: u64 = 3600;
+pub const NODE_MAX_JOB_TIMEOUT_SECS: u64 = 3600;
 /// worker-api-node.md, request size limits: 10 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 10 << 20;
 /// worker-api-node.md, capture limits: 256 KiB per stream.
@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_SESSIONS: usize = 256;
 pub const DEFAULT_SESSION_LIFETIME_SECS: u64 = 3600;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 600;
 /// How long `wasbox serve` waits for running jobs at shutdown before stopping them.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+pub const JOB_DRAIN_GRACE: Duration = Duration::from_secs(30);
 
 /// Everything `wasbox serve` runs with.
 #[derive(Clone, Debug)]
@@ -232,12 +232,12 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             .sandbox
             .timeouts
             .default_seconds
-            .unwrap_or(DEFAULT_JOB_TIMEOUT_SECS),
+            .unwrap_or(NODE_DEFAULT_JOB_TIMEOUT_SECS),
         max_timeout_secs: yaml
             .sandbox
             .timeouts
             .max_seconds
-            .unwrap_or(MAX_JOB_TIMEOUT_SECS),
+            .unwrap_or(NODE_MAX_JOB_TIMEOUT_SECS),
         constraint_timeout_secs: constraints.max_job_timeout_seconds,
         max_request_bytes,
         max_concurrent,

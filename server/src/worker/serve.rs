@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use wasbox_runtime::Runtime;
 
-use super::config::{self, Flags, SHUTDOWN_GRACE, ServeConfig};
+use super::config::{self, Flags, JOB_DRAIN_GRACE, ServeConfig};
 use super::{Node, router};
 
 /// Every option can also come from the environment (named beside it) or the node startup
@@ -106,7 +106,7 @@ async fn serve(config: ServeConfig) -> Result<i32> {
             // Jobs still running after the grace period are stopped, so that their
             // requests answer and the server can exit.
             tokio::spawn(async move {
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                tokio::time::sleep(JOB_DRAIN_GRACE).await;
                 node.shut_down(true);
             });
         }

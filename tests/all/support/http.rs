@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::wasbox;
+use crate::support::runtime::wasbox;
 
 pub struct Reply {
     pub status: u16,

@@ -1,0 +1,5 @@
+//! What the tests share: one runtime per test binary and the real `wasbox` binary
+//! ([`runtime`]), a small HTTP/1.1 client and a running `wasbox serve` ([`http`]).
+
+pub mod http;
+pub mod runtime;
