@@ -1,17 +1,10 @@
 //! The one wasmtime engine of a runtime: pooling allocator, epoch interruption driven by a
-//! single ticker thread, async support, and an on-disk cache of compiled components.
-//!
-//! The cache directory holds only `.cwasm` files this module wrote; nothing else is read
-//! from it.
+//! single ticker thread, async support. Compiled components are cached by `cache`.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::Bytes;
-use sha2::{Digest, Sha256};
 use wasmtime::Result;
-use wasmtime::component::Component;
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -87,110 +80,5 @@ impl Drop for EpochTicker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// Compiled components on disk, keyed by the component's bytes and the engine's
-/// compatibility hash, so a changed program or engine never loads a stale artifact.
-#[derive(Clone, Debug)]
-pub(crate) struct CompileCache {
-    dir: Option<PathBuf>,
-}
-
-impl CompileCache {
-    pub(crate) fn new(dir: Option<PathBuf>) -> Self {
-        CompileCache { dir }
-    }
-
-    /// The default cache directory: `$WASBOX_CACHE_DIR`, else `$XDG_CACHE_HOME/wasbox`,
-    /// else `~/.cache/wasbox`.
-    pub(crate) fn default_dir() -> Option<PathBuf> {
-        if let Some(d) = std::env::var_os("WASBOX_CACHE_DIR") {
-            return Some(PathBuf::from(d));
-        }
-        if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-            return Some(PathBuf::from(d).join("wasbox"));
-        }
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("wasbox"))
-    }
-
-    /// Loads the component for `wasm`, compiling it (and storing the result) when no valid
-    /// compiled copy exists. Compilation runs on a blocking thread.
-    pub(crate) async fn load(&self, engine: &Engine, name: &str, wasm: Bytes) -> Result<Component> {
-        let engine = engine.clone();
-        let dir = self.dir.clone();
-        let name = name.to_string();
-        tokio::task::spawn_blocking(move || load_blocking(&engine, dir.as_deref(), &name, &wasm))
-            .await
-            .context("compiler thread panicked")?
-    }
-}
-
-fn load_blocking(
-    engine: &Engine,
-    dir: Option<&Path>,
-    name: &str,
-    wasm: &[u8],
-) -> Result<Component> {
-    let Some(dir) = dir else {
-        return Component::new(engine, wasm).with_context(|| format!("compiling `{name}`"));
-    };
-    let mut hasher = Sha256::new();
-    hasher.update(wasm);
-    std::hash::Hash::hash(
-        &engine.precompile_compatibility_hash(),
-        &mut HashWriter(&mut hasher),
-    );
-    let key: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let path = dir.join(format!("{name}-{}.cwasm", &key[..32]));
-
-    if path.exists() {
-        // SAFETY: the file was written by `precompile_component` of an engine with the same
-        // compatibility hash (it is part of the name) and is only ever replaced atomically.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(c) => return Ok(c),
-            Err(e) => {
-                tracing::warn!(program = name, error = %e, "ignoring unusable cached component")
-            }
-        }
-    }
-    let started = std::time::Instant::now();
-    let bytes = engine
-        .precompile_component(wasm)
-        .with_context(|| format!("compiling `{name}`"))?;
-    tracing::info!(
-        program = name,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "compiled"
-    );
-    if let Err(e) = store_atomically(dir, &path, &bytes) {
-        tracing::warn!(program = name, error = %e, "could not cache the compiled component");
-    }
-    // SAFETY: `bytes` was just produced by `precompile_component` on this very engine.
-    unsafe { Component::deserialize(engine, &bytes) }
-        .with_context(|| format!("loading compiled `{name}`"))
-}
-
-fn store_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, bytes)?;
-    tmp.persist(path)?;
-    Ok(())
-}
-
-/// Feeds `Hash` output into a SHA-256 hasher.
-struct HashWriter<'a>(&'a mut Sha256);
-
-impl std::hash::Hasher for HashWriter<'_> {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::OnceCell;
 use wasmtime::component::Component;
 use wasmtime::{Engine, Result};
 
-use crate::engine::CompileCache;
+use crate::cache::CompileCache;
 
 /// One program of an image: a component and the names it answers to.
 #[derive(Clone)]

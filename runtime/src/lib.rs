@@ -26,12 +26,13 @@
 //! ```
 //!
 //! The layers, lowest first (each module uses only those below it; see
-//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine` -> `image` -> `sandbox` ->
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `sandbox` ->
 //! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
 //! `agent`.
 
 pub mod agent;
 mod bindings;
+mod cache;
 mod engine;
 mod host;
 mod image;

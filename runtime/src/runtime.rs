@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 
-use crate::engine::{CompileCache, EpochTicker, new_engine};
+use crate::cache::CompileCache;
+use crate::engine::{EpochTicker, new_engine};
 use crate::host::{HostContext, LoadedImage, Site};
 use crate::image::{BASE_IMAGE, Image, base_image};
 use crate::job::{JobOutput, JobSpec};
@@ -110,7 +111,7 @@ impl RuntimeBuilder {
         };
         let host = HostContext::new(
             engine,
-            CompileCache::new(cache_dir),
+            CompileCache::open(cache_dir)?,
             self.node_memory.unwrap_or_else(default_node_memory),
         )?;
         Ok(Runtime {
@@ -188,10 +189,20 @@ impl Runtime {
         Ok(())
     }
 
-    /// Makes a sandbox; jobs run in it share its workspace.
+    /// Makes a sandbox; jobs run in it share its workspace. A workspace that holds the
+    /// compile cache is refused: a guest could otherwise plant compiled code.
     pub fn sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
         let image = self.image(config.image.as_deref())?;
         let state = SandboxState::create(config, &self.inner.limits, &self.inner.temp_dir)?;
+        if let Some(cache) = self.inner.host.cache.dir()
+            && cache.starts_with(&state.workspace)
+        {
+            anyhow::bail!(
+                "the workspace {} holds the compile cache {}: choose another workspace",
+                state.workspace.display(),
+                cache.display()
+            );
+        }
         Ok(Sandbox {
             site: Site {
                 host: self.inner.host.clone(),

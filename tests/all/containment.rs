@@ -155,3 +155,39 @@ async fn the_workspace_itself_works() {
     assert_eq!(out.exit_code, 0, "{out:?}");
     assert_eq!(out.stdout, "ok\na\nd\nhostlink\n");
 }
+
+/// What the host sees of a file's mode.
+fn host_mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[tokio::test]
+async fn a_guest_never_makes_setuid_files() {
+    let f = fixture();
+    let out = sh_in(
+        &f.workspace,
+        "echo x > f; chmod 4755 f; stat -c %a f; chmod 6777 f; stat -c %a f; chmod u+s,g+s f; \
+         stat -c %a f; mkdir d; chmod 3777 d; stat -c %a d; chmod 1755 d; stat -c %a d",
+    )
+    .await;
+    assert_eq!(out.stdout, "755\n777\n777\n1777\n1755\n", "{out:?}");
+    assert_eq!(host_mode(&f.workspace.join("f")), 0o777);
+    assert_eq!(host_mode(&f.workspace.join("d")), 0o1755);
+}
+
+#[tokio::test]
+async fn the_mount_points_keep_the_operators_modes() {
+    let f = fixture();
+    let before = host_mode(&f.workspace);
+    let out = sh_in(
+        &f.workspace,
+        "chmod 777 /workspace; echo $?; chmod 0 .; echo $?; ln -s . self; chmod 777 self; \
+         echo $?; ln -s /workspace abs; chmod 4777 abs; echo $?; chmod 777 /tmp; echo $?; \
+         mkdir sub; chmod 0 sub; echo $?",
+    )
+    .await;
+    assert_eq!(out.stdout, "1\n1\n1\n1\n1\n0\n", "{out:?}");
+    assert!(out.stderr.contains("Operation not permitted"), "{out:?}");
+    assert_eq!(host_mode(&f.workspace), before);
+}

@@ -152,3 +152,61 @@ async fn the_open_resource_limit_fails_its_process() {
     assert_eq!(out.stdout, "a\nb\nc\n");
     next_job_works().await;
 }
+
+/// A shell loop that doubles a string until it holds about `mib` MiB, then waits.
+fn hold(mib: usize, secs: u32) -> String {
+    format!(
+        "x=aaaaaaaaaaaaaaaa; while [ ${{#x}} -lt {} ]; do x=$x$x; done; sleep {secs}; echo held",
+        mib << 20
+    )
+}
+
+const GROW: &str = "sleep 1; y=aaaaaaaaaaaaaaaa; while :; do y=$y$y; done";
+
+#[tokio::test]
+async fn the_processes_of_a_sandbox_share_one_memory_budget() {
+    // Each process may take 96 MiB, but the sandbox's processes together only 112.
+    let limits = Limits::default()
+        .memory_bytes(96 << 20)
+        .sandbox_memory_bytes(112 << 20);
+    let sandbox = sandbox_with(limits);
+    let script = format!("sh -c '{}' & sh -c '{GROW}'; wait", hold(16, 3));
+    let out = sandbox.run(JobSpec::shell(script)).await.unwrap();
+    assert!(
+        out.stderr
+            .contains("sandbox memory budget of 112 MiB exceeded"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("held"),
+        "the first process lives on: {out:?}"
+    );
+    next_job_works().await;
+}
+
+#[tokio::test]
+async fn the_sandboxes_of_a_node_share_its_memory_budget() {
+    let runtime = wasbox_runtime::Runtime::builder()
+        .cache_dir(crate::support::runtime::cache_dir())
+        .node_memory_bytes(96 << 20)
+        .build()
+        .unwrap();
+    let (held, used) = (runtime.clone(), runtime.clone());
+    let holder = tokio::spawn(async move { held.run(JobSpec::shell(hold(8, 4))).await.unwrap() });
+    let grower = tokio::spawn(async move { used.run(JobSpec::shell(GROW)).await.unwrap() });
+    let grown = grower.await.unwrap();
+    assert_eq!(grown.exit_code, 134, "{grown:?}");
+    assert!(
+        grown
+            .stderr
+            .contains("the node's memory budget of 96 MiB is used up"),
+        "{grown:?}"
+    );
+    let held = holder.await.unwrap();
+    assert_eq!(
+        held.stdout, "held\n",
+        "the other sandbox is unharmed: {held:?}"
+    );
+    // Everything is given back when the processes end.
+    assert_eq!(runtime.memory_in_use().0, 0);
+}

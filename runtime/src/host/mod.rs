@@ -31,7 +31,7 @@ pub use exit::MemoryExceeded;
 pub(crate) use process::{JobContext, Stdio, run_process};
 
 use crate::bindings::process as wit;
-use crate::engine::CompileCache;
+use crate::cache::CompileCache;
 use crate::image::Image;
 use crate::limits::Budget;
 use crate::sandbox::SandboxState;

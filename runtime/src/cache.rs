@@ -1,0 +1,399 @@
+//! The on-disk cache of compiled components (`.cwasm`), keyed by the component's bytes and
+//! the engine's compatibility hash, so a changed program or engine never loads a stale
+//! artifact.
+//!
+//! Loading a `.cwasm` runs native code in this process, so nothing is loaded that this cache
+//! cannot vouch for:
+//! - the directory is made `0700`, and refused (with a clear error) when it, or a directory
+//!   above it, can be written by another user (a sticky, root-owned `/tmp` is fine);
+//! - every entry this cache writes gets a stamp: its device, inode, size, modification and
+//!   change times and content hash, sealed with a key only this user can read
+//!   (HMAC-SHA-256, `.key` in the directory, `0600`). An entry whose stamp is missing, does
+//!   not verify, or no longer matches the file (any rewrite changes its change time, which
+//!   no unprivileged process can set back) is compiled again, never loaded;
+//! - entries are opened without following symlinks and must belong to this user and be
+//!   writable by no one else.
+//!
+//! Checking a stamp costs one `fstat` and a hash of a few dozen bytes, not a hash of the
+//! whole file: starts stay cheap. The operator (root included) is trusted; other users, and
+//! guests, are not.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Engine, Result};
+
+/// Compiled components on disk, or (without a directory) compiled in memory each time a
+/// runtime first needs them.
+#[derive(Clone, Debug)]
+pub(crate) struct CompileCache {
+    dir: Option<CacheDir>,
+}
+
+#[derive(Clone, Debug)]
+struct CacheDir {
+    path: PathBuf,
+    key: [u8; 32],
+}
+
+impl CompileCache {
+    /// A cache in `dir` (created `0700` if missing), or none. A directory other users could
+    /// write is refused.
+    pub(crate) fn open(dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let Some(path) = dir else {
+            return Ok(CompileCache { dir: None });
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&path)
+            .with_context(|| format!("creating the compile cache {}", path.display()))?;
+        let path = path
+            .canonicalize()
+            .with_context(|| format!("opening the compile cache {}", path.display()))?;
+        check_private(&path).with_context(|| {
+            format!(
+                "refusing the compile cache {}: compiled code loaded from it runs in this \
+                 process (choose another with WASBOX_CACHE_DIR)",
+                path.display()
+            )
+        })?;
+        let key = load_key(&path)
+            .with_context(|| format!("reading the key of the compile cache {}", path.display()))?;
+        Ok(CompileCache {
+            dir: Some(CacheDir { path, key }),
+        })
+    }
+
+    /// The cache's directory, if it has one (canonical).
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_ref().map(|d| d.path.as_path())
+    }
+
+    /// The default cache directory: `$WASBOX_CACHE_DIR`, else `$XDG_CACHE_HOME/wasbox`,
+    /// else `~/.cache/wasbox`.
+    pub(crate) fn default_dir() -> Option<PathBuf> {
+        if let Some(d) = std::env::var_os("WASBOX_CACHE_DIR") {
+            return Some(PathBuf::from(d));
+        }
+        if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+            return Some(PathBuf::from(d).join("wasbox"));
+        }
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("wasbox"))
+    }
+
+    /// Loads the component for `wasm`, compiling it (and storing the result) when no
+    /// trusted compiled copy exists. Compilation runs on a blocking thread.
+    pub(crate) async fn load(&self, engine: &Engine, name: &str, wasm: Bytes) -> Result<Component> {
+        let engine = engine.clone();
+        let dir = self.dir.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || load_blocking(&engine, dir.as_ref(), &name, &wasm))
+            .await
+            .map_err(|e| wasmtime::Error::msg(format!("compiler thread panicked: {e}")))?
+    }
+}
+
+/// Whether another user could change what is at `path`: the directory itself must be this
+/// user's and writable only by them; every directory above it must be writable only by its
+/// owner (root or this user), unless it is sticky (like `/tmp`).
+fn check_private(path: &Path) -> anyhow::Result<()> {
+    let me = unsafe { libc::geteuid() };
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_dir() {
+        bail!("it is not a directory");
+    }
+    if meta.uid() != me {
+        bail!("it belongs to user {}, not to this user ({me})", meta.uid());
+    }
+    if meta.mode() & 0o022 != 0 {
+        bail!("other users can write it (mode {:o})", meta.mode() & 0o7777);
+    }
+    for dir in path.ancestors().skip(1) {
+        let m = std::fs::metadata(dir)?;
+        let owner_ok = m.uid() == 0 || m.uid() == me;
+        let sticky = m.mode() & 0o1000 != 0;
+        if !owner_ok || (m.mode() & 0o022 != 0 && !sticky) {
+            bail!(
+                "{} above it can be changed by other users (owner {}, mode {:o})",
+                dir.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            );
+        }
+    }
+    Ok(())
+}
+
+fn open_nofollow(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// The cache's key: 32 random bytes in `.key`, made on first use, readable by this user only.
+fn load_key(dir: &Path) -> anyhow::Result<[u8; 32]> {
+    let path = dir.join(".key");
+    let me = unsafe { libc::geteuid() };
+    if let Ok(mut f) = open_nofollow(&path) {
+        let m = f.metadata()?;
+        let mut key = [0u8; 32];
+        if m.uid() == me && m.mode() & 0o077 == 0 && m.len() == 32 && f.read_exact(&mut key).is_ok()
+        {
+            return Ok(key);
+        }
+        // Not one this cache made: every stamp sealed with it is worthless too.
+        tracing::warn!(path = %path.display(), "replacing an unusable compile cache key");
+        std::fs::remove_file(&path)?;
+    }
+    let mut key = [0u8; 32];
+    File::open("/dev/urandom")?.read_exact(&mut key)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    f.write_all(&key)?;
+    f.sync_all()?;
+    Ok(key)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// HMAC-SHA-256 (RFC 2104).
+fn hmac(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// What a stamp binds an entry to.
+fn identity(meta: &std::fs::Metadata) -> String {
+    format!(
+        "{} {} {} {}.{} {}.{}",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    )
+}
+
+fn stamp_text(key: &[u8; 32], file_name: &str, meta: &std::fs::Metadata, content: &str) -> String {
+    let body = format!("wasbox-cache 1 {file_name} {} {content}", identity(meta));
+    format!("{body} {}\n", hex(&hmac(key, body.as_bytes())))
+}
+
+fn stamp_path(entry: &Path) -> PathBuf {
+    let mut p = entry.as_os_str().to_owned();
+    p.push(".stamp");
+    PathBuf::from(p)
+}
+
+/// Whether the entry at `path` is one this cache wrote and nobody changed since.
+fn trusted(dir: &CacheDir, path: &Path) -> bool {
+    let me = unsafe { libc::geteuid() };
+    let Ok(file) = open_nofollow(path) else {
+        return false;
+    };
+    let Ok(meta) = file.metadata() else {
+        return false;
+    };
+    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return false;
+    }
+    let mut stamp = String::new();
+    let read =
+        open_nofollow(&stamp_path(path)).and_then(|f| f.take(1024).read_to_string(&mut stamp));
+    if read.is_err() {
+        return false;
+    }
+    // The content hash recorded at write time, then the seal over everything.
+    let Some(content) = stamp.split_whitespace().nth(8) else {
+        return false;
+    };
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let expected = stamp_text(&dir.key, &file_name, &meta, content);
+    constant_time_eq(expected.as_bytes(), stamp.as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn load_blocking(
+    engine: &Engine,
+    dir: Option<&CacheDir>,
+    name: &str,
+    wasm: &[u8],
+) -> Result<Component> {
+    let Some(dir) = dir else {
+        return Component::new(engine, wasm).map_err(|e| e.context(format!("compiling `{name}`")));
+    };
+    let mut hasher = Sha256::new();
+    hasher.update(wasm);
+    std::hash::Hash::hash(
+        &engine.precompile_compatibility_hash(),
+        &mut HashWriter(&mut hasher),
+    );
+    let key = hex(&hasher.finalize());
+    let path = dir.path.join(format!("{name}-{}.cwasm", &key[..32]));
+
+    if trusted(dir, &path) {
+        // SAFETY: the file is one this cache wrote with `precompile_component` of an engine
+        // with the same compatibility hash (part of its name), unchanged since (its stamp).
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => return Ok(c),
+            Err(e) => {
+                tracing::warn!(program = name, error = %e, "ignoring unusable cached component")
+            }
+        }
+    } else if path.exists() {
+        tracing::warn!(program = name, path = %path.display(), "compiling again: the cached component has no valid stamp");
+    }
+    let started = std::time::Instant::now();
+    let bytes = engine
+        .precompile_component(wasm)
+        .map_err(|e| e.context(format!("compiling `{name}`")))?;
+    tracing::info!(
+        program = name,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "compiled"
+    );
+    if let Err(e) = store(dir, &path, &bytes) {
+        tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
+    }
+    // SAFETY: `bytes` was just produced by `precompile_component` on this very engine.
+    unsafe { Component::deserialize(engine, &bytes) }
+        .map_err(|e| e.context(format!("loading compiled `{name}`")))
+}
+
+/// Writes an entry and its stamp, each atomically (a reader sees the old file or the whole
+/// new one), the entry first.
+fn store(dir: &CacheDir, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let _ = std::fs::remove_file(stamp_path(path));
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir.path)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path)?;
+    let meta = open_nofollow(path)?.metadata()?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let content = hex(&Sha256::digest(bytes));
+    let mut stamp = tempfile::NamedTempFile::new_in(&dir.path)?;
+    stamp.write_all(stamp_text(&dir.key, &file_name, &meta, &content).as_bytes())?;
+    stamp.persist(stamp_path(path))?;
+    Ok(())
+}
+
+/// Feeds `Hash` output into a SHA-256 hasher.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::hash::Hasher for HashWriter<'_> {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Checked against Python's `hmac.new(b"\x0b" * 32, b"Hi There", "sha256")`.
+        let key = [0x0bu8; 32];
+        let mac = hex(&hmac(&key, b"Hi There"));
+        assert_eq!(
+            mac,
+            "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
+        );
+    }
+
+    #[test]
+    fn a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let base = tempfile::tempdir().unwrap();
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = CompileCache::open(Some(open.clone())).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("other users can write it"),
+            "{e:#}"
+        );
+        // Below a directory others can write (and not sticky): refused too.
+        let below = open.join("cache");
+        let e = CompileCache::open(Some(below)).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("can be changed by other users"),
+            "{e:#}"
+        );
+        // A fresh directory is made private.
+        let fresh = base.path().join("fresh");
+        let cache = CompileCache::open(Some(fresh.clone())).unwrap();
+        assert!(cache.dir().is_some());
+        let mode = std::fs::metadata(&fresh).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let key = std::fs::metadata(fresh.join(".key")).unwrap();
+        assert_eq!((key.mode() & 0o777, key.len()), (0o600, 32));
+    }
+
+    #[test]
+    fn only_entries_this_cache_stamped_are_trusted() {
+        let base = tempfile::tempdir().unwrap();
+        let cache = CompileCache::open(Some(base.path().join("c"))).unwrap();
+        let dir = cache.dir.as_ref().unwrap();
+        let entry = dir.path.join("prog-0123.cwasm");
+        store(dir, &entry, b"compiled code").unwrap();
+        assert!(trusted(dir, &entry));
+        // Rewritten in place (same bytes even): its change time moved, the stamp no longer
+        // matches.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&entry, b"compiled code").unwrap();
+        assert!(!trusted(dir, &entry));
+        // A file dropped in with no stamp, or with a stamp from another key.
+        store(dir, &entry, b"compiled code").unwrap();
+        let other = CacheDir {
+            path: dir.path.clone(),
+            key: [7; 32],
+        };
+        assert!(!trusted(&other, &entry));
+        std::fs::remove_file(stamp_path(&entry)).unwrap();
+        assert!(!trusted(dir, &entry));
+        // A symlink in place of an entry is never followed.
+        store(dir, &entry, b"compiled code").unwrap();
+        let link = dir.path.join("link-0123.cwasm");
+        std::os::unix::fs::symlink(&entry, &link).unwrap();
+        std::fs::copy(stamp_path(&entry), stamp_path(&link)).unwrap();
+        assert!(!trusted(dir, &link));
+    }
+}
