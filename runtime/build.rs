@@ -60,7 +60,7 @@ fn main() {
     // The example term agents are components of their own worlds, not programs of the image.
     for g in GUESTS
         .iter()
-        .chain(&["python", "llm_agent", "llm_agent_term1"])
+        .chain(&["python", "llm_agent", "llm_agent_term1", "bouvet_agent"])
     {
         let from = built.join(format!("{g}.wasm"));
         let to = out_dir.join(format!("{g}.wasm"));

@@ -43,3 +43,14 @@ pub(crate) mod term1 {
         with: { "wasbox:llm/llm": super::llm::wasbox::llm::llm },
     });
 }
+
+/// `wasbox:bouvet@0.1.0`, world `agent` (bouvet's sandbox agent).
+pub(crate) mod bouvet {
+    wasmtime::component::bindgen!({
+        path: "../wit/bouvet",
+        world: "agent",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wasbox:sandbox/process": super::generated::wasbox::sandbox::process },
+    });
+}

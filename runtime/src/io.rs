@@ -275,6 +275,59 @@ pub fn utf8_boundary(data: &[u8]) -> usize {
 /// A host writer that receives a stream as it is produced (e.g. the terminal of `wasbox run`).
 pub type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
 
+/// A host writer that passes on at most `limit` bytes, then one note, then nothing: a guest
+/// that floods its log cannot fill the operator's disk.
+pub struct CappedWriter<W> {
+    inner: W,
+    left: usize,
+    limit: usize,
+}
+
+impl<W: Write> CappedWriter<W> {
+    pub fn new(inner: W, limit: usize) -> Self {
+        CappedWriter {
+            inner,
+            left: limit,
+            limit,
+        }
+    }
+
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+impl<W: Write> Write for CappedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Ok(buf.len());
+        }
+        let n = buf.len().min(self.left);
+        self.inner.write_all(&buf[..n])?;
+        self.left -= n;
+        if self.left == 0 {
+            writeln!(
+                self.inner,
+                "\n[wasbox] the agent wrote more than {} MiB of logs; the rest is dropped",
+                self.limit >> 20
+            )?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// An agent's log: this process's stderr, at most `limit` bytes of it.
+pub fn capped_stderr(limit: usize) -> OutputSink {
+    OutputSink::Writer(Arc::new(Mutex::new(Box::new(CappedWriter::new(
+        std::io::stderr(),
+        limit,
+    )))))
+}
+
 /// Where a process's stdout or stderr goes.
 #[derive(Clone)]
 pub enum OutputSink {
@@ -527,6 +580,21 @@ impl StdinStream for InputSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capped_writers_keep_the_first_bytes_and_one_note() {
+        let mut log = CappedWriter::new(Vec::new(), 10);
+        log.write_all(b"0123456").unwrap();
+        log.write_all(b"789abcdef").unwrap();
+        log.write_all(b"more").unwrap();
+        let text = String::from_utf8(log.into_inner()).unwrap();
+        assert!(
+            text.starts_with("0123456789\n[wasbox] the agent wrote more than"),
+            "{text}"
+        );
+        assert!(!text.contains("abc"));
+        assert_eq!(text.matches("more").count(), 1, "{text}");
+    }
 
     #[test]
     fn utf8_boundary_cuts_incomplete_characters() {

@@ -30,6 +30,8 @@ enum Command {
     /// Term-challenge agents: term SDK 2.0 over HTTP, term SDK 1.x over stdio.
     #[command(alias = "agent")]
     Term(crate::term::TermArgs),
+    /// Bouvet's sandbox agent: JSON-RPC 2.0 over a Unix socket or vsock.
+    Bouvet(crate::bouvet::BouvetArgs),
 }
 
 /// Parses the process's arguments and runs the command; returns the exit code.
@@ -47,6 +49,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => crate::worker::serve::main(args),
         Command::Run(args) => crate::run::main(args),
         Command::Term(args) => crate::term::main(args),
+        Command::Bouvet(args) => crate::bouvet::main(args),
     };
     match result {
         Ok(code) => code,

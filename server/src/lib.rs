@@ -5,9 +5,11 @@
 //!
 //! - [`worker`]: the worker API node over HTTP (`wasbox serve`).
 //! - [`term`]: term-challenge agents (term2 over HTTP, term1 over stdio; `wasbox term`).
+//! - [`bouvet`]: bouvet's sandbox agent over JSON-RPC (`wasbox bouvet serve`), and its client.
 //! - [`run`]: one job from the command line (`wasbox run`).
 
 mod args;
+pub mod bouvet;
 pub mod cli;
 pub mod problem;
 mod rfc3339;

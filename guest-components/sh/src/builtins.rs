@@ -599,9 +599,9 @@ fn printf(sh: &mut Shell, args: &[String], io: &Io) -> Status {
         sh.error(io, &format!("printf: {msg}"));
     }
     match target {
-        Some(v) => sh.set_var(&v, out),
+        Some(v) => sh.set_var(&v, String::from_utf8_lossy(&out).into_owned()),
         None => {
-            io.stdout.write_str(&out);
+            io.stdout.write(&out);
         }
     }
     Ok(status.0)

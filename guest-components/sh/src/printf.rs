@@ -1,9 +1,10 @@
 //! `printf FORMAT ARGS...` with bash's conversions; the format is reused while arguments
-//! remain.
+//! remain. The output is bytes: `\xHH` and `\NNN` escapes write the byte they name, as
+//! bash does, whether or not it is valid UTF-8.
 
 /// The output and (status, first error message).
-pub fn format(fmt: &str, args: &[String]) -> (String, (i32, Option<String>)) {
-    let mut out = String::new();
+pub fn format(fmt: &str, args: &[String]) -> (Vec<u8>, (i32, Option<String>)) {
+    let mut out = Vec::new();
     let mut status = (0, None);
     let mut next = 0;
     loop {
@@ -16,11 +17,19 @@ pub fn format(fmt: &str, args: &[String]) -> (String, (i32, Option<String>)) {
     (out, status)
 }
 
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn push_char(out: &mut Vec<u8>, c: char) {
+    push_str(out, c.encode_utf8(&mut [0; 4]));
+}
+
 fn one_pass(
     fmt: &str,
     args: &[String],
     next: &mut usize,
-    out: &mut String,
+    out: &mut Vec<u8>,
     status: &mut (i32, Option<String>),
 ) -> bool {
     let chars: Vec<char> = fmt.chars().collect();
@@ -36,7 +45,7 @@ fn one_pass(
         let c = chars[i];
         if c == '\\' {
             let (s, used, stop) = escape(&chars[i..]);
-            out.push_str(&s);
+            out.extend_from_slice(&s);
             i += used;
             if stop {
                 return true;
@@ -44,13 +53,13 @@ fn one_pass(
             continue;
         }
         if c != '%' {
-            out.push(c);
+            push_char(out, c);
             i += 1;
             continue;
         }
         i += 1;
         if chars.get(i) == Some(&'%') {
-            out.push('%');
+            push_char(out, '%');
             i += 1;
             continue;
         }
@@ -88,7 +97,7 @@ fn one_pass(
             i += 1;
         }
         let Some(&conv) = chars.get(i) else {
-            out.push_str(&spec);
+            push_str(out, &spec);
             break;
         };
         i += 1;
@@ -111,12 +120,19 @@ fn one_pass(
                     Some(k) => (s[..k].to_string(), true),
                     None => (s, false),
                 };
-                let s = crate::expand::ansi_c(&s);
+                let bytes = escaped_bytes(&s);
+                let fill = width.saturating_sub(String::from_utf8_lossy(&bytes).chars().count());
+                if !left {
+                    out.extend(std::iter::repeat_n(b' ', fill));
+                }
+                out.extend_from_slice(&bytes);
+                if left {
+                    out.extend(std::iter::repeat_n(b' ', fill));
+                }
                 if stop {
-                    out.push_str(&pad(&s, width, left, false));
                     return true;
                 }
-                s
+                continue;
             }
             'c' => arg
                 .and_then(|a| a.chars().next())
@@ -237,9 +253,38 @@ fn one_pass(
                 String::new()
             }
         };
-        out.push_str(&pad(&body, width, left, false));
+        push_str(out, &pad(&body, width, left, false));
     }
     false
+}
+
+/// The backslash escapes of a `%b` argument, as bytes (`\0NNN` and `\NNN` octal, `\xHH`).
+fn escaped_bytes(s: &str) -> Vec<u8> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '\\' {
+            push_char(&mut out, chars[i]);
+            i += 1;
+            continue;
+        }
+        // `\0NNN` in %b takes up to three octal digits after the zero.
+        if chars.get(i + 1) == Some(&'0') {
+            let digits: String = chars[i + 2..]
+                .iter()
+                .take(3)
+                .take_while(|c| ('0'..='7').contains(c))
+                .collect();
+            out.push(u32::from_str_radix(&digits, 8).unwrap_or(0) as u8);
+            i += 2 + digits.len();
+            continue;
+        }
+        let (bytes, used, _) = escape(&chars[i..]);
+        out.extend_from_slice(&bytes);
+        i += used;
+    }
+    out
 }
 
 fn trim_g(s: &str) -> String {
@@ -304,11 +349,11 @@ fn parse_int(a: &str) -> Option<i64> {
     Some(if neg { -n } else { n })
 }
 
-/// One backslash escape of a format string: (text, chars used, stop output).
-fn escape(chars: &[char]) -> (String, usize, bool) {
+/// One backslash escape of a format string: (bytes, chars used, stop output).
+fn escape(chars: &[char]) -> (Vec<u8>, usize, bool) {
     match chars.get(1) {
-        None => ("\\".into(), 1, false),
-        Some('c') => (String::new(), 2, true),
+        None => (b"\\".to_vec(), 1, false),
+        Some('c') => (Vec::new(), 2, true),
         Some(&c) if c.is_ascii_digit() && c < '8' => {
             let mut k = 1;
             let mut oct = String::new();
@@ -317,25 +362,22 @@ fn escape(chars: &[char]) -> (String, usize, bool) {
                 k += 1;
             }
             let v = u32::from_str_radix(&oct, 8).unwrap_or(0);
-            (
-                char::from_u32(v).map(String::from).unwrap_or_default(),
-                k,
-                false,
-            )
+            (vec![v as u8], k, false)
+        }
+        Some('x') => {
+            let hex: String = chars[2..]
+                .iter()
+                .take(2)
+                .take_while(|c| c.is_ascii_hexdigit())
+                .collect();
+            match u8::from_str_radix(&hex, 16) {
+                Ok(b) => (vec![b], 2 + hex.len(), false),
+                Err(_) => (b"\\x".to_vec(), 2, false),
+            }
         }
         Some(_) => {
-            let s: String = chars[..2.min(chars.len())].iter().collect();
-            let extra: String = if chars[1] == 'x' {
-                chars[2..]
-                    .iter()
-                    .take(2)
-                    .take_while(|c| c.is_ascii_hexdigit())
-                    .collect()
-            } else {
-                String::new()
-            };
-            let used = 2 + extra.len();
-            (crate::expand::ansi_c(&format!("{s}{extra}")), used, false)
+            let s: String = chars[..2].iter().collect();
+            (crate::expand::ansi_c(&s).into_bytes(), 2, false)
         }
     }
 }

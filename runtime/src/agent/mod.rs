@@ -1,4 +1,4 @@
-//! Agents: components that export a protocol's world (term SDK 2.0 and 1.x, ...), hosted in
+//! Agents: components that export a protocol's world (term SDK 2.0 and 1.x, bouvet, ...), hosted in
 //! a sandbox. This module holds what every protocol shares: compiling a component and
 //! reading what it exports, the job and store of an instance (both from the host layer),
 //! the LLM host, and how an instance's failure is told. Each protocol's module adds its
@@ -8,6 +8,7 @@
 //! An agent never gets more than a program would: its sandbox's workspace and `/tmp`, the
 //! process import, and the imports of its world. Never a socket.
 
+pub mod bouvet;
 pub mod llm;
 pub mod term;
 

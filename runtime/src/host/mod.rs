@@ -45,6 +45,9 @@ pub struct HostState<E = ()> {
     table: ResourceTable,
     limiter: MemoryLimiter,
     process: ProcessHost,
+    /// When the instance itself must stop, if not when its job does (its children may be
+    /// stopped first, so that it can still report what they did).
+    own_deadline: Option<std::time::Instant>,
     /// The protocol's own host state.
     pub(crate) ext: E,
 }
@@ -59,15 +62,25 @@ impl<E: Send> WasiView for HostState<E> {
 }
 
 impl<E> HostState<E> {
-    /// The job the component's processes belong to (its deadline and stop signal).
-    pub(crate) fn job(&self) -> &Arc<JobContext> {
-        self.process.job()
-    }
-
     /// Moves the component to another job: the processes it starts from now on, and its
     /// own deadline, are that job's (an agent gets one job per call or per task).
     pub(crate) fn set_job(&mut self, job: Arc<JobContext>) {
         self.process.set_job(job);
+        self.own_deadline = None;
+    }
+
+    /// Lets the instance itself run until `deadline`, later than its job's processes.
+    pub(crate) fn set_own_deadline(&mut self, deadline: std::time::Instant) {
+        self.own_deadline = Some(deadline);
+    }
+
+    /// Whether the instance must be interrupted now.
+    fn over(&self) -> bool {
+        let job = self.process.job();
+        match self.own_deadline {
+            Some(d) => job.was_stopped() || std::time::Instant::now() >= d,
+            None => job.over(),
+        }
     }
 }
 
@@ -251,13 +264,14 @@ pub(crate) fn new_store<E: Send + 'static>(
         table,
         limiter,
         process: ProcessHost::new(job.clone(), launch.cwd.to_string(), launch.stdio),
+        own_deadline: None,
         ext,
     };
     let mut store = Store::new(&job.site.host.engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|cx| {
-        Ok(if cx.data().job().over() {
+        Ok(if cx.data().over() {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::Yield(1)

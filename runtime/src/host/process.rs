@@ -409,6 +409,11 @@ impl wit::Host for ProcessHost {
                 "{argv0}: command not found"
             ))));
         }
+        if job.over() {
+            return Ok(Err(wit::Error::Limit(format!(
+                "{argv0}: the job is over (stopped or past its deadline)"
+            ))));
+        }
         let max_spawns = sandbox.limits.max_spawns;
         if job.spawns.fetch_add(1, Ordering::Relaxed) >= max_spawns {
             return Ok(Err(wit::Error::Limit(format!(

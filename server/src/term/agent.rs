@@ -3,7 +3,6 @@
 //! validator's identifiers, never the proxy URL), and its log (wasbox's stderr, capped).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -76,38 +75,7 @@ const MAX_AGENT_LOG_BYTES: usize = 16 << 20;
 
 /// The agent's logs: wasbox's stderr, up to [`MAX_AGENT_LOG_BYTES`].
 pub(super) fn stderr_sink() -> OutputSink {
-    OutputSink::Writer(Arc::new(Mutex::new(Box::new(CappedLog {
-        inner: std::io::stderr(),
-        left: MAX_AGENT_LOG_BYTES,
-    }))))
-}
-
-struct CappedLog<W> {
-    inner: W,
-    left: usize,
-}
-
-impl<W: std::io::Write> std::io::Write for CappedLog<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.left == 0 {
-            return Ok(buf.len());
-        }
-        let n = buf.len().min(self.left);
-        self.inner.write_all(&buf[..n])?;
-        self.left -= n;
-        if self.left == 0 {
-            writeln!(
-                self.inner,
-                "\n[wasbox] the agent wrote more than {} MiB of logs; the rest is dropped",
-                MAX_AGENT_LOG_BYTES >> 20
-            )?;
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
+    wasbox_runtime::io::capped_stderr(MAX_AGENT_LOG_BYTES)
 }
 
 pub(super) fn env_for(sandbox: Sandbox, log: OutputSink, on_event: Option<EventSink>) -> AgentEnv {
@@ -133,28 +101,4 @@ pub(super) fn preload_in_background(runtime: &Runtime) {
             tracing::warn!(error = %format!("{e:#}"), "could not load the image's programs");
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn agent_logs_are_capped() {
-        use std::io::Write as _;
-        let mut log = CappedLog {
-            inner: Vec::new(),
-            left: 10,
-        };
-        log.write_all(b"0123456").unwrap();
-        log.write_all(b"789abcdef").unwrap();
-        log.write_all(b"more").unwrap();
-        let text = String::from_utf8(log.inner).unwrap();
-        assert!(
-            text.starts_with("0123456789\n[wasbox] the agent wrote more than"),
-            "{text}"
-        );
-        assert!(!text.contains("abc"));
-        assert_eq!(text.matches("more").count(), 1, "{text}");
-    }
 }
