@@ -58,10 +58,14 @@ fn main() {
         }
     };
     // The example term agents are components of their own worlds, not programs of the image.
-    for g in GUESTS
-        .iter()
-        .chain(&["python", "llm_agent", "llm_agent_term1", "bouvet_agent"])
-    {
+    for g in GUESTS.iter().chain(&[
+        "python",
+        "llm_agent",
+        "llm_agent_term1",
+        "bouvet_agent",
+        "sidecar_tool_echo",
+        "sidecar_chat",
+    ]) {
         let from = built.join(format!("{g}.wasm"));
         let to = out_dir.join(format!("{g}.wasm"));
         copy_if_changed(&from, &to);

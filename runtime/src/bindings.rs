@@ -54,3 +54,14 @@ pub(crate) mod bouvet {
         with: { "wasbox:sandbox/process": super::generated::wasbox::sandbox::process },
     });
 }
+
+/// `wasbox:sidecar@1.0.0`, world `agent` (SnapDescribe's agent sidecar).
+pub(crate) mod sidecar {
+    wasmtime::component::bindgen!({
+        path: "../wit/sidecar",
+        world: "agent",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "wasbox:llm/llm": super::llm::wasbox::llm::llm },
+    });
+}

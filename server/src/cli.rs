@@ -32,6 +32,8 @@ enum Command {
     Term(crate::term::TermArgs),
     /// Bouvet's sandbox agent: JSON-RPC 2.0 over a Unix socket or vsock.
     Bouvet(crate::bouvet::BouvetArgs),
+    /// The agent sidecar of a desktop host: HTTP and server-sent events.
+    Sidecar(crate::sidecar::SidecarArgs),
 }
 
 /// Parses the process's arguments and runs the command; returns the exit code.
@@ -50,6 +52,7 @@ pub fn main() -> i32 {
         Command::Run(args) => crate::run::main(args),
         Command::Term(args) => crate::term::main(args),
         Command::Bouvet(args) => crate::bouvet::main(args),
+        Command::Sidecar(args) => crate::sidecar::main(args),
     };
     match result {
         Ok(code) => code,

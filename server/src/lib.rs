@@ -6,6 +6,7 @@
 //! - [`worker`]: the worker API node over HTTP (`wasbox serve`).
 //! - [`term`]: term-challenge agents (term2 over HTTP, term1 over stdio; `wasbox term`).
 //! - [`bouvet`]: bouvet's sandbox agent over JSON-RPC (`wasbox bouvet serve`), and its client.
+//! - [`sidecar`]: an agent sidecar over HTTP and SSE (`wasbox sidecar serve`).
 //! - [`run`]: one job from the command line (`wasbox run`).
 
 mod args;
@@ -15,5 +16,6 @@ pub mod problem;
 mod rfc3339;
 pub mod run;
 pub mod shutdown;
+pub mod sidecar;
 pub mod term;
 pub mod worker;

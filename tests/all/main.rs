@@ -15,6 +15,7 @@ mod pipes;
 mod python;
 mod routers;
 mod shell;
+mod sidecar;
 mod support;
 mod term;
 mod worker;

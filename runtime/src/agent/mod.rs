@@ -10,6 +10,7 @@
 
 pub mod bouvet;
 pub mod llm;
+pub mod sidecar;
 pub mod term;
 
 use std::sync::Arc;

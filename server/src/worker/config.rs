@@ -270,7 +270,7 @@ fn parse_constraints(text: &str) -> Result<Constraints> {
 }
 
 /// 32 random bytes from the kernel, hex-encoded.
-fn generate_token() -> Result<String> {
+pub fn generate_token() -> Result<String> {
     let mut bytes = [0u8; 32];
     std::io::Read::read_exact(
         &mut std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?,

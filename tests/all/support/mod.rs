@@ -1,5 +1,7 @@
 //! What the tests share: one runtime per test binary and the real `wasbox` binary
-//! ([`runtime`]), a small HTTP/1.1 client and a running `wasbox serve` ([`http`]).
+//! ([`runtime`]), a small HTTP/1.1 client and a running `wasbox serve` ([`http`]), and a
+//! server-sent events client ([`sse`]).
 
 pub mod http;
 pub mod runtime;
+pub mod sse;
