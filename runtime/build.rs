@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-const GUESTS: &[&str] = &["sh", "coreutils", "node"];
+const GUESTS: &[&str] = &["sh", "coreutils", "node", "bench-compute"];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -37,6 +37,7 @@ fn main() {
         "guest-support",
         "python",
         "agents",
+        "bench-compute",
     ] {
         println!("cargo:rerun-if-changed={}", guests.join(dir).display());
     }

@@ -141,8 +141,25 @@ pub fn base_image() -> Image {
 /// Name of the built-in image.
 pub const BASE_IMAGE: &str = "base";
 
+/// Name of the image of `wasbox bench`'s compute kernels.
+pub const BENCH_IMAGE: &str = "bench";
+
+/// The compute kernels of `wasbox bench` (`guest-components/bench-compute`) as an image of
+/// one program, `bench-compute`; not part of the built-in image.
+pub fn bench_image() -> Image {
+    Image::new(
+        BENCH_IMAGE,
+        vec![ProgramSource::new(
+            "bench-compute",
+            BENCH_COMPUTE,
+            &["bench-compute"],
+        )],
+    )
+}
+
 static BASE_SH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sh.wasm"));
 static BASE_COREUTILS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coreutils.wasm"));
 static BASE_NODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/node.wasm"));
 static BASE_PYTHON: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/python.wasm"));
+static BENCH_COMPUTE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench-compute.wasm"));
 static COREUTILS_APPLETS: &str = include_str!("../../guest-components/coreutils/applets.txt");

@@ -46,7 +46,7 @@ mod session;
 
 pub use agent::term;
 pub use host::MemoryExceeded;
-pub use image::{BASE_IMAGE, Image, ProgramSource, base_image};
+pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;
 pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;

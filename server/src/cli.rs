@@ -1,4 +1,4 @@
-//! The command line: `wasbox serve`, `wasbox run`, `wasbox term ...`. Each front-end owns its
+//! The command line: `wasbox serve`, `wasbox run`, `wasbox term ...`, `wasbox bench`. Each front-end owns its
 //! arguments; this module only dispatches and sets up logging.
 
 use std::io::IsTerminal;
@@ -34,6 +34,11 @@ enum Command {
     Bouvet(crate::bouvet::BouvetArgs),
     /// The agent sidecar of a desktop host: HTTP and server-sent events.
     Sidecar(crate::sidecar::SidecarArgs),
+    /// Measure what isolation costs on this machine, side by side with a native process.
+    Bench(crate::bench::BenchArgs),
+    /// A compute kernel of `wasbox bench`, natively (the baseline of its wasm build).
+    #[command(hide = true)]
+    BenchKernel(crate::bench::KernelArgs),
 }
 
 /// Parses the process's arguments and runs the command; returns the exit code.
@@ -53,6 +58,8 @@ pub fn main() -> i32 {
         Command::Term(args) => crate::term::main(args),
         Command::Bouvet(args) => crate::bouvet::main(args),
         Command::Sidecar(args) => crate::sidecar::main(args),
+        Command::Bench(args) => crate::bench::main(args),
+        Command::BenchKernel(args) => crate::bench::kernel_main(args),
     };
     match result {
         Ok(code) => code,

@@ -7,9 +7,11 @@
 //! - [`term`]: term-challenge agents (term2 over HTTP, term1 over stdio; `wasbox term`).
 //! - [`bouvet`]: bouvet's sandbox agent over JSON-RPC (`wasbox bouvet serve`), and its client.
 //! - [`sidecar`]: an agent sidecar over HTTP and SSE (`wasbox sidecar serve`).
+//! - [`bench`]: what isolation costs here, side by side (`wasbox bench`).
 //! - [`run`]: one job from the command line (`wasbox run`).
 
 mod args;
+pub mod bench;
 pub mod bouvet;
 pub mod cli;
 pub mod problem;

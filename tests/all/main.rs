@@ -3,6 +3,7 @@
 //! process through the front-ends' routers (`routers`).
 
 mod architecture;
+mod bench;
 mod bouvet;
 mod cache;
 mod cli;

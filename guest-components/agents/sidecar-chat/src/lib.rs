@@ -31,7 +31,11 @@ fn llm_failure(message: String) -> Failure {
 impl Guest for Chat {
     fn describe(locale: String) -> Template {
         let (name, description, model) = if chinese(&locale) {
-            ("对话", "把对话发给模型，边生成边展示，并返回模型的回答。", "模型名称（默认由宿主决定）")
+            (
+                "对话",
+                "把对话发给模型，边生成边展示，并返回模型的回答。",
+                "模型名称（默认由宿主决定）",
+            )
         } else {
             (
                 "Chat",

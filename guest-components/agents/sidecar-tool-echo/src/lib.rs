@@ -80,11 +80,12 @@ impl Guest for ToolEcho {
             .unwrap_or_default();
         host::thought(&format!("I will run `{}` with the last message.", tool.id));
         let arguments = format!("{{\"input\":{}}}", json_string(&input));
-        let result = host::call_tool(&tool.id, &arguments, tool.timeout_sec).map_err(|e| Failure {
-            error_code: "TOOL_REFUSED".into(),
-            message: e,
-            details_json: None,
-        })?;
+        let result =
+            host::call_tool(&tool.id, &arguments, tool.timeout_sec).map_err(|e| Failure {
+                error_code: "TOOL_REFUSED".into(),
+                message: e,
+                details_json: None,
+            })?;
         host::debug(
             &format!("the tool ended after {} ms", result.duration_ms),
             "info",

@@ -1,0 +1,257 @@
+//! Density: how many live sandboxes, each holding an interactive shell that answers, fit in
+//! a memory budget, and what one costs in resident memory. wasbox's are real sessions with
+//! a PTY (the runtime's `Session::open_pty`); native and bubblewrap shells are processes
+//! whose proportional set size (PSS: shared pages split among their users) is summed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use wasbox_runtime::{PtyConfig, Runtime, SandboxConfig, SessionConfig, Sessions};
+
+/// What one mechanism reached.
+#[derive(Clone, Debug, Serialize)]
+pub struct Density {
+    pub mechanism: &'static str,
+    /// Sandboxes alive at once when the measurement stopped.
+    pub live: usize,
+    /// Why it stopped there.
+    pub stopped: String,
+    /// Resident memory per sandbox, in KiB.
+    pub kib_per_sandbox: f64,
+    /// How many would fit in the budget at that cost (`live` when measured up to it).
+    pub fit_in_budget: usize,
+    pub measured_up_to_budget: bool,
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as usize } else { 4096 }
+}
+
+/// This process's resident set, in bytes.
+fn own_rss() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * page_size())
+}
+
+/// The proportional set size of a process, in bytes.
+fn pss(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<usize>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// `pid` and every process below it.
+fn tree(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // The field after the command name (which may hold spaces) ends in `)`.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found
+}
+
+/// wasbox: sessions with an interactive shell each, until `max`, the budget, or a refusal.
+pub fn wasbox(
+    tokio: &tokio::runtime::Runtime,
+    runtime: &Runtime,
+    max: usize,
+    budget: usize,
+    mut progress: impl FnMut(usize),
+) -> Density {
+    let _entered = tokio.enter();
+    let sessions = Sessions::new(max.max(1));
+    let before = own_rss();
+    let mut live = 0;
+    let mut stopped = format!("reached the {max} asked for");
+    let mut keep = Vec::new();
+    while live < max {
+        let used = own_rss().saturating_sub(before);
+        if used >= budget {
+            stopped = format!("reached the budget of {} MiB", budget >> 20);
+            break;
+        }
+        let id = format!("d{live}");
+        let made = sessions.create(SessionConfig::new(id.clone()), || {
+            runtime.sandbox(SandboxConfig::default())
+        });
+        let session = match made {
+            Ok(s) => s,
+            Err(e) => {
+                stopped = format!("refused: {e}");
+                break;
+            }
+        };
+        let pty = match session.open_pty(format!("{id}-pty"), PtyConfig::default()) {
+            Ok(p) => p,
+            Err(e) => {
+                stopped = format!("refused: {e}");
+                break;
+            }
+        };
+        // The shell must answer, or it is not a live sandbox.
+        let answered = tokio.block_on(async {
+            pty.send(b"echo ok\n").await;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut seen = Vec::new();
+            while Instant::now() < deadline {
+                let out = pty.recv(64 << 10, Duration::from_millis(200)).await;
+                seen.extend_from_slice(&out.data);
+                if seen.windows(4).any(|w| w == b"ok\r\n") {
+                    return Ok(());
+                }
+                if out.exited {
+                    return Err(String::from_utf8_lossy(&seen).trim().to_string());
+                }
+            }
+            Err("the shell did not answer within 10 s".to_string())
+        });
+        if let Err(why) = answered {
+            stopped = format!(
+                "the next shell did not start: {}",
+                why.lines().last().unwrap_or("")
+            );
+            break;
+        }
+        keep.push((session, pty));
+        live += 1;
+        if live % 50 == 0 {
+            progress(live);
+        }
+    }
+    let used = own_rss().saturating_sub(before);
+    let per = if live > 0 {
+        used as f64 / live as f64
+    } else {
+        0.0
+    };
+    sessions.end_all("density measured");
+    drop(keep);
+    finish("wasbox in process", live, stopped, per, budget)
+}
+
+fn finish(
+    mechanism: &'static str,
+    live: usize,
+    stopped: String,
+    per: f64,
+    budget: usize,
+) -> Density {
+    let measured_up_to_budget = stopped.contains("budget");
+    Density {
+        mechanism,
+        live,
+        stopped,
+        kib_per_sandbox: per / 1024.0,
+        fit_in_budget: if measured_up_to_budget || per <= 0.0 {
+            live
+        } else {
+            (budget as f64 / per) as usize
+        },
+        measured_up_to_budget,
+    }
+}
+
+/// Native or bubblewrap shells: `count` of them, each answering, then their PSS summed.
+pub fn processes(
+    mechanism: &'static str,
+    spawn: impl Fn() -> std::io::Result<Child>,
+    count: usize,
+    budget: usize,
+) -> Density {
+    let mut children = Vec::new();
+    let mut stopped = format!("measured {count} (a sample; the fit is computed from it)");
+    for _ in 0..count {
+        let mut child = match spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                stopped = format!("could not start another: {e}");
+                break;
+            }
+        };
+        let answered = (|| -> std::io::Result<bool> {
+            let mut stdin = child.stdin.take().ok_or(std::io::ErrorKind::BrokenPipe)?;
+            stdin.write_all(b"echo ok\n")?;
+            let mut out =
+                BufReader::new(child.stdout.take().ok_or(std::io::ErrorKind::BrokenPipe)?);
+            let mut line = String::new();
+            out.read_line(&mut line)?;
+            child.stdin = Some(stdin);
+            Ok(line.trim() == "ok")
+        })();
+        if !matches!(answered, Ok(true)) {
+            stopped = "a shell did not answer".into();
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        children.push(child);
+    }
+    let live = children.len();
+    let total: usize = children
+        .iter()
+        .map(|c| tree(c.id()).into_iter().map(pss).sum::<usize>())
+        .sum();
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let per = if live > 0 {
+        total as f64 / live as f64
+    } else {
+        0.0
+    };
+    finish(mechanism, live, stopped, per, budget)
+}
+
+/// An interactive `sh` reading commands from a pipe.
+pub fn native_shell() -> std::io::Result<Child> {
+    Command::new("sh")
+        .arg("-i")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+/// The same under bubblewrap, in its own directory.
+pub fn bwrap_shell(bwrap: &Path, args: &[String]) -> std::io::Result<Child> {
+    Command::new(bwrap)
+        .args(args)
+        .args(["sh", "-i"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+}

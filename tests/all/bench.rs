@@ -1,0 +1,116 @@
+//! `wasbox bench`: the harness itself, run quickly on the mechanisms this machine has. Every
+//! (workload, mechanism) cell is either measured or skipped with a reason; native and wasbox
+//! (present everywhere) are always measured; the three outputs are written. No timing is
+//! asserted here: performance is reported by the bench, not tested.
+
+use std::time::Duration;
+
+use crate::support::runtime::{run_bounded, wasbox};
+
+#[test]
+fn quick_bench_fills_or_explains_every_cell() {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = wasbox();
+    cmd.args([
+        "bench",
+        "--quick",
+        "--runs",
+        "2",
+        "--density-max",
+        "20",
+        "--out",
+    ])
+    .arg(out.path());
+    let run = run_bounded(cmd, Duration::from_secs(600));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "bench failed: {stderr}");
+    // The progress bar said what ran.
+    assert!(stderr.contains("compute/sha256"), "{stderr}");
+
+    let samples: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("samples.json")).unwrap()).unwrap();
+    let workloads = samples["workloads"].as_array().unwrap();
+    let cells = samples["cells"].as_array().unwrap();
+    let mechanisms = [
+        "native",
+        "bwrap",
+        "wasbox",
+        "wasbox-run",
+        "wasbox-http",
+        "microvm",
+    ];
+    assert_eq!(workloads.len(), 8, "{workloads:?}");
+    assert_eq!(cells.len(), workloads.len() * mechanisms.len());
+    for w in workloads {
+        let name = w[0].as_str().unwrap();
+        for m in mechanisms {
+            let cell = cells
+                .iter()
+                .find(|c| c["workload"] == name && c["mechanism"] == m)
+                .unwrap_or_else(|| panic!("no cell for {name} under {m}"));
+            let measured = cell["median_us"].is_number();
+            let why = cell["skipped"].as_str().unwrap_or("");
+            assert!(
+                measured == why.is_empty(),
+                "{name} under {m}: measured or skipped with a reason, exactly one: {cell}"
+            );
+            if measured {
+                assert_eq!(cell["samples_us"].as_array().unwrap().len(), 2, "{cell}");
+                assert!(cell["p90_us"].as_f64().unwrap() >= cell["median_us"].as_f64().unwrap());
+                assert!(cell["ratio_to_native"].as_f64().unwrap() > 0.0, "{cell}");
+            }
+            let always = m == "native" || m == "wasbox";
+            let python_missing = name.starts_with("python") && m == "native" && !measured;
+            if always && !python_missing {
+                assert!(measured, "{name} must run under {m}: {cell}");
+            }
+        }
+    }
+    let density = samples["density"].as_array().unwrap();
+    let wasbox_density = density
+        .iter()
+        .find(|d| d["mechanism"] == "wasbox in process")
+        .expect("a wasbox density row");
+    assert_eq!(wasbox_density["live"], 20, "{wasbox_density}");
+    assert!(wasbox_density["kib_per_sandbox"].as_f64().unwrap() > 0.0);
+
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    for part in [
+        "| start/true |",
+        "## Density",
+        "## Goals",
+        "## Published figures",
+    ] {
+        assert!(md.contains(part), "report.md lacks {part}:\n{md}");
+    }
+    let svg = std::fs::read_to_string(out.path().join("report.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("wasbox in process"));
+}
+
+#[test]
+fn bench_kernel_runs_natively_and_rejects_bad_arguments() {
+    let ok = run_bounded(
+        {
+            let mut c = wasbox();
+            c.args(["bench-kernel", "sha256", "0"]);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert!(ok.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&ok.stdout).trim(),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    let bad = run_bounded(
+        {
+            let mut c = wasbox();
+            c.args(["bench-kernel", "sha256", "lots"]);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("MIB must be a number"));
+}
