@@ -32,12 +32,27 @@ fn page_size() -> usize {
     if n > 0 { n as usize } else { 4096 }
 }
 
-/// This process's resident set, in bytes.
-fn own_rss() -> usize {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
-        .map_or(0, |pages| pages * page_size())
+/// This process's resident set, read from a `/proc/self/statm` opened once: past the limit
+/// of open files (one of the ways a density run ends) it can still be read.
+struct OwnRss(Option<std::fs::File>);
+
+impl OwnRss {
+    fn open() -> OwnRss {
+        OwnRss(std::fs::File::open("/proc/self/statm").ok())
+    }
+
+    /// In bytes; 0 when it cannot be read.
+    fn now(&self) -> usize {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 256];
+        let Some(n) = self.0.as_ref().and_then(|f| f.read_at(&mut buf, 0).ok()) else {
+            return 0;
+        };
+        std::str::from_utf8(&buf[..n])
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+            .map_or(0, |pages| pages * page_size())
+    }
 }
 
 /// The proportional set size of a process, in bytes.
@@ -92,12 +107,13 @@ pub fn wasbox(
 ) -> Density {
     let _entered = tokio.enter();
     let sessions = Sessions::new(max.max(1));
-    let before = own_rss();
+    let rss = OwnRss::open();
+    let before = rss.now();
     let mut live = 0;
     let mut stopped = format!("reached the {max} asked for");
     let mut keep = Vec::new();
     while live < max {
-        let used = own_rss().saturating_sub(before);
+        let used = rss.now().saturating_sub(before);
         if used >= budget {
             stopped = format!("reached the budget of {} MiB", budget >> 20);
             break;
@@ -150,7 +166,7 @@ pub fn wasbox(
             progress(live);
         }
     }
-    let used = own_rss().saturating_sub(before);
+    let used = rss.now().saturating_sub(before);
     let per = if live > 0 {
         used as f64 / live as f64
     } else {
