@@ -14,6 +14,7 @@ mod args;
 pub mod bench;
 pub mod bouvet;
 pub mod cli;
+mod ids;
 pub mod problem;
 mod rfc3339;
 pub mod run;

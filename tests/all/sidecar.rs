@@ -352,11 +352,12 @@ fn replay_from_last_event_id_gives_exactly_the_missed_events() {
     );
     assert_eq!(r.status, 202, "{}", r.text());
     let mut live = s.events("long", None);
-    // Read five events, then drop the connection as a network would.
-    let seen: Vec<SseEvent> = (0..5).map(|_| live.next_event().unwrap()).collect();
+    // Read 40 events, then drop the connection as a network would. 40 keeps the resume point
+    // inside the replay window (the last 100 of 132) however far the run gets meanwhile.
+    let seen: Vec<SseEvent> = (0..40).map(|_| live.next_event().unwrap()).collect();
     drop(live);
     assert_eq!(seen[0].name, "run.started");
-    let last: u64 = seen[4].id.as_ref().unwrap().parse().unwrap();
+    let last: u64 = seen[39].id.as_ref().unwrap().parse().unwrap();
     let mut resumed = s.events("long", Some(last));
     let rest = resumed.all();
     // Exactly the events after `last`: no gap, no repeat, to the terminal event.

@@ -144,7 +144,7 @@ impl ApiError {
         )
     }
     fn internal(cause: &anyhow::Error) -> (Self, String) {
-        let trace = trace_id();
+        let trace = crate::ids::hex::<8>();
         tracing::error!(trace_id = %trace, error = %format!("{cause:#}"), "internal error");
         (
             Self::new(
@@ -157,18 +157,9 @@ impl ApiError {
     }
 }
 
-/// 16 random hex digits.
-fn trace_id() -> String {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.with_trace(trace_id())
+        self.with_trace(crate::ids::hex::<8>())
     }
 }
 
@@ -345,24 +336,6 @@ fn valid_run_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
 }
 
-fn new_run_id() -> String {
-    let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 async fn start_run(State(s): State<Arc<Sidecar>>, body: Body) -> Response {
     match start_run_inner(s, body).await {
         Ok(res) => res,
@@ -380,7 +353,7 @@ async fn start_run_inner(s: Arc<Sidecar>, body: Body) -> Result<Response, ApiErr
                 id.chars().take(140).collect::<String>()
             )));
         }
-        None => new_run_id(),
+        None => crate::ids::uuid_v4(),
     };
     let agent = match body.agent_id.as_deref() {
         Some(id) => s

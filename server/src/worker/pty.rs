@@ -94,25 +94,6 @@ struct OpenFields {
     rows: Option<u16>,
 }
 
-/// A random id in UUID v4 form.
-fn new_id() -> String {
-    let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 pub async fn open(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -133,7 +114,7 @@ pub async fn open(
         config.rows = req.rows.unwrap_or(24).max(1);
         let (cols, rows) = (config.cols, config.rows);
         let pty = session
-            .open_pty(new_id(), config)
+            .open_pty(crate::ids::uuid_v4(), config)
             .map_err(|e| match e {
                 PtyRefused::TooMany(_) => Problem::busy(e.to_string()),
                 PtyRefused::Ended => Problem::not_found(format!("session `{id}` has ended")),
