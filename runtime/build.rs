@@ -14,6 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::Digest as _;
+
 const TARGET: &str = "wasm32-wasip2";
 const GUESTS: &[&str] = &["sh", "coreutils", "node", "bench-compute"];
 
@@ -69,7 +71,13 @@ fn main() {
     ]) {
         let from = built.join(format!("{g}.wasm"));
         let to = out_dir.join(format!("{g}.wasm"));
-        copy_if_changed(&from, &to);
+        let bytes = copy_if_changed(&from, &to);
+        // Its SHA-256, so that the compile cache finds its entry without hashing the
+        // program at every start.
+        write_if_changed(
+            &out_dir.join(format!("{g}.wasm.sha256")),
+            &sha2::Sha256::digest(&bytes),
+        );
     }
 }
 
@@ -137,11 +145,18 @@ fn build_guests(guests: &Path, target_dir: &Path) {
     }
 }
 
-fn copy_if_changed(from: &Path, to: &Path) {
+/// Copies a guest program into `OUT_DIR` (leaving an unchanged copy alone, so that nothing
+/// that includes it is rebuilt); returns its bytes.
+fn copy_if_changed(from: &Path, to: &Path) -> Vec<u8> {
     let new = std::fs::read(from)
         .unwrap_or_else(|e| panic!("reading guest program {}: {e}", from.display()));
-    if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
-        std::fs::write(to, &new).unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
+    write_if_changed(to, &new);
+    new
+}
+
+fn write_if_changed(to: &Path, new: &[u8]) {
+    if std::fs::read(to).ok().as_deref() != Some(new) {
+        std::fs::write(to, new).unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
     }
 }
 

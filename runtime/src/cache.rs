@@ -89,14 +89,23 @@ impl CompileCache {
     }
 
     /// Loads the component for `wasm`, compiling it (and storing the result) when no
-    /// trusted compiled copy exists. Compilation runs on a blocking thread.
-    pub(crate) async fn load(&self, engine: &Engine, name: &str, wasm: Bytes) -> Result<Component> {
+    /// trusted compiled copy exists. `digest` is the SHA-256 of `wasm` where the caller
+    /// has it already (computed here otherwise). Compilation runs on a blocking thread.
+    pub(crate) async fn load(
+        &self,
+        engine: &Engine,
+        name: &str,
+        wasm: Bytes,
+        digest: Option<[u8; 32]>,
+    ) -> Result<Component> {
         let engine = engine.clone();
         let dir = self.dir.clone();
         let name = name.to_string();
-        tokio::task::spawn_blocking(move || load_blocking(&engine, dir.as_ref(), &name, &wasm))
-            .await
-            .map_err(|e| wasmtime::Error::msg(format!("compiler thread panicked: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            load_blocking(&engine, dir.as_ref(), &name, &wasm, digest)
+        })
+        .await
+        .map_err(|e| wasmtime::Error::msg(format!("compiler thread panicked: {e}")))?
     }
 }
 
@@ -250,12 +259,14 @@ fn load_blocking(
     dir: Option<&CacheDir>,
     name: &str,
     wasm: &[u8],
+    digest: Option<[u8; 32]>,
 ) -> Result<Component> {
     let Some(dir) = dir else {
         return Component::new(engine, wasm).map_err(|e| e.context(format!("compiling `{name}`")));
     };
+    // The entry's name: the program's digest and the engine's compatibility hash.
     let mut hasher = Sha256::new();
-    hasher.update(wasm);
+    hasher.update(digest.unwrap_or_else(|| Sha256::digest(wasm).into()));
     std::hash::Hash::hash(
         &engine.precompile_compatibility_hash(),
         &mut HashWriter(&mut hasher),

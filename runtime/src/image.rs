@@ -23,6 +23,9 @@ pub struct ProgramSource {
     /// Every name `argv[0]` may use for it (e.g. `sh` and `bash`; each applet of a
     /// multi-call program).
     pub names: Vec<String>,
+    /// The SHA-256 of `wasm` where the build computed it (the built-in programs); others
+    /// are hashed when first loaded.
+    pub(crate) digest: Option<[u8; 32]>,
 }
 
 impl ProgramSource {
@@ -31,6 +34,15 @@ impl ProgramSource {
             name: name.to_string(),
             wasm: wasm.into(),
             names: names.iter().map(|s| s.to_string()).collect(),
+            digest: None,
+        }
+    }
+
+    /// A program embedded in the binary, with the digest `build.rs` computed for it.
+    fn built_in(name: &str, wasm: &'static [u8], digest: [u8; 32], names: &[&str]) -> Self {
+        ProgramSource {
+            digest: Some(digest),
+            ..ProgramSource::new(name, wasm, names)
         }
     }
 }
@@ -48,7 +60,14 @@ impl Program {
         cache: &CompileCache,
     ) -> Result<&Component> {
         self.component
-            .get_or_try_init(|| cache.load(engine, &self.source.name, self.source.wasm.clone()))
+            .get_or_try_init(|| {
+                cache.load(
+                    engine,
+                    &self.source.name,
+                    self.source.wasm.clone(),
+                    self.source.digest,
+                )
+            })
             .await
     }
 }
@@ -130,10 +149,15 @@ pub fn base_image() -> Image {
     Image::new(
         BASE_IMAGE,
         vec![
-            ProgramSource::new("sh", BASE_SH, &["sh", "bash"]),
-            ProgramSource::new("coreutils", BASE_COREUTILS, &coreutils),
-            ProgramSource::new("node", BASE_NODE, &["node", "nodejs", "js"]),
-            ProgramSource::new("python", BASE_PYTHON, &["python3", "python"]),
+            ProgramSource::built_in("sh", BASE_SH.0, BASE_SH.1, &["sh", "bash"]),
+            ProgramSource::built_in("coreutils", BASE_COREUTILS.0, BASE_COREUTILS.1, &coreutils),
+            ProgramSource::built_in("node", BASE_NODE.0, BASE_NODE.1, &["node", "nodejs", "js"]),
+            ProgramSource::built_in(
+                "python",
+                BASE_PYTHON.0,
+                BASE_PYTHON.1,
+                &["python3", "python"],
+            ),
         ],
     )
 }
@@ -149,17 +173,28 @@ pub const BENCH_IMAGE: &str = "bench";
 pub fn bench_image() -> Image {
     Image::new(
         BENCH_IMAGE,
-        vec![ProgramSource::new(
+        vec![ProgramSource::built_in(
             "bench-compute",
-            BENCH_COMPUTE,
+            BENCH_COMPUTE.0,
+            BENCH_COMPUTE.1,
             &["bench-compute"],
         )],
     )
 }
 
-static BASE_SH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sh.wasm"));
-static BASE_COREUTILS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coreutils.wasm"));
-static BASE_NODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/node.wasm"));
-static BASE_PYTHON: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/python.wasm"));
-static BENCH_COMPUTE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench-compute.wasm"));
+/// A guest program `build.rs` put in `OUT_DIR`, and its SHA-256 beside it.
+macro_rules! guest {
+    ($file:literal) => {
+        (
+            include_bytes!(concat!(env!("OUT_DIR"), "/", $file)),
+            *include_bytes!(concat!(env!("OUT_DIR"), "/", $file, ".sha256")),
+        )
+    };
+}
+
+static BASE_SH: (&[u8], [u8; 32]) = guest!("sh.wasm");
+static BASE_COREUTILS: (&[u8], [u8; 32]) = guest!("coreutils.wasm");
+static BASE_NODE: (&[u8], [u8; 32]) = guest!("node.wasm");
+static BASE_PYTHON: (&[u8], [u8; 32]) = guest!("python.wasm");
+static BENCH_COMPUTE: (&[u8], [u8; 32]) = guest!("bench-compute.wasm");
 static COREUTILS_APPLETS: &str = include_str!("../../guest-components/coreutils/applets.txt");

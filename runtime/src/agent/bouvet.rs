@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use bytes::Bytes;
 use wasmtime::Store;
 use wasmtime::component::Linker;
@@ -65,7 +65,7 @@ impl Runtime {
     /// Loads a bouvet agent component; one that does not export the world's functions is
     /// refused, naming them.
     pub async fn bouvet_agent(&self, name: &str, wasm: impl Into<Bytes>) -> Result<BouvetAgent> {
-        let component = agent::compile(self, name, wasm.into()).await?;
+        let component = agent::compile(self, name, wasm.into(), None).await?;
         let funcs = agent::exported_functions(self, &component);
         let wanted = [
             "ping",
@@ -88,13 +88,14 @@ impl Runtime {
                 missing.join(", ")
             );
         }
-        let pre = agent::linker(self, add_to_linker)?
-            .instantiate_pre(&component)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("`{name}` imports something wasbox does not provide"))?;
-        let pre = wit::AgentPre::new(pre)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("`{name}` does not match world `wasbox:bouvet/agent`"))?;
+        let pre = agent::prepare(
+            self,
+            name,
+            &component,
+            add_to_linker,
+            "wasbox:bouvet/agent",
+            wit::AgentPre::new,
+        )?;
         Ok(BouvetAgent {
             name: name.to_string(),
             pre: Arc::new(pre),

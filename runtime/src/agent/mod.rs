@@ -20,18 +20,24 @@ use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 
 use crate::host::{Exit, HostState, JobContext, Launch, Stdio, new_store};
 use crate::io::{InputSource, OutputSink};
 use crate::job::deadline_after;
 use crate::runtime::{Runtime, Sandbox};
 
-/// Compiles (or loads from the cache) an agent component. `name` only names its cache file.
-pub(crate) async fn compile(runtime: &Runtime, name: &str, wasm: Bytes) -> Result<Component> {
+/// Compiles (or loads from the cache) an agent component. `name` only names its cache file;
+/// `digest` is the SHA-256 of `wasm` where the caller has computed it already.
+pub(crate) async fn compile(
+    runtime: &Runtime,
+    name: &str,
+    wasm: Bytes,
+    digest: Option<[u8; 32]>,
+) -> Result<Component> {
     let host = runtime.host();
     host.cache
-        .load(&host.engine, &cache_name(name), wasm)
+        .load(&host.engine, &cache_name(name), wasm, digest)
         .await
         .map_err(anyhow::Error::from)
         .with_context(|| format!("`{name}` is not a loadable component"))
@@ -65,13 +71,28 @@ fn cache_name(name: &str) -> String {
     format!("agent-{clean}")
 }
 
-/// The linker of a protocol's agents: WASI, the process import, and what `add` adds (the
-/// world's own imports). Made once per runtime and protocol.
-pub(crate) fn linker<E: Send + 'static>(
+/// Pre-instantiates an agent with its protocol's linker (WASI, the process import, and
+/// what `add` adds: the world's own imports; made once per runtime and protocol), then
+/// checks it against its world with `typed` (the bindings' `Pre::new`). Each failure names
+/// the agent and what it lacks.
+pub(crate) fn prepare<E: Send + 'static, P>(
     runtime: &Runtime,
+    name: &str,
+    component: &Component,
     add: fn(&mut Linker<HostState<E>>) -> wasmtime::Result<()>,
-) -> Result<Arc<Linker<HostState<E>>>> {
-    runtime.host().linker_for(add).map_err(anyhow::Error::from)
+    world: &str,
+    typed: impl FnOnce(InstancePre<HostState<E>>) -> wasmtime::Result<P>,
+) -> Result<P> {
+    let pre = runtime
+        .host()
+        .linker_for(add)
+        .map_err(anyhow::Error::from)?
+        .instantiate_pre(component)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("`{name}` imports something wasbox does not provide"))?;
+    typed(pre)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("`{name}` does not match world `{world}`"))
 }
 
 /// A job for an agent instance of `sandbox`: what it starts through the process import are

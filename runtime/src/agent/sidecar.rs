@@ -386,12 +386,9 @@ impl Runtime {
     /// refused.
     pub async fn sidecar_agent(&self, name: &str, wasm: impl Into<Bytes>) -> Result<SidecarAgent> {
         let wasm = wasm.into();
-        let digest: String = Sha256::digest(&wasm)
-            .iter()
-            .take(12)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let component = agent::compile(self, name, wasm).await?;
+        let sha256: [u8; 32] = Sha256::digest(&wasm).into();
+        let digest: String = sha256.iter().take(12).map(|b| format!("{b:02x}")).collect();
+        let component = agent::compile(self, name, wasm, Some(sha256)).await?;
         let funcs = agent::exported_functions(self, &component);
         if !(funcs.iter().any(|f| f == "describe") && funcs.iter().any(|f| f == "run")) {
             bail!(
@@ -399,13 +396,14 @@ impl Runtime {
                  `wasbox:sidecar/agent@1.0.0`"
             );
         }
-        let pre = agent::linker(self, add_to_linker)?
-            .instantiate_pre(&component)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("`{name}` imports something wasbox does not provide"))?;
-        let pre = wit::AgentPre::new(pre)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("`{name}` does not match world `wasbox:sidecar/agent`"))?;
+        let pre = agent::prepare(
+            self,
+            name,
+            &component,
+            add_to_linker,
+            "wasbox:sidecar/agent",
+            wit::AgentPre::new,
+        )?;
         Ok(SidecarAgent {
             name: name.to_string(),
             digest,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
-use wasmtime::component::Linker;
 
 use super::TermVersion;
 use super::context::{TermHost, add_to_linker};
@@ -27,16 +26,12 @@ pub struct TermAgent {
     pub(super) pre: Arc<Pre>,
 }
 
-fn linker(runtime: &Runtime) -> Result<Arc<Linker<HostState<TermHost>>>> {
-    agent::linker(runtime, add_to_linker)
-}
-
 impl Runtime {
     /// Loads a term agent component (compiled once and cached like every program) and
     /// finds which SDK it was written for. A component that exports neither world is
     /// refused.
     pub async fn term_agent(&self, name: &str, wasm: impl Into<Bytes>) -> Result<TermAgent> {
-        let component = agent::compile(self, name, wasm.into()).await?;
+        let component = agent::compile(self, name, wasm.into(), None).await?;
         let version =
             version_of(&agent::exported_functions(self, &component)).with_context(|| {
                 format!(
@@ -45,23 +40,17 @@ impl Runtime {
                  `wasbox:term/agent@1.0.0` (setup, solve, cleanup)"
                 )
             })?;
-        let pre = linker(self)?
-            .instantiate_pre(&component)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("`{name}` imports something wasbox does not provide"))?;
-        let mismatch = || format!("`{name}` does not match world `{}`", version.world());
-        let pre = match version {
-            TermVersion::Term2 => Pre::Term2(
-                term2::AgentPre::new(pre)
-                    .map_err(anyhow::Error::from)
-                    .with_context(mismatch)?,
-            ),
-            TermVersion::Term1 => Pre::Term1(
-                term1::AgentPre::new(pre)
-                    .map_err(anyhow::Error::from)
-                    .with_context(mismatch)?,
-            ),
-        };
+        let pre = agent::prepare(
+            self,
+            name,
+            &component,
+            add_to_linker,
+            version.world(),
+            |pre| match version {
+                TermVersion::Term2 => term2::AgentPre::new(pre).map(Pre::Term2),
+                TermVersion::Term1 => term1::AgentPre::new(pre).map(Pre::Term1),
+            },
+        )?;
         Ok(TermAgent {
             name: name.to_string(),
             pre: Arc::new(pre),
