@@ -11,15 +11,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use wasbox::bouvet::client::AgentClient;
+use wasbox_benches::{percentile, release_wasbox};
 
 const SEQUENTIAL: usize = 2000;
 const CONNECTIONS: usize = 16;
 const PHASE: Duration = Duration::from_secs(3);
 const PHASE_MAX_REQUESTS: usize = 50_000;
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
-}
 
 fn row(name: &str, mut lat: Vec<Duration>, elapsed: Duration) {
     lat.sort();
@@ -33,20 +30,10 @@ fn row(name: &str, mut lat: Vec<Duration>, elapsed: Duration) {
 }
 
 fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "wasbox"])
-        .status()
-        .expect("cargo build");
-    assert!(built.success(), "building wasbox failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let wasbox = release_wasbox();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("v.sock");
-    let mut server = Command::new(target.join("release/wasbox"))
+    let mut server = Command::new(wasbox)
         .args(["bouvet", "serve", "--uds"])
         .arg(&socket)
         .stdout(Stdio::piped())

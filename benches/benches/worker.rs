@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+use wasbox_benches::{percentile, release_wasbox};
 
 const TOKEN: &str = "bench-token";
 const SEQUENTIAL: usize = 2000;
@@ -86,13 +87,6 @@ fn check(status: u16, body: &[u8]) {
     let text = String::from_utf8_lossy(body);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(r#""stdout":"hello\n""#), "{text}");
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn us(d: Duration) -> String {
@@ -253,17 +247,7 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
 }
 
 fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "wasbox"])
-        .status()
-        .expect("cargo build");
-    assert!(built.success(), "building wasbox failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let wasbox = release_wasbox();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -271,7 +255,7 @@ fn main() {
         .unwrap();
     // With WASBOX_BENCH_BASELINE=/path/to/another/wasbox, that build is measured too, in
     // alternation with this one (twice each), so that drift affects both alike.
-    let mut servers = vec![("wasbox".to_string(), target.join("release/wasbox"))];
+    let mut servers = vec![("wasbox".to_string(), wasbox)];
     if let Some(other) = std::env::var_os("WASBOX_BENCH_BASELINE") {
         servers.push(("baseline".to_string(), std::path::PathBuf::from(other)));
     }

@@ -1,14 +1,40 @@
-//! Shared pieces of the wasbox benchmarks: reading criterion's medians back and printing
-//! them side by side with their native baselines.
+//! Shared pieces of the wasbox benchmarks: the release binary the end-to-end drivers run,
+//! percentiles, and reading criterion's medians back to print them side by side with their
+//! native baselines.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Cargo's target directory.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// Builds the release `wasbox` (a no-op when it is up to date) and returns its path.
+pub fn release_wasbox() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = std::process::Command::new(cargo)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args(["build", "--release", "--quiet", "-p", "wasbox"])
+        .status()
+        .expect("cargo build");
+    assert!(built.success(), "building wasbox failed");
+    target_dir().join("release/wasbox")
+}
+
+/// The `q` quantile (0 to 1) of sorted latencies; zero for none.
+pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
 
 /// Criterion's output directory (`target/criterion`).
 pub fn criterion_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("criterion")
+    target_dir().join("criterion")
 }
 
 /// The median (in nanoseconds) criterion measured for `group/id`, if it ran.

@@ -11,6 +11,7 @@
 //! - [`run`]: one job from the command line (`wasbox run`).
 
 mod args;
+mod auth;
 pub mod bench;
 pub mod bouvet;
 pub mod cli;

@@ -3,7 +3,7 @@
 //! once, malformed and oversized lines, a client that goes away mid-command, and the call
 //! timeout.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wasbox::bouvet::client::{AgentClient, ClientError, FileEntry};
 
-use crate::support::runtime::wasbox;
+use crate::support::runtime::{spawn_server, wasbox};
 
 /// A running `wasbox bouvet serve --uds`, killed when dropped.
 pub struct BouvetServer {
@@ -35,18 +35,9 @@ impl BouvetServer {
             .arg("--workdir")
             .arg(&workspace)
             .args(extra)
-            .env("WASBOX_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let mut child = cmd.spawn().expect("start wasbox bouvet serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
+            .env("WASBOX_LOG", "info");
+        let (child, line) = spawn_server(cmd, &log);
         assert!(line.contains("listening on unix:"), "{line}");
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = out.read_to_string(&mut rest);
-        });
         BouvetServer {
             socket,
             workspace,

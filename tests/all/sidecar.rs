@@ -6,14 +6,14 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::http::{Reply, read_address, request};
-use crate::support::runtime::wasbox;
+use crate::support::http::{Reply, address_in, request};
+use crate::support::runtime::{spawn_server, wasbox};
 use crate::support::sse::{SseEvent, SseStream};
 
 const TOKEN: &str = "sidecar-test-token";
@@ -37,20 +37,10 @@ impl Sidecar {
             .args(["--listen", "127.0.0.1:0", "--token", TOKEN])
             .args(extra)
             .env("WASBOX_LOG", "debug")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start wasbox sidecar serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let addr = read_address(&mut out);
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = out.read_to_string(&mut rest);
-        });
+            .envs(env.iter().copied());
+        let (child, line) = spawn_server(cmd, &log);
         Sidecar {
-            addr,
+            addr: address_in(&line),
             child,
             log,
             _dir: dir,

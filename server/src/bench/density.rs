@@ -67,9 +67,9 @@ fn pss(pid: u32) -> usize {
         .map_or(0, |kib| kib * 1024)
 }
 
-/// `pid` and every process below it.
-fn tree(pid: u32) -> Vec<u32> {
-    let mut parents: Vec<(u32, u32)> = Vec::new();
+/// Every process's parent, read once from `/proc`.
+fn parents() -> Vec<(u32, u32)> {
+    let mut parents = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -87,6 +87,11 @@ fn tree(pid: u32) -> Vec<u32> {
             }
         }
     }
+    parents
+}
+
+/// `pid` and every process below it, in the `parents` snapshot.
+fn tree(pid: u32, parents: &[(u32, u32)]) -> Vec<u32> {
     let mut found = vec![pid];
     let mut i = 0;
     while i < found.len() {
@@ -103,7 +108,6 @@ pub fn wasbox(
     runtime: &Runtime,
     max: usize,
     budget: usize,
-    mut progress: impl FnMut(usize),
 ) -> Density {
     let _entered = tokio.enter();
     let sessions = Sessions::new(max.max(1));
@@ -111,11 +115,13 @@ pub fn wasbox(
     let before = rss.now();
     let mut live = 0;
     let mut stopped = format!("reached the {max} asked for");
+    let mut at_budget = false;
     let mut keep = Vec::new();
     while live < max {
         let used = rss.now().saturating_sub(before);
         if used >= budget {
             stopped = format!("reached the budget of {} MiB", budget >> 20);
+            at_budget = true;
             break;
         }
         let id = format!("d{live}");
@@ -162,9 +168,6 @@ pub fn wasbox(
         }
         keep.push((session, pty));
         live += 1;
-        if live % 50 == 0 {
-            progress(live);
-        }
     }
     let used = rss.now().saturating_sub(before);
     let per = if live > 0 {
@@ -174,17 +177,31 @@ pub fn wasbox(
     };
     sessions.end_all("density measured");
     drop(keep);
-    finish("wasbox in process", live, stopped, per, budget)
+    finish("wasbox in process", live, stopped, at_budget, per, budget)
+}
+
+impl Density {
+    /// A mechanism that could not be measured here, and why.
+    pub fn skipped(mechanism: &'static str, why: &str) -> Density {
+        Density {
+            mechanism,
+            live: 0,
+            stopped: format!("skipped: {why}"),
+            kib_per_sandbox: 0.0,
+            fit_in_budget: 0,
+            measured_up_to_budget: false,
+        }
+    }
 }
 
 fn finish(
     mechanism: &'static str,
     live: usize,
     stopped: String,
+    measured_up_to_budget: bool,
     per: f64,
     budget: usize,
 ) -> Density {
-    let measured_up_to_budget = stopped.contains("budget");
     Density {
         mechanism,
         live,
@@ -235,9 +252,10 @@ pub fn processes(
         children.push(child);
     }
     let live = children.len();
+    let parents = parents();
     let total: usize = children
         .iter()
-        .map(|c| tree(c.id()).into_iter().map(pss).sum::<usize>())
+        .map(|c| tree(c.id(), &parents).into_iter().map(pss).sum::<usize>())
         .sum();
     for mut c in children {
         let _ = c.kill();
@@ -248,7 +266,7 @@ pub fn processes(
     } else {
         0.0
     };
-    finish(mechanism, live, stopped, per, budget)
+    finish(mechanism, live, stopped, false, per, budget)
 }
 
 /// An interactive `sh` reading commands from a pipe.

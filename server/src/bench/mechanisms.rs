@@ -323,28 +323,17 @@ impl Bench {
             Mechanism::Native => {
                 let dir = self.fresh_dir()?;
                 let argv = self.native_argv(work);
-                let started = Instant::now();
-                let out = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .current_dir(dir.path())
-                    .stdin(Stdio::null())
-                    .output()?;
-                let t = started.elapsed();
-                check_status(out.status.success(), &out.stderr)?;
-                Ok((t, String::from_utf8_lossy(&out.stdout).into_owned()))
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..]).current_dir(dir.path());
+                time_process(cmd)
             }
             Mechanism::Bwrap => {
                 let bwrap = self.bwrap.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
                 let dir = self.fresh_dir()?;
-                let started = Instant::now();
-                let out = Command::new(bwrap)
-                    .args(bwrap_args(dir.path()))
-                    .args(self.native_argv(work))
-                    .stdin(Stdio::null())
-                    .output()?;
-                let t = started.elapsed();
-                check_status(out.status.success(), &out.stderr)?;
-                Ok((t, String::from_utf8_lossy(&out.stdout).into_owned()))
+                let mut cmd = Command::new(bwrap);
+                cmd.args(bwrap_args(dir.path()))
+                    .args(self.native_argv(work));
+                time_process(cmd)
             }
             Mechanism::WasboxInProcess => self.tokio.block_on(async {
                 let started = Instant::now();
@@ -367,16 +356,9 @@ impl Bench {
                 let Work::Command(argv) = work else {
                     bail!("not available");
                 };
-                let started = Instant::now();
-                let out = Command::new(&self.exe)
-                    .arg("run")
-                    .arg("--")
-                    .args(argv)
-                    .stdin(Stdio::null())
-                    .output()?;
-                let t = started.elapsed();
-                check_status(out.status.success(), &out.stderr)?;
-                Ok((t, String::from_utf8_lossy(&out.stdout).into_owned()))
+                let mut cmd = Command::new(&self.exe);
+                cmd.arg("run").arg("--").args(argv);
+                time_process(cmd)
             }
             Mechanism::WasboxHttp => {
                 let server = self.server.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -410,6 +392,15 @@ fn new_job_id() -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// Runs a process to its end with no input; its wall time and stdout.
+fn time_process(mut cmd: Command) -> Result<(Duration, String)> {
+    let started = Instant::now();
+    let out = cmd.stdin(Stdio::null()).output()?;
+    let t = started.elapsed();
+    check_status(out.status.success(), &out.stderr)?;
+    Ok((t, String::from_utf8_lossy(&out.stdout).into_owned()))
 }
 
 fn check_status(ok: bool, stderr: &[u8]) -> Result<()> {

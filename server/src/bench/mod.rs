@@ -12,7 +12,7 @@ mod report;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -268,32 +268,28 @@ pub fn main(args: BenchArgs) -> Result<i32> {
                 }
             }
         }
-        let native_median = if samples[0].is_empty() || failed[0].is_some() {
-            None
-        } else {
-            let mut s = samples[0].clone();
-            s.sort_by(f64::total_cmp);
-            Some(percentile(&s, 0.5))
-        };
+        // Median and p90 of each mechanism that ran to the end; ratios against native's.
+        let stats: Vec<Option<(f64, f64)>> = samples
+            .iter()
+            .zip(&failed)
+            .map(|(v, why)| {
+                let mut sorted = v.clone();
+                sorted.sort_by(f64::total_cmp);
+                (why.is_none() && !sorted.is_empty())
+                    .then(|| (percentile(&sorted, 0.5), percentile(&sorted, 0.9)))
+            })
+            .collect();
+        let native_median = stats[0].map(|(median, _)| median);
         for (i, (m, _)) in mechs.iter().enumerate() {
-            let mut sorted = samples[i].clone();
-            sorted.sort_by(f64::total_cmp);
-            let (median, p90) = if sorted.is_empty() || failed[i].is_some() {
-                (None, None)
-            } else {
-                (
-                    Some(percentile(&sorted, 0.5)),
-                    Some(percentile(&sorted, 0.9)),
-                )
-            };
+            let median = stats[i].map(|(median, _)| median);
             cells.push(Cell {
                 workload: w.name,
                 mechanism: m.key(),
-                samples_us: samples[i].clone(),
+                samples_us: std::mem::take(&mut samples[i]),
                 median_us: median,
-                p90_us: p90,
+                p90_us: stats[i].map(|(_, p90)| p90),
                 ratio_to_native: median.zip(native_median).map(|(a, b)| a / b),
-                skipped: failed[i].clone(),
+                skipped: failed[i].take(),
             });
         }
     }
@@ -324,23 +320,10 @@ pub fn main(args: BenchArgs) -> Result<i32> {
                     budget,
                 ));
             }
-            Err(why) => densities.push(density::Density {
-                mechanism: "bubblewrap",
-                live: 0,
-                stopped: format!("skipped: {why}"),
-                kib_per_sandbox: 0.0,
-                fit_in_budget: 0,
-                measured_up_to_budget: false,
-            }),
+            Err(why) => densities.push(density::Density::skipped("bubblewrap", &why)),
         }
         progress.step("density: wasbox sessions with a shell");
-        densities.push(density::wasbox(
-            &bench.tokio,
-            &bench.runtime,
-            max,
-            budget,
-            |_| {},
-        ));
+        densities.push(density::wasbox(&bench.tokio, &bench.runtime, max, budget));
     }
     progress.finish();
 
@@ -373,6 +356,3 @@ pub fn main(args: BenchArgs) -> Result<i32> {
 fn selected_descriptions(w: &[Workload]) -> Vec<(&'static str, String)> {
     w.iter().map(|w| (w.name, w.what.clone())).collect()
 }
-
-/// How long a bench may take, for the tests and the docs.
-pub const QUICK_LIMIT: Duration = Duration::from_secs(60);

@@ -196,38 +196,10 @@ async fn serve(args: ServeArgs) -> Result<i32> {
     let mut socket_file = None;
     if let Some((listener, path, ino)) = uds {
         socket_file = Some((path, ino));
-        let (shared, slots) = (shared.clone(), slots.clone());
-        tasks.spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        let fd = stream.as_raw_fd();
-                        spawn_connection(stream, fd, &shared, &slots, max);
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        });
+        tasks.spawn(accept_loop(listener, shared.clone(), slots.clone(), max));
     }
     if let Some(listener) = vsock {
-        let (shared, slots) = (shared.clone(), slots.clone());
-        tasks.spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        let fd = stream.as_raw_fd();
-                        spawn_connection(stream, fd, &shared, &slots, max);
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "vsock accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        });
+        tasks.spawn(accept_loop(listener, shared.clone(), slots.clone(), max));
     }
     crate::shutdown::signal().await;
     tracing::info!("shutting down");
@@ -241,15 +213,52 @@ async fn serve(args: ServeArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn spawn_connection<S>(
-    stream: S,
-    fd: std::os::fd::RawFd,
-    shared: &Arc<Shared>,
-    slots: &Arc<Semaphore>,
+/// A socket the agent is served on: a Unix socket or an AF_VSOCK port.
+trait Listener: Send + 'static {
+    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + AsRawFd + Unpin + Send + 'static;
+    const KIND: &'static str;
+    fn next_stream(&self) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Listener for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+    const KIND: &'static str = "unix";
+    async fn next_stream(&self) -> std::io::Result<Self::Stream> {
+        Ok(self.accept().await?.0)
+    }
+}
+
+impl Listener for tokio_vsock::VsockListener {
+    type Stream = tokio_vsock::VsockStream;
+    const KIND: &'static str = "vsock";
+    async fn next_stream(&self) -> std::io::Result<Self::Stream> {
+        Ok(self.accept().await?.0)
+    }
+}
+
+/// Accepts connections until the task is aborted; a failed accept is logged and retried.
+async fn accept_loop<L: Listener>(
+    listener: L,
+    shared: Arc<Shared>,
+    slots: Arc<Semaphore>,
     max: usize,
-) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+) {
+    loop {
+        match listener.next_stream().await {
+            Ok(stream) => spawn_connection(stream, &shared, &slots, max),
+            Err(e) => {
+                tracing::warn!(error = %e, socket = L::KIND, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn spawn_connection<S>(stream: S, shared: &Arc<Shared>, slots: &Arc<Semaphore>, max: usize)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + AsRawFd + Unpin + Send + 'static,
 {
+    let fd = stream.as_raw_fd();
     let shared = shared.clone();
     match slots.clone().try_acquire_owned() {
         Ok(permit) => {

@@ -196,13 +196,7 @@ pub fn router(sidecar: Arc<Sidecar>) -> Router {
 /// Bearer token first (compared in constant time), then the protocol version; every answer
 /// says which version this sidecar speaks.
 async fn guard(State(s): State<Arc<Sidecar>>, req: Request, next: Next) -> Response {
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let mut res = if !constant_time_eq(given.as_bytes(), s.token.as_bytes()) {
+    let mut res = if !crate::auth::bearer_matches(req.headers(), &s.token) {
         ApiError::unauthorized().into_response()
     } else if let Err(e) = check_protocol(req.headers()) {
         e.into_response()
@@ -212,10 +206,6 @@ async fn guard(State(s): State<Arc<Sidecar>>, req: Request, next: Next) -> Respo
     res.headers_mut()
         .insert(PROTOCOL_HEADER, HeaderValue::from_static(PROTOCOL_VERSION));
     res
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A missing header is accepted; `1`, `1.0`, `1.3` are; another major version is not.

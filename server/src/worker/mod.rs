@@ -14,7 +14,7 @@ mod wire;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -64,21 +64,8 @@ async fn readyz(State(node): State<SharedNode>) -> Response {
 /// Checks the bearer token before anything reads the body. The comparison takes the same
 /// time wherever the tokens differ.
 async fn auth(State(node): State<SharedNode>, req: Request, next: Next) -> Response {
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if !constant_time_eq(given.as_bytes(), node.config.token.as_bytes()) {
+    if !crate::auth::bearer_matches(req.headers(), &node.config.token) {
         return Problem::unauthorized().into_response();
     }
     next.run(req).await
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -1,12 +1,12 @@
 //! A minimal HTTP/1.1 client for the tests (one request per connection), and a helper that
 //! starts `wasbox serve` on 127.0.0.1:0 and reads the bound address from its output.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::support::runtime::wasbox;
+use crate::support::runtime::{spawn_server, wasbox};
 
 pub struct Reply {
     pub status: u16,
@@ -55,7 +55,8 @@ pub fn request(
     read_reply(&mut BufReader::new(s))
 }
 
-pub fn read_reply(r: &mut impl BufRead) -> Reply {
+/// A reply's status line and headers (names as sent).
+pub fn read_head(r: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
     let mut line = String::new();
     r.read_line(&mut line).expect("status line");
     let status: u16 = line
@@ -75,6 +76,12 @@ pub fn read_reply(r: &mut impl BufRead) -> Reply {
             headers.push((k.trim().to_string(), v.trim().to_string()));
         }
     }
+    (status, headers)
+}
+
+pub fn read_reply(r: &mut impl BufRead) -> Reply {
+    let (status, headers) = read_head(r);
+    let mut line = String::new();
     let len = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
@@ -112,6 +119,11 @@ pub fn read_reply(r: &mut impl BufRead) -> Reply {
 pub fn read_address(out: &mut impl BufRead) -> SocketAddr {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
+    address_in(&line)
+}
+
+/// The address in a server's first line (`... http://IP:PORT`).
+pub fn address_in(line: &str) -> SocketAddr {
     line.trim()
         .rsplit("http://")
         .next()
@@ -153,20 +165,10 @@ impl Server {
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
             .args(extra)
             .env("WASBOX_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start wasbox serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let addr = read_address(&mut out);
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = out.read_to_string(&mut rest);
-        });
+            .envs(env.iter().copied());
+        let (child, line) = spawn_server(cmd, &log);
         Server {
-            addr,
+            addr: address_in(&line),
             child,
             log,
             _dir: dir,

@@ -1,8 +1,9 @@
 //! Shared helpers: one runtime per test binary (so programs compile once), a compile cache
 //! under `target/`, and a way to run the real `wasbox` binary.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -51,6 +52,23 @@ pub fn wasbox() -> Command {
     c.env("WASBOX_CACHE_DIR", cache_dir());
     c.stdin(Stdio::null());
     c
+}
+
+/// Starts a server: its stderr goes to the file `log`; returns it and the first line it
+/// printed on stdout (where it says where it listens). The rest of its stdout is read in
+/// the background, so that it never blocks on a full pipe.
+pub fn spawn_server(mut cmd: Command, log: &Path) -> (Child, String) {
+    cmd.stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap());
+    let mut child = cmd.spawn().expect("start the server");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+    });
+    (child, line)
 }
 
 /// Runs the binary to completion, killing it if it takes longer than `limit`.

@@ -6,6 +6,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use crate::support::http::read_head;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct SseEvent {
     pub name: String,
@@ -44,20 +46,9 @@ impl SseStream {
         head.push_str("\r\n");
         s.write_all(head.as_bytes()).unwrap();
         let mut reader = BufReader::new(s);
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let status: u16 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let mut headers = Vec::new();
-        loop {
-            line.clear();
-            reader.read_line(&mut line).unwrap();
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-            }
+        let (status, mut headers) = read_head(&mut reader);
+        for (k, _) in &mut headers {
+            k.make_ascii_lowercase();
         }
         let chunked = headers
             .iter()
