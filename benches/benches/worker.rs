@@ -170,7 +170,7 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
             per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
         });
 
-        for clients in [1usize, 8, 64] {
+        for clients in [1usize, 8, 16, 64] {
             let started = Instant::now();
             let mut tasks = Vec::new();
             for _ in 0..clients {

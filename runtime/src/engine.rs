@@ -10,8 +10,19 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use crate::limits::{EPOCH_TICK, POOL_INSTANCES};
 
-/// Builds the engine every sandbox of a runtime shares.
-pub(crate) fn new_engine(max_memory_bytes: usize) -> Result<Engine> {
+/// Where a store's instance lives. Both engines compile the same code (one compile cache
+/// entry serves both when their compatibility hashes agree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// The pooling allocator: slots kept warm and reused, the fastest start. Short jobs.
+    Pool = 0,
+    /// Allocated on demand: nothing reserved ahead, so no node-wide wall. Long-lived
+    /// interactive programs, and whatever the pool has no slot for.
+    OnDemand = 1,
+}
+
+/// The engines every sandbox of a runtime shares: see [`Placement`].
+pub(crate) fn new_engines(max_memory_bytes: usize) -> Result<[Engine; 2]> {
     let pagemap_scan = PoolingAllocationConfig::is_pagemap_scan_available();
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(POOL_INSTANCES)
@@ -30,40 +41,58 @@ pub(crate) fn new_engine(max_memory_bytes: usize) -> Result<Engine> {
         .pagemap_scan(Enabled::Auto)
         .linear_memory_keep_resident(if pagemap_scan { 16 << 20 } else { 256 << 10 })
         .table_keep_resident(64 << 10);
+    let pooled = Engine::new(&config(InstanceAllocationStrategy::Pooling(pool)))
+        .context("creating the wasmtime engine")?;
+    let on_demand = Engine::new(&config(InstanceAllocationStrategy::OnDemand))
+        .context("creating the on-demand wasmtime engine")?;
+    Ok([pooled, on_demand])
+}
 
+fn config(strategy: InstanceAllocationStrategy) -> Config {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .allocation_strategy(strategy)
         // Every process ends through an error value (`I32Exit`), and capturing a wasm
         // backtrace for it cost more than the rest of a short job. Trap messages stay.
         .wasm_backtrace_max_frames(None)
         // Deep recursion in interpreters (CPython, Boa) needs more than the default stack.
         .max_wasm_stack(4 << 20)
         .async_stack_size(8 << 20);
-    Engine::new(&config).context("creating the wasmtime engine")
+    config
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+/// Whether an instantiation failed only because the pool had no free slot of some kind.
+pub(crate) fn pool_was_full(e: &wasmtime::Error) -> bool {
+    e.is::<wasmtime::PoolConcurrencyLimitError>()
+        || e.chain()
+            .any(|c| c.is::<wasmtime::PoolConcurrencyLimitError>())
+}
+
+/// Advances the epoch of every engine of a runtime every [`EPOCH_TICK`] until dropped.
 pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    pub(crate) fn start(engine: &Engine) -> Result<Self> {
+    pub(crate) fn start(engines: &[Engine]) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let weak = engine.weak();
+        let weak: Vec<_> = engines.iter().map(Engine::weak).collect();
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("wasbox-epoch".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    match weak.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
+                    let mut any = false;
+                    for engine in weak.iter().filter_map(|w| w.upgrade()) {
+                        engine.increment_epoch();
+                        any = true;
+                    }
+                    if !any {
+                        break;
                     }
                 }
             })?;

@@ -12,6 +12,7 @@ use wasmtime::component::Component;
 use wasmtime::{Engine, Result};
 
 use crate::cache::CompileCache;
+use crate::engine::Placement;
 
 /// One program of an image: a component and the names it answers to.
 #[derive(Clone)]
@@ -49,17 +50,20 @@ impl ProgramSource {
 
 pub(crate) struct Program {
     pub(crate) source: ProgramSource,
-    component: OnceCell<Component>,
+    /// Per [`Placement`] (each engine loads its own).
+    component: [OnceCell<Component>; 2],
 }
 
 impl Program {
-    /// The compiled component, compiled or loaded from the cache on first use.
+    /// The compiled component for `engine` (the engine of `placement`), compiled or loaded
+    /// from the cache on first use.
     pub(crate) async fn component(
         &self,
         engine: &Engine,
+        placement: Placement,
         cache: &CompileCache,
     ) -> Result<&Component> {
-        self.component
+        self.component[placement as usize]
             .get_or_try_init(|| {
                 cache.load(
                     engine,
@@ -102,7 +106,7 @@ impl Image {
                 .into_iter()
                 .map(|source| Program {
                     source,
-                    component: OnceCell::new(),
+                    component: [OnceCell::new(), OnceCell::new()],
                 })
                 .collect(),
             by_name,

@@ -16,6 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use wasmtime_wasi::cli::{IsTerminal, StdinStream, StdoutStream};
 use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
 
+use crate::limits::Quota;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -334,8 +336,44 @@ pub enum OutputSink {
     Null,
     Capture(Capture),
     Pipe(PipeWriter),
-    File(Arc<Mutex<std::fs::File>>),
+    File(Arc<SinkFile>),
     Writer(SharedWriter),
+}
+
+/// A file a process's output goes to, and the quota its growth is charged to.
+pub struct SinkFile {
+    file: Mutex<std::fs::File>,
+    /// `None` for a file outside any sandbox (the embedder's).
+    quota: Option<(Arc<Quota>, bool)>,
+}
+
+impl SinkFile {
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Seek as _;
+        let mut file = lock(&self.file);
+        let mut growth = 0;
+        if let Some((quota, append)) = &self.quota {
+            let size = file.metadata()?.len();
+            let start = if *append {
+                size
+            } else {
+                file.stream_position()?
+            };
+            growth = start
+                .saturating_add(bytes.len() as u64)
+                .saturating_sub(size);
+            if !quota.reserve_bytes(growth) {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+        }
+        let r = file.write_all(bytes);
+        if r.is_err()
+            && let Some((quota, _)) = &self.quota
+        {
+            quota.release_bytes(growth);
+        }
+        r
+    }
 }
 
 /// Where a process's stdin comes from.
@@ -348,7 +386,18 @@ pub enum InputSource {
 
 impl OutputSink {
     pub fn file(file: std::fs::File) -> Self {
-        OutputSink::File(Arc::new(Mutex::new(file)))
+        OutputSink::File(Arc::new(SinkFile {
+            file: Mutex::new(file),
+            quota: None,
+        }))
+    }
+
+    /// A sandbox file opened for `>` (or `>>` when `append`) whose growth `quota` pays for.
+    pub(crate) fn file_in_quota(file: std::fs::File, append: bool, quota: Arc<Quota>) -> Self {
+        OutputSink::File(Arc::new(SinkFile {
+            file: Mutex::new(file),
+            quota: Some((quota, append)),
+        }))
     }
 
     /// Room to write now: `Ok(0)` means wait. Writing to a pipe nobody reads any more ends
@@ -368,8 +417,8 @@ impl OutputSink {
                 Ok(())
             }
             OutputSink::Pipe(w) => w.push(bytes).map_err(|()| sigpipe()),
-            OutputSink::File(f) => lock(f)
-                .write_all(bytes)
+            OutputSink::File(f) => f
+                .write(bytes)
                 .map_err(|e| StreamError::LastOperationFailed(e.into())),
             OutputSink::Writer(w) => {
                 let mut w = lock(w);

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 
+use crate::capacity::Admission;
+use crate::engine::Placement;
 use crate::host::{JobContext, Site, Stdio, environment, run_process};
 use crate::io::{Capture, InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::limits::EXIT_TIMEOUT;
@@ -103,6 +105,11 @@ pub struct JobSpec {
     pub stop: Option<StopSignal>,
     /// The terminal the job runs on, if any (sets `TERM`, `COLUMNS`, `LINES`).
     pub terminal: Option<Terminal>,
+    /// A place for the job's first process taken ahead (see [`Runtime::admit`]); without
+    /// one, the process takes a place when it starts, or fails to start.
+    ///
+    /// [`Runtime::admit`]: crate::Runtime::admit
+    pub admission: Option<Admission>,
 }
 
 impl JobSpec {
@@ -117,6 +124,7 @@ impl JobSpec {
             stderr: Output::Capture,
             stop: None,
             terminal: None,
+            admission: None,
         }
     }
 
@@ -156,6 +164,11 @@ impl JobSpec {
     }
     pub fn stderr(mut self, out: Output) -> Self {
         self.stderr = out;
+        self
+    }
+    /// Starts the job's first process in the place `admission` holds.
+    pub fn admission(mut self, admission: Admission) -> Self {
+        self.admission = Some(admission);
         self
     }
     pub fn stop_signal(mut self, stop: StopSignal) -> Self {
@@ -233,13 +246,19 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
     // Compiling a program on its first use is the runtime's cost, not the job's: load the
     // job's own program before its clock starts (errors surface when it runs).
     if let Some(index) = site.image.image.resolve(&spec.argv[0]) {
-        let _ = site.image.program(&site.host, index).await;
+        let placement = if spec.terminal.is_some() {
+            Placement::OnDemand
+        } else {
+            Placement::Pool
+        };
+        let _ = site.image.program(&site.host, index, placement).await;
     }
     let started_at = SystemTime::now();
     let job = Arc::new(JobContext::new(
         site.clone(),
         deadline_after(timeout),
         spec.terminal.clone(),
+        spec.admission,
     ));
     if let Some(stop) = &spec.stop {
         stop.attach(&job);
@@ -277,7 +296,7 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         stderr,
     };
 
-    let process = run_process(job.clone(), spec.argv, env, cwd, stdio);
+    let process = run_process(job.clone(), spec.argv, env, cwd, stdio, None);
     // A stop ends the processes too, so the process may report first: what it ended
     // with is decided by the flag, not by which branch wins.
     let (status, exit_code) = tokio::select! {
@@ -292,6 +311,16 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         _ = tokio::time::sleep_until(job.deadline().into()) => (JobStatus::Timeout, EXIT_TIMEOUT),
     };
     job.abort_all();
+    // A write refused for the quota reaches most programs as EIO (wasi-libc turns every
+    // stream error into EIO): say what happened.
+    if sandbox.quota.take_exceeded() {
+        let (bytes, inodes) = sandbox.quota.limits();
+        let note = format!(
+            "wasbox: the sandbox's disk quota is full ({} MiB, {inodes} files and directories)\n",
+            bytes >> 20
+        );
+        let _ = note_sink.write_all(note.as_bytes()).await;
+    }
     let note = match (status, exit_code) {
         (JobStatus::Timeout, _) => Some(format!(
             "wasbox: job timed out after {}s\n",

@@ -33,6 +33,7 @@
 pub mod agent;
 mod bindings;
 mod cache;
+pub mod capacity;
 mod engine;
 mod host;
 mod image;
@@ -42,9 +43,11 @@ pub mod limits;
 mod pty;
 mod runtime;
 mod sandbox;
+mod scratch;
 mod session;
 
 pub use agent::term;
+pub use capacity::{Admission, Refused};
 pub use host::MemoryExceeded;
 pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;

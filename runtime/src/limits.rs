@@ -3,7 +3,8 @@
 //! Front-ends start from [`Limits::default`] and override the fields their protocol fixes
 //! (the worker API, for instance, caps captured output at 256 KiB per stream).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Resource limits applied to every job of a sandbox.
@@ -26,6 +27,11 @@ pub struct Limits {
     pub max_open_resources: usize,
     /// Bytes of stdout and of stderr a job captures; the rest is dropped and flagged.
     pub max_output_bytes: usize,
+    /// Bytes the sandbox's processes may add to its workspace and `/tmp` together (apparent
+    /// file sizes); past it a write fails in the guest with `ENOSPC`.
+    pub disk_bytes: u64,
+    /// Files, directories and symlinks the sandbox may add; past it, `ENOSPC`.
+    pub disk_inodes: u64,
 }
 
 /// Defaults: generous enough for real agent work, small enough that a runaway job cannot
@@ -40,6 +46,8 @@ impl Default for Limits {
             max_spawns: 4096,
             max_open_resources: 4096,
             max_output_bytes: 1 << 20,
+            disk_bytes: DEFAULT_DISK_BYTES,
+            disk_inodes: DEFAULT_DISK_INODES,
         }
     }
 }
@@ -76,6 +84,14 @@ impl Limits {
         self.max_output_bytes = bytes;
         self
     }
+    pub fn disk_bytes(mut self, bytes: u64) -> Self {
+        self.disk_bytes = bytes;
+        self
+    }
+    pub fn disk_inodes(mut self, n: u64) -> Self {
+        self.disk_inodes = n;
+        self
+    }
 }
 
 /// Default job timeout of the runtime (a front-end may impose its own).
@@ -84,6 +100,10 @@ pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_PROCESS_MEMORY: usize = 512 << 20;
 /// Default linear memory of all processes of a sandbox together.
 pub const DEFAULT_SANDBOX_MEMORY: usize = 1 << 30;
+/// Default disk quota of a sandbox: bytes it may add to its workspace and `/tmp`.
+pub const DEFAULT_DISK_BYTES: u64 = 1 << 30;
+/// Default inode quota of a sandbox: files, directories and links it may add.
+pub const DEFAULT_DISK_INODES: u64 = 100_000;
 /// Share of the machine's memory that the linear memories of all sandboxes of one runtime
 /// may hold together, unless the embedder sets a budget (`RuntimeBuilder::node_memory_bytes`).
 pub const NODE_MEMORY_SHARE: f64 = 0.8;
@@ -150,6 +170,119 @@ impl Budget {
     }
 }
 
+/// A sandbox's disk quota: bytes and inodes its processes may add, charged before they are
+/// written and given back when removed. Counts only grow within their limits; a release
+/// past zero (a file that was there before the sandbox, removed) stops at zero.
+/// A quota may have a parent (the node's, over all sandboxes) that every charge must also
+/// fit in.
+#[derive(Debug)]
+pub struct Quota {
+    bytes: AtomicU64,
+    bytes_limit: u64,
+    inodes: AtomicU64,
+    inodes_limit: u64,
+    parent: Option<Arc<Quota>>,
+    /// A charge was refused since [`take_exceeded`](Self::take_exceeded) last looked.
+    exceeded: AtomicBool,
+}
+
+impl Quota {
+    pub fn new(bytes_limit: u64, inodes_limit: u64) -> Self {
+        Quota {
+            bytes: AtomicU64::new(0),
+            bytes_limit,
+            inodes: AtomicU64::new(0),
+            inodes_limit,
+            parent: None,
+            exceeded: AtomicBool::new(false),
+        }
+    }
+
+    /// A quota whose charges must fit in `parent` too.
+    pub fn within(bytes_limit: u64, inodes_limit: u64, parent: Arc<Quota>) -> Self {
+        Quota {
+            parent: Some(parent),
+            ..Quota::new(bytes_limit, inodes_limit)
+        }
+    }
+
+    fn reserve(&self, counter: &AtomicU64, limit: u64, n: u64) -> bool {
+        let ok = counter
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|total| *total <= limit)
+            })
+            .is_ok();
+        if !ok {
+            self.exceeded.store(true, Ordering::Release);
+        }
+        ok
+    }
+
+    /// Whether a charge was refused since the last call (which clears it).
+    pub fn take_exceeded(&self) -> bool {
+        self.exceeded.swap(false, Ordering::AcqRel)
+    }
+
+    fn release(counter: &AtomicU64, n: u64) {
+        let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            Some(used.saturating_sub(n))
+        });
+    }
+
+    pub fn reserve_bytes(&self, n: u64) -> bool {
+        if !self.reserve(&self.bytes, self.bytes_limit, n) {
+            return false;
+        }
+        if let Some(p) = &self.parent
+            && !p.reserve_bytes(n)
+        {
+            Self::release(&self.bytes, n);
+            self.exceeded.store(true, Ordering::Release);
+            return false;
+        }
+        true
+    }
+    pub fn release_bytes(&self, n: u64) {
+        let before = self.bytes.load(Ordering::Acquire);
+        Self::release(&self.bytes, n);
+        if let Some(p) = &self.parent {
+            // The parent gets back what this quota had charged of it, no more.
+            p.release_bytes(n.min(before));
+        }
+    }
+    pub fn reserve_inodes(&self, n: u64) -> bool {
+        if !self.reserve(&self.inodes, self.inodes_limit, n) {
+            return false;
+        }
+        if let Some(p) = &self.parent
+            && !p.reserve_inodes(n)
+        {
+            Self::release(&self.inodes, n);
+            self.exceeded.store(true, Ordering::Release);
+            return false;
+        }
+        true
+    }
+    pub fn release_inodes(&self, n: u64) {
+        let before = self.inodes.load(Ordering::Acquire);
+        Self::release(&self.inodes, n);
+        if let Some(p) = &self.parent {
+            p.release_inodes(n.min(before));
+        }
+    }
+    /// Bytes and inodes charged now.
+    pub fn used(&self) -> (u64, u64) {
+        (
+            self.bytes.load(Ordering::Acquire),
+            self.inodes.load(Ordering::Acquire),
+        )
+    }
+    /// The two limits.
+    pub fn limits(&self) -> (u64, u64) {
+        (self.bytes_limit, self.inodes_limit)
+    }
+}
+
 /// The default node-wide memory budget: [`NODE_MEMORY_SHARE`] of the machine's memory
 /// (`MemTotal` of `/proc/meminfo`), or 8 GiB when it cannot be read.
 pub fn default_node_memory() -> usize {
@@ -169,6 +302,27 @@ pub fn default_node_memory() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quota_charges_its_parent_and_stops_at_zero() {
+        let node = Arc::new(Quota::new(100, 10));
+        let a = Quota::within(80, 8, node.clone());
+        let b = Quota::within(80, 5, node.clone());
+        assert!(a.reserve_bytes(60));
+        assert!(!b.reserve_bytes(41), "the node has 40 left");
+        assert_eq!(b.used().0, 0, "a refused charge leaves nothing behind");
+        assert!(b.reserve_bytes(40));
+        assert!(!a.reserve_bytes(21), "a's own limit");
+        a.release_bytes(1000);
+        assert_eq!(a.used().0, 0);
+        assert_eq!(node.used().0, 40, "only what a had charged goes back");
+        assert!(a.reserve_inodes(5));
+        a.release_inodes(2);
+        assert!(b.reserve_inodes(5));
+        assert!(a.reserve_inodes(2), "node at 10 of 10");
+        assert!(!a.reserve_inodes(1), "the node's 10 inodes are taken");
+        assert_eq!(a.used().1, 5, "a refused charge leaves nothing behind");
+    }
 
     #[test]
     fn a_budget_refuses_what_does_not_fit() {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::capacity::Admission;
 use crate::io::{PipeWriter, Terminal, pipe};
 use crate::job::{JobSpec, Output, StopSignal};
 use crate::runtime::Sandbox;
@@ -95,8 +96,13 @@ enum Piece {
 }
 
 impl Pty {
-    /// Starts `config.argv` in `sandbox` on a new terminal.
-    pub(crate) fn start(sandbox: &Sandbox, id: String, config: PtyConfig) -> Arc<Pty> {
+    /// Starts `config.argv` in `sandbox` on a new terminal, in the place `admission` holds.
+    pub(crate) fn start(
+        sandbox: &Sandbox,
+        id: String,
+        config: PtyConfig,
+        admission: Admission,
+    ) -> Arc<Pty> {
         let (in_r, in_w) = pipe(INPUT_BUFFER);
         let (out_r, out_w) = pipe(64 << 10);
         let terminal = Terminal::new(config.cols.max(1), config.rows.max(1));
@@ -122,7 +128,8 @@ impl Pty {
             .stderr(Output::Pipe(out_w))
             .terminal(terminal)
             .stop_signal(stop)
-            .timeout(config.timeout);
+            .timeout(config.timeout)
+            .admission(admission);
         spec.env = config.env;
         // Output pump: program output -> CRLF -> the bounded buffer the reader drains.
         tokio::spawn({

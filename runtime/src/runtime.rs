@@ -9,11 +9,12 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow};
 
 use crate::cache::CompileCache;
-use crate::engine::{EpochTicker, new_engine};
+use crate::capacity::{Admission, Refused};
+use crate::engine::{EpochTicker, new_engines};
 use crate::host::{HostContext, LoadedImage, Site};
 use crate::image::{BASE_IMAGE, Image, base_image};
 use crate::job::{JobOutput, JobSpec};
-use crate::limits::{Limits, default_node_memory};
+use crate::limits::{Limits, Quota, default_node_memory};
 use crate::sandbox::{FileError, SandboxConfig, SandboxState};
 
 struct RuntimeInner {
@@ -23,7 +24,21 @@ struct RuntimeInner {
     default_image: String,
     /// Where temporary workspaces and each sandbox's `/tmp` are made.
     temp_dir: PathBuf,
+    /// What all sandboxes together may add there (and to their own workspaces).
+    node_disk: Arc<Quota>,
+    /// `temp_dir` was made for this runtime (removed with it when empty).
+    own_temp_dir: bool,
     _ticker: EpochTicker,
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        // Sandboxes may outlive the runtime and remove their own directories later: only
+        // an empty root goes now (a crashed process's is swept at the next start).
+        if self.own_temp_dir {
+            let _ = std::fs::remove_dir(&self.temp_dir);
+        }
+    }
 }
 
 /// An embeddable WebAssembly sandbox runtime. See the crate documentation for an example.
@@ -41,12 +56,32 @@ pub struct RuntimeBuilder {
     default_image: String,
     temp_dir: Option<PathBuf>,
     node_memory: Option<usize>,
+    max_instances: Option<usize>,
+    reserved_for_jobs: usize,
 }
 
 impl RuntimeBuilder {
-    /// Where temporary workspaces and each sandbox's private `/tmp` are created (default:
-    /// the system's temporary directory, `TMPDIR`). A tmpfs here makes sandbox creation
-    /// several times cheaper than a disk.
+    /// Places among [`max_instances`](Self::max_instances) that PTY programs may not take,
+    /// so that jobs still start beside a node full of interactive shells (default 0).
+    pub fn reserve_for_jobs(mut self, n: usize) -> Self {
+        self.reserved_for_jobs = n;
+        self
+    }
+
+    /// Component instances (processes, shells, agents) that may live at once, all
+    /// sandboxes together (default: what the machine allows, see
+    /// [`capacity::default_max_instances`](crate::capacity::default_max_instances)). Past
+    /// it, [`Runtime::admit`] refuses and a process started inside a sandbox fails to start.
+    pub fn max_instances(mut self, n: usize) -> Self {
+        self.max_instances = Some(n);
+        self
+    }
+
+    /// Where temporary workspaces and each sandbox's private `/tmp` are created. Default:
+    /// `$WASBOX_SCRATCH_DIR`, else a directory of this process in `/dev/shm` when that is
+    /// a writable tmpfs (memory: a fresh sandbox costs no disk I/O), else `TMPDIR`. Every
+    /// sandbox has a disk quota ([`Limits::disk_bytes`]); all together may use 80% of what
+    /// is free there when the runtime starts. Point it at a disk for large workspaces.
     pub fn temp_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.temp_dir = Some(dir.into());
         self
@@ -91,7 +126,7 @@ impl RuntimeBuilder {
     }
 
     pub fn build(self) -> Result<Runtime> {
-        let engine = new_engine(self.limits.memory_bytes)?;
+        let engines = new_engines(self.limits.memory_bytes)?;
         let mut images: HashMap<String, Arc<LoadedImage>> = HashMap::new();
         let base = Arc::new(base_image());
         images.insert(BASE_IMAGE.to_string(), Arc::new(LoadedImage::new(base)));
@@ -109,19 +144,29 @@ impl RuntimeBuilder {
         } else {
             None
         };
+        let (temp_dir, own_temp_dir) = match self.temp_dir {
+            Some(dir) => (dir, false),
+            None => crate::scratch::default_root()?,
+        };
+        let node_disk = Arc::new(crate::scratch::node_quota(&temp_dir));
         let host = HostContext::new(
-            engine,
+            engines,
             CompileCache::open(cache_dir)?,
             self.node_memory.unwrap_or_else(default_node_memory),
+            self.max_instances
+                .unwrap_or_else(crate::capacity::default_max_instances),
+            self.reserved_for_jobs,
         )?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                _ticker: EpochTicker::start(&host.engine)?,
+                _ticker: EpochTicker::start(&[host.engine.clone(), host.on_demand.clone()])?,
                 host: Arc::new(host),
                 limits: self.limits,
                 images,
                 default_image: self.default_image,
-                temp_dir: self.temp_dir.unwrap_or_else(std::env::temp_dir),
+                own_temp_dir,
+                temp_dir,
+                node_disk,
             }),
         })
     }
@@ -137,6 +182,8 @@ impl Runtime {
             default_image: BASE_IMAGE.to_string(),
             temp_dir: None,
             node_memory: None,
+            max_instances: None,
+            reserved_for_jobs: 0,
         }
     }
 
@@ -158,6 +205,23 @@ impl Runtime {
     pub fn memory_in_use(&self) -> (usize, usize) {
         let b = &self.inner.host.node_memory;
         (b.used(), b.limit())
+    }
+
+    /// Live component instances now, and the most that may live at once.
+    pub fn instances_in_use(&self) -> (usize, usize) {
+        let c = &self.inner.host.capacity;
+        (c.in_use(), c.max())
+    }
+
+    /// A place for one process now (hand it to [`JobSpec::admission`]), or why the node
+    /// has none: its limit of live instances, or its memory budget.
+    pub fn try_admit(&self) -> Result<Admission, Refused> {
+        self.inner.host.capacity.try_admit()
+    }
+
+    /// Like [`try_admit`](Self::try_admit), waiting up to `wait` for a place to free up.
+    pub async fn admit(&self, wait: std::time::Duration) -> Result<Admission, Refused> {
+        self.inner.host.capacity.admit(wait).await
     }
 
     pub(crate) fn host(&self) -> &Arc<HostContext> {
@@ -193,7 +257,12 @@ impl Runtime {
     /// compile cache is refused: a guest could otherwise plant compiled code.
     pub fn sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
         let image = self.image(config.image.as_deref())?;
-        let state = SandboxState::create(config, &self.inner.limits, &self.inner.temp_dir)?;
+        let state = SandboxState::create(
+            config,
+            &self.inner.limits,
+            &self.inner.temp_dir,
+            &self.inner.node_disk,
+        )?;
         if let Some(cache) = self.inner.host.cache.dir()
             && cache.starts_with(&state.workspace)
         {
@@ -249,6 +318,16 @@ impl Sandbox {
 
     pub fn limits(&self) -> &Limits {
         &self.site.sandbox.limits
+    }
+
+    /// A place for one process now (see [`Runtime::try_admit`]).
+    pub fn try_admit(&self) -> Result<Admission, Refused> {
+        self.site.host.capacity.try_admit()
+    }
+
+    /// A place for an interactive program, never one reserved for jobs.
+    pub(crate) fn try_admit_interactive(&self) -> Result<Admission, Refused> {
+        self.site.host.capacity.try_admit_interactive()
     }
 
     /// Whether the sandbox's image has a program of this name.

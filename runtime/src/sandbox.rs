@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 
-use crate::limits::{Budget, Limits};
+use crate::limits::{Budget, Limits, Quota};
 
 /// Where a sandbox may connect to. Only `None` exists for now: no sockets, no HTTP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl SandboxConfig {
 /// is a temporary one) and `/tmp` are removed when the last holder lets go.
 pub(crate) struct SandboxState {
     pub(crate) workspace: PathBuf,
-    pub(crate) dir: Dir,
+    pub(crate) dir: SharedDir,
     pub(crate) mount: String,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) limits: Limits,
@@ -93,16 +93,34 @@ pub(crate) struct SandboxState {
     pub(crate) live: AtomicU32,
     /// Linear memory all processes of the sandbox hold together.
     pub(crate) memory: Arc<Budget>,
+    /// Bytes and inodes its processes may add to the workspace and `/tmp`.
+    pub(crate) quota: Arc<Quota>,
     /// The sandbox's private `/tmp`: a host directory of its own, removed with the sandbox.
-    pub(crate) tmp: Option<(tempfile::TempDir, Dir)>,
+    pub(crate) tmp: Option<(tempfile::TempDir, SharedDir)>,
     /// The workspace, when it is a temporary directory made for this sandbox.
-    _scratch: Option<tempfile::TempDir>,
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl Drop for SandboxState {
+    /// Removes the temporary workspace and `/tmp`, whatever modes a guest left on them.
+    fn drop(&mut self) {
+        let tmp = self.tmp.take().map(|(t, _)| t);
+        for t in self.scratch.take().into_iter().chain(tmp) {
+            crate::scratch::remove_all(&t.keep());
+        }
+    }
 }
 
 impl SandboxState {
     /// Makes the workspace (or opens the given one) and the private `/tmp` under
     /// `temp_root`. `limits` apply when the config sets none.
-    pub(crate) fn create(config: SandboxConfig, limits: &Limits, temp_root: &Path) -> Result<Self> {
+    /// The sandbox's disk quota is charged to `node_disk` too.
+    pub(crate) fn create(
+        config: SandboxConfig,
+        limits: &Limits,
+        temp_root: &Path,
+        node_disk: &Arc<Quota>,
+    ) -> Result<Self> {
         let (workspace, scratch) = match config.workspace {
             Some(dir) => {
                 // A directory made here is private to this user; one that exists keeps the
@@ -125,7 +143,7 @@ impl SandboxState {
         let workspace = workspace
             .canonicalize()
             .with_context(|| format!("opening workspace {}", workspace.display()))?;
-        let dir = Dir::open_ambient_dir(&workspace, ambient_authority())
+        let dir = SharedDir::open(&workspace)
             .with_context(|| format!("opening workspace {}", workspace.display()))?;
         let mount = normalize_mount(&config.mount)?;
         let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
@@ -134,8 +152,7 @@ impl SandboxState {
             let t = temp_builder("wasbox-tmp-")
                 .tempdir_in(temp_root)
                 .context("creating the sandbox's /tmp")?;
-            let dir = Dir::open_ambient_dir(t.path(), ambient_authority())
-                .context("opening the sandbox's /tmp")?;
+            let dir = SharedDir::open(t.path()).context("opening the sandbox's /tmp")?;
             Some((t, dir))
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
@@ -145,10 +162,15 @@ impl SandboxState {
             mount,
             env: config.env,
             memory: Arc::new(Budget::new(limits.sandbox_memory_bytes)),
+            quota: Arc::new(Quota::within(
+                limits.disk_bytes,
+                limits.disk_inodes,
+                node_disk.clone(),
+            )),
             limits,
             live: AtomicU32::new(0),
             tmp,
-            _scratch: scratch,
+            scratch,
         })
     }
 
@@ -158,13 +180,24 @@ impl SandboxState {
         under(&normalize(cwd, path), &self.mount)
     }
 
+    /// The directories every process of the sandbox sees, by where they are mounted.
+    pub(crate) fn preopens(
+        &self,
+    ) -> impl Iterator<Item = (wasmtime_wasi::filesystem::Dir, String)> {
+        let tmp = self
+            .tmp
+            .as_ref()
+            .map(|(_, d)| (d.0.clone(), "/tmp".to_string()));
+        std::iter::once((self.dir.0.clone(), self.mount.clone())).chain(tmp)
+    }
+
     /// The directory (workspace or `/tmp`) holding a sandbox path, and the path inside it.
-    pub(crate) fn resolve(&self, cwd: &str, path: &str) -> Option<(&Dir, PathBuf)> {
+    pub(crate) fn resolve(&self, cwd: &str, path: &str) -> Option<(DirView<'_>, PathBuf)> {
         let parts = normalize(cwd, path);
         match under(&parts, &self.mount) {
-            Some(rel) => Some((&self.dir, rel)),
+            Some(rel) => Some((self.dir.view(), rel)),
             None => match (&self.tmp, under(&parts, "/tmp")) {
-                (Some((_, dir)), Some(rel)) => Some((dir, rel)),
+                (Some((_, dir)), Some(rel)) => Some((dir.view(), rel)),
                 _ => None,
             },
         }
@@ -189,6 +222,37 @@ impl SandboxState {
         }
     }
 
+    /// Opens a file of the workspace (or of `/tmp`) for a `>` or `>>` redirection, within
+    /// the sandbox's quota: a new file takes an inode, a truncated one gives its bytes back.
+    pub(crate) fn open_output(
+        &self,
+        cwd: &str,
+        path: &str,
+        append: bool,
+    ) -> Result<std::fs::File, String> {
+        let existing = self
+            .resolve(cwd, path)
+            .and_then(|(dir, rel)| dir.metadata(&rel).ok());
+        if existing.is_none() && !self.quota.reserve_inodes(1) {
+            return Err(format!("{path}: No space left on device"));
+        }
+        let opened = self.open(cwd, path, |o| {
+            if append {
+                o.append(true).create(true)
+            } else {
+                o.write(true).create(true).truncate(true)
+            }
+        });
+        match (&opened, &existing) {
+            (Err(_), None) => self.quota.release_inodes(1),
+            (Ok(_), Some(meta)) if !append && meta.is_file() => {
+                self.quota.release_bytes(meta.len())
+            }
+            _ => {}
+        }
+        opened
+    }
+
     /// Sets the permission bits of a sandbox file (workspace or `/tmp`). Only permission
     /// bits (and the sticky bit of a directory) are set, never set-user-id or set-group-id;
     /// the mount points themselves, however named (a symlink to one included), keep the
@@ -202,7 +266,7 @@ impl SandboxState {
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let roots = std::iter::once(&self.dir).chain(self.tmp.as_ref().map(|(_, d)| d));
         for root in roots {
-            if let Ok(m) = root.dir_metadata()
+            if let Ok(m) = root.view().dir_metadata()
                 && (m.dev(), m.ino()) == (meta.dev(), meta.ino())
             {
                 return Err(refused());
@@ -219,6 +283,7 @@ impl SandboxState {
         let rel = self.file_path(path)?;
         let file = self
             .dir
+            .view()
             .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
             .map_err(|e| FileError::from_io(path, &e))?;
         let meta = file.metadata().map_err(|e| FileError::from_io(path, &e))?;
@@ -251,11 +316,29 @@ impl SandboxState {
         let rel = self.file_path(path)?;
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             self.dir
+                .view()
                 .create_dir_all(parent)
                 .map_err(|e| FileError::from_io(path, &e))?;
         }
-        let mut file = self
+        let before = self.dir.view().symlink_metadata(&rel).ok();
+        let old_size = before
+            .as_ref()
+            .filter(|m| m.is_file())
+            .map_or(0, |m| m.len());
+        let growth = (data.len() as u64).saturating_sub(old_size);
+        let new_inode = u64::from(before.is_none());
+        let no_space =
+            || FileError::from_io(path, &std::io::Error::from_raw_os_error(libc::ENOSPC));
+        if !self.quota.reserve_inodes(new_inode) {
+            return Err(no_space());
+        }
+        if !self.quota.reserve_bytes(growth) {
+            self.quota.release_inodes(new_inode);
+            return Err(no_space());
+        }
+        let written = self
             .dir
+            .view()
             .open_with(
                 &rel,
                 OpenOptions::new()
@@ -264,8 +347,19 @@ impl SandboxState {
                     .truncate(true)
                     .custom_flags(NOFOLLOW),
             )
-            .map_err(|e| FileError::from_io(path, &e))?;
-        std::io::Write::write_all(&mut file, data).map_err(|e| FileError::from_io(path, &e))
+            .and_then(|mut file| std::io::Write::write_all(&mut file, data));
+        match written {
+            Ok(()) => {
+                self.quota
+                    .release_bytes(old_size.saturating_sub(data.len() as u64));
+                Ok(())
+            }
+            Err(e) => {
+                self.quota.release_bytes(growth);
+                self.quota.release_inodes(new_inode);
+                Err(FileError::from_io(path, &e))
+            }
+        }
     }
 
     /// Whether a sandbox path (workspace or `/tmp`) is a directory.
@@ -321,6 +415,48 @@ fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
     let mut b = tempfile::Builder::new();
     b.prefix(prefix);
     b
+}
+
+/// A directory of the sandbox: one descriptor, shared by the host's own file operations
+/// and by the preopen of every process, so that a live process holds no descriptor of its
+/// own (a node's open-file limit would otherwise bound its live processes).
+pub(crate) struct SharedDir(wasmtime_wasi::filesystem::Dir);
+
+impl SharedDir {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        let dir = Dir::open_ambient_dir(path, ambient_authority())?;
+        Ok(SharedDir(wasmtime_wasi::filesystem::Dir::new(
+            dir.into_std_file(),
+            wasmtime_wasi::FsPerms::ReadWrite,
+            wasmtime_wasi::OpenMode::READ | wasmtime_wasi::OpenMode::WRITE,
+            // Workspace files are local: their I/O on the calling thread is cheaper than a
+            // hop to the blocking pool for every open and stat.
+            true,
+        )))
+    }
+
+    /// The directory as cap-std sees it, for the host's own operations (which cap-std
+    /// keeps inside it, like the guest's).
+    pub(crate) fn view(&self) -> DirView<'_> {
+        use std::os::fd::{AsRawFd as _, FromRawFd as _};
+        // SAFETY: the descriptor is owned by `self.0` and outlives the view (its lifetime
+        // is tied to `self`); the view never closes it (ManuallyDrop).
+        let dir = unsafe { Dir::from_raw_fd(self.0.dir.as_raw_fd()) };
+        DirView(std::mem::ManuallyDrop::new(dir), std::marker::PhantomData)
+    }
+}
+
+/// A borrowed cap-std view of a [`SharedDir`].
+pub(crate) struct DirView<'a>(
+    std::mem::ManuallyDrop<Dir>,
+    std::marker::PhantomData<&'a SharedDir>,
+);
+
+impl std::ops::Deref for DirView<'_> {
+    type Target = Dir;
+    fn deref(&self) -> &Dir {
+        &self.0
+    }
 }
 
 /// The text a shell prints for an I/O error ("No such file or directory").

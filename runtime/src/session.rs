@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Result, bail};
 
+use crate::capacity::Refused;
 use crate::job::{JobOutput, JobSpec, StopSignal};
 use crate::pty::{Pty, PtyConfig};
 use crate::runtime::Sandbox;
@@ -75,6 +76,8 @@ pub enum PtyRefused {
     TooMany(usize),
     /// The session has ended.
     Ended,
+    /// The node cannot start another process now.
+    Capacity(Refused),
 }
 
 impl std::fmt::Display for PtyRefused {
@@ -82,6 +85,7 @@ impl std::fmt::Display for PtyRefused {
         match self {
             PtyRefused::TooMany(n) => write!(f, "a session may have at most {n} open PTYs"),
             PtyRefused::Ended => f.write_str("the session has ended"),
+            PtyRefused::Capacity(why) => write!(f, "cannot start the program: {why}"),
         }
     }
 }
@@ -220,8 +224,12 @@ impl Session {
         env.append(&mut config.env);
         config.env = env;
         config.timeout = config.timeout.min(self.remaining());
+        let admission = self
+            .sandbox
+            .try_admit_interactive()
+            .map_err(PtyRefused::Capacity)?;
         self.touch();
-        let pty = Pty::start(&self.sandbox, id.clone(), config);
+        let pty = Pty::start(&self.sandbox, id.clone(), config, admission);
         ptys.insert(id, pty.clone());
         Ok(pty)
     }

@@ -13,6 +13,9 @@ pub struct Problem {
     pub title: &'static str,
     pub status: u16,
     pub detail: String,
+    /// Seconds after which the same request may succeed: sent as `Retry-After`.
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 const VALIDATION: &str = "urn:cynodeai:error:validation";
@@ -66,6 +69,17 @@ impl Problem {
             "the node failed to process the request",
         )
     }
+    /// The node cannot start what was asked now (its live-process limit or memory budget):
+    /// 503, a rate-limit problem, and when to try again.
+    pub fn at_capacity(detail: impl Into<String>) -> Self {
+        Self::new(
+            RATE_LIMIT,
+            "Service Unavailable",
+            StatusCode::SERVICE_UNAVAILABLE,
+            detail,
+        )
+        .retry_after(1)
+    }
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Self::new(
             INTERNAL,
@@ -86,7 +100,14 @@ impl Problem {
             title,
             status: status.as_u16(),
             detail: detail.into(),
+            retry_after: None,
         }
+    }
+
+    /// Tells the caller when to try again (`Retry-After`, in seconds).
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 }
 
@@ -99,6 +120,10 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(s) = self.retry_after {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
         res
     }
 }

@@ -114,3 +114,21 @@ fn bench_kernel_runs_natively_and_rejects_bad_arguments() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("MIB must be a number"));
 }
+
+#[test]
+fn a_density_only_run_ends_with_its_report() {
+    // No timed cell at all: the chart once had no axis to draw and never finished.
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = wasbox();
+    cmd.args(["bench", "--only", "density", "--density-max", "3", "--out"])
+        .arg(out.path());
+    let run = run_bounded(cmd, Duration::from_secs(120));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("| wasbox in process | 3 |"), "{report}");
+    assert!(out.path().join("report.svg").exists());
+}

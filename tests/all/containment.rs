@@ -121,8 +121,10 @@ async fn tmp_is_private_to_the_sandbox() {
         .unwrap();
     assert_eq!(out.exit_code, 1, "another sandbox does not: {out:?}");
     assert!(!std::path::Path::new("/tmp").join(&name).exists());
+    // Fresh sandboxes live side by side in the runtime's scratch directory.
+    let scratch = a.workspace().parent().unwrap().to_path_buf();
     let host_dirs = || {
-        std::fs::read_dir(std::env::temp_dir())
+        std::fs::read_dir(&scratch)
             .unwrap()
             .flatten()
             .filter(|e| e.path().join(&name).exists())

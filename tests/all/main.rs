@@ -6,6 +6,7 @@ mod architecture;
 mod bench;
 mod bouvet;
 mod cache;
+mod capacity;
 mod cli;
 mod containment;
 mod coreutils;

@@ -524,8 +524,11 @@ fn idle_sessions_are_reaped() {
 
 #[test]
 fn internal_errors_are_problems_without_causes() {
-    // A node whose temporary directory is gone cannot make workspaces.
-    let s = Server::start_with(&[], &[("TMPDIR", "/nonexistent/wasbox-tmp")]);
+    // A node whose scratch directory is gone cannot make workspaces.
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    let s = Server::start_with(&[], &[("WASBOX_SCRATCH_DIR", scratch.to_str().unwrap())]);
+    std::fs::remove_dir(&scratch).unwrap();
     let r = s.post("/v1/worker/jobs:run", &job("no-tmp", json!(["true"])));
     let p = problem(&r, 500, "internal");
     assert_eq!(p["detail"], "the node failed to process the request");

@@ -22,6 +22,7 @@ use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker};
 
+use crate::engine::Placement;
 use crate::host::{Exit, HostState, JobContext, Launch, Stdio, new_store};
 use crate::io::{InputSource, OutputSink};
 use crate::job::deadline_after;
@@ -100,7 +101,12 @@ pub(crate) fn prepare<E: Send + 'static, P>(
 /// deadline, when that passes.
 pub(crate) fn job(sandbox: &Sandbox, deadline: Option<Instant>) -> Arc<JobContext> {
     let deadline = deadline.unwrap_or_else(|| deadline_after(std::time::Duration::MAX));
-    Arc::new(JobContext::new(sandbox.site().clone(), deadline, None))
+    Arc::new(JobContext::new(
+        sandbox.site().clone(),
+        deadline,
+        None,
+        None,
+    ))
 }
 
 /// The store of an agent instance: `argv[0]` is the agent's name, the working directory is
@@ -124,6 +130,8 @@ pub(crate) fn store<E: Send + 'static>(
             stdout: log.clone(),
             stderr: log,
         },
+        admission: None,
+        placement: Placement::Pool,
     };
     new_store(job, launch, ext).map_err(|m| anyhow::anyhow!("cannot start the agent: {m}"))
 }

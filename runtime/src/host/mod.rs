@@ -15,6 +15,7 @@
 mod exit;
 mod memory;
 mod process;
+mod quota;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -24,7 +25,7 @@ use tokio::sync::OnceCell;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::p2::bindings::CommandPre;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 pub(crate) use exit::Exit;
 pub use exit::MemoryExceeded;
@@ -32,11 +33,14 @@ pub(crate) use process::{JobContext, Stdio, run_process};
 
 use crate::bindings::process as wit;
 use crate::cache::CompileCache;
+use crate::capacity::{Admission, Capacity};
+use crate::engine::Placement;
 use crate::image::Image;
 use crate::limits::Budget;
 use crate::sandbox::SandboxState;
 use memory::MemoryLimiter;
 use process::ProcessHost;
+use quota::{QuotaFs, QuotaFsView};
 
 /// The data of every store: what WASI, the process import and a protocol's own imports
 /// need. `E` is the protocol's part (`()` for plain programs).
@@ -45,6 +49,10 @@ pub struct HostState<E = ()> {
     table: ResourceTable,
     limiter: MemoryLimiter,
     process: ProcessHost,
+    /// Its place among the node's live instances, given back when the store drops.
+    admission: Admission,
+    /// Its sandbox: the directories the filesystem import opens and the quota it charges.
+    sandbox: Arc<SandboxState>,
     /// When the instance itself must stop, if not when its job does (its children may be
     /// stopped first, so that it can still report what they did).
     own_deadline: Option<std::time::Instant>,
@@ -62,6 +70,11 @@ impl<E: Send> WasiView for HostState<E> {
 }
 
 impl<E> HostState<E> {
+    /// The place the store held, for another store of the same process.
+    pub(crate) fn into_admission(self) -> Admission {
+        self.admission
+    }
+
     /// Moves the component to another job: the processes it starts from now on, and its
     /// own deadline, are that job's (an agent gets one job per call or per task).
     pub(crate) fn set_job(&mut self, job: Arc<JobContext>) {
@@ -90,36 +103,72 @@ pub(crate) fn add_to_linker<E: Send + 'static>(
     linker: &mut Linker<HostState<E>>,
 ) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    // wasi:filesystem again, over wasmtime-wasi's own: the same calls, charged to the
+    // sandbox's disk quota, and preopens that share the sandbox's descriptors.
+    linker.allow_shadowing(true);
+    use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
+    types::add_to_linker::<HostState<E>, QuotaFs>(linker, quota_fs)?;
+    preopens::add_to_linker::<HostState<E>, QuotaFs>(linker, quota_fs)?;
+    linker.allow_shadowing(false);
     wit::add_to_linker::<HostState<E>, HasSelf<ProcessHost>>(linker, |s| &mut s.process)?;
     Ok(())
+}
+
+fn quota_fs<E: Send>(s: &mut HostState<E>) -> QuotaFsView<'_> {
+    use wasmtime_wasi::filesystem::WasiFilesystemView as _;
+    let sandbox = s.sandbox.clone();
+    QuotaFsView {
+        fs: s.filesystem(),
+        sandbox,
+    }
 }
 
 /// What the host layer shares across a runtime: the engine, the compile cache, the linker
 /// of image programs and the node-wide memory budget.
 pub(crate) struct HostContext {
+    /// The pooling engine: programs of short jobs, and agents.
     pub(crate) engine: Engine,
+    /// The on-demand engine: interactive programs, and programs the pool has no slot for.
+    pub(crate) on_demand: Engine,
     pub(crate) cache: CompileCache,
-    pub(crate) linker: Linker<HostState>,
+    /// The linker of image programs, for each [`Placement`].
+    linkers: [Linker<HostState>; 2],
     pub(crate) node_memory: Arc<Budget>,
+    /// Live instances, all sandboxes together.
+    pub(crate) capacity: Capacity,
     /// The linkers of agent protocols (one per store data type), made when first needed.
     agent_linkers: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl HostContext {
     pub(crate) fn new(
-        engine: Engine,
+        [engine, on_demand]: [Engine; 2],
         cache: CompileCache,
         node_memory: usize,
+        max_instances: usize,
+        reserved_for_jobs: usize,
     ) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(&engine);
         add_to_linker(&mut linker)?;
+        let mut on_demand_linker = Linker::new(&on_demand);
+        add_to_linker(&mut on_demand_linker)?;
+        let node_memory = Arc::new(Budget::new(node_memory));
         Ok(HostContext {
             engine,
+            on_demand,
             cache,
-            linker,
-            node_memory: Arc::new(Budget::new(node_memory)),
+            linkers: [linker, on_demand_linker],
+            capacity: Capacity::new(max_instances, reserved_for_jobs, node_memory.clone()),
+            node_memory,
             agent_linkers: Mutex::new(HashMap::new()),
         })
+    }
+
+    pub(crate) fn engine_for(&self, placement: Placement) -> &Engine {
+        match placement {
+            Placement::Pool => &self.engine,
+            Placement::OnDemand => &self.on_demand,
+        }
     }
 
     /// The linker of components whose store data is `HostState<E>`: WASI and the process
@@ -168,35 +217,45 @@ pub(crate) fn environment(
 /// and pre-instantiated once, on first use.
 pub(crate) struct LoadedImage {
     pub(crate) image: Arc<Image>,
-    pres: Box<[OnceCell<CommandPre<HostState>>]>,
+    /// Per [`Placement`], per program.
+    pres: [Box<[OnceCell<CommandPre<HostState>>]>; 2],
 }
 
 impl LoadedImage {
     pub(crate) fn new(image: Arc<Image>) -> Self {
-        let pres = image.programs().iter().map(|_| OnceCell::new()).collect();
-        LoadedImage { image, pres }
+        let cells = || image.programs().iter().map(|_| OnceCell::new()).collect();
+        LoadedImage {
+            pres: [cells(), cells()],
+            image,
+        }
     }
 
-    /// The pre-instantiated program at `index` (see [`Image::resolve`]).
+    /// The pre-instantiated program at `index` (see [`Image::resolve`]) for the engine
+    /// of `placement`.
     pub(crate) async fn program(
         &self,
         host: &HostContext,
         index: usize,
+        placement: Placement,
     ) -> wasmtime::Result<&CommandPre<HostState>> {
-        self.pres[index]
+        self.pres[placement as usize][index]
             .get_or_try_init(|| async {
                 let program = &self.image.programs()[index];
-                let component = program.component(&host.engine, &host.cache).await?;
-                let pre = host.linker.instantiate_pre(component)?;
+                let engine = host.engine_for(placement);
+                let component = program.component(engine, placement, &host.cache).await?;
+                let pre = host.linkers[placement as usize].instantiate_pre(component)?;
                 CommandPre::new(pre)
             })
             .await
     }
 
-    /// Loads every program now, so that no job waits for the compiler later.
+    /// Loads every program for both engines now, so that no job waits for the compiler
+    /// (or the loader) later.
     pub(crate) async fn preload(&self, host: &HostContext) -> wasmtime::Result<()> {
-        for i in 0..self.pres.len() {
-            self.program(host, i).await?;
+        for placement in [Placement::Pool, Placement::OnDemand] {
+            for i in 0..self.image.programs().len() {
+                self.program(host, i, placement).await?;
+            }
         }
         Ok(())
     }
@@ -220,6 +279,11 @@ pub(crate) struct Launch<'a> {
     /// The working directory, an absolute sandbox path.
     pub(crate) cwd: &'a str,
     pub(crate) stdio: Stdio,
+    /// The place taken for it ahead (a child its parent was admitted for); otherwise the
+    /// job's, or a new one.
+    pub(crate) admission: Option<Admission>,
+    /// Which engine the store belongs to.
+    pub(crate) placement: Placement,
 }
 
 /// Builds the store of one component instance of `job`'s sandbox: the only `Store::new` of
@@ -232,6 +296,11 @@ pub(crate) fn new_store<E: Send + 'static>(
     ext: E,
 ) -> Result<Store<HostState<E>>, String> {
     let sandbox: &SandboxState = &job.site.sandbox;
+    let launch_placement = launch.placement;
+    let admission = match launch.admission {
+        Some(a) => a,
+        None => job.admission().map_err(|e| format!("cannot start: {e}"))?,
+    };
     let mut wasi = WasiCtx::builder();
     wasi.args(launch.argv)
         .envs(launch.env)
@@ -246,12 +315,6 @@ pub(crate) fn new_store<E: Send + 'static>(
         // hop to the blocking pool for every open and stat.
         .allow_blocking_current_thread(true)
         .socket_addr_check(|_, _| Box::pin(async { false }));
-    wasi.preopened_dir(&sandbox.workspace, &sandbox.mount, FsPerms::ReadWrite)
-        .map_err(|e| format!("cannot open the workspace: {e}"))?;
-    if let Some((tmp, _)) = &sandbox.tmp {
-        wasi.preopened_dir(tmp.path(), "/tmp", FsPerms::ReadWrite)
-            .map_err(|e| format!("cannot open /tmp: {e}"))?;
-    }
     let mut table = ResourceTable::new();
     table.set_max_capacity(sandbox.limits.max_open_resources);
     let limiter = MemoryLimiter::new(
@@ -264,10 +327,12 @@ pub(crate) fn new_store<E: Send + 'static>(
         table,
         limiter,
         process: ProcessHost::new(job.clone(), launch.cwd.to_string(), launch.stdio),
+        admission,
+        sandbox: job.site.sandbox.clone(),
         own_deadline: None,
         ext,
     };
-    let mut store = Store::new(&job.site.host.engine, state);
+    let mut store = Store::new(job.site.host.engine_for(launch_placement), state);
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|cx| {

@@ -16,6 +16,8 @@ use wasmtime::component::{Resource, ResourceTable};
 
 use super::{Exit, Launch, Site, new_store};
 use crate::bindings::process as wit;
+use crate::capacity::{Admission, Refused};
+use crate::engine::{Placement, pool_was_full};
 use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
 use crate::sandbox::SandboxState;
@@ -31,10 +33,17 @@ pub(crate) struct JobContext {
     terminal: Option<Terminal>,
     /// An interrupt (Ctrl-C) the shell has not seen yet.
     interrupted: AtomicBool,
+    /// The place taken ahead for the job's first process.
+    admission: std::sync::Mutex<Option<Admission>>,
 }
 
 impl JobContext {
-    pub(crate) fn new(site: Site, deadline: Instant, terminal: Option<Terminal>) -> Self {
+    pub(crate) fn new(
+        site: Site,
+        deadline: Instant,
+        terminal: Option<Terminal>,
+        admission: Option<Admission>,
+    ) -> Self {
         JobContext {
             site,
             deadline,
@@ -44,6 +53,21 @@ impl JobContext {
             tasks: std::sync::Mutex::new(Vec::new()),
             terminal,
             interrupted: AtomicBool::new(false),
+            admission: std::sync::Mutex::new(admission),
+        }
+    }
+
+    /// The place of a process about to start: the one taken ahead for the job (once), or a
+    /// new one, or why there is none.
+    pub(crate) fn admission(&self) -> Result<Admission, Refused> {
+        let ahead = self
+            .admission
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match ahead {
+            Some(a) => Ok(a),
+            None => self.site.host.capacity.try_admit(),
         }
     }
 
@@ -137,6 +161,7 @@ pub(crate) async fn run_process(
     env: Vec<(String, String)>,
     cwd: String,
     stdio: Stdio,
+    admission: Option<Admission>,
 ) -> i32 {
     let stderr = stdio.stderr.clone();
     let fail = |msg: String| async move {
@@ -151,34 +176,55 @@ pub(crate) async fn run_process(
         fail(format!("sh: {}: process limit of {max} reached\n", argv[0])).await;
         return 126;
     };
-    let pre = match job.site.image.program(&job.site.host, index).await {
-        Ok(pre) => pre,
-        Err(e) => {
-            tracing::error!(program = %argv[0], error = ?e, "cannot load program");
-            fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
-            return 126;
-        }
-    };
     let stderr = stdio.stderr.clone();
-    let launch = Launch {
-        argv: &argv,
-        env: &env,
-        cwd: &cwd,
-        stdio,
+    // A program on a terminal is interactive and long-lived: it takes no pool slot, which
+    // is kept for short jobs. A job's program finding the pool full goes on demand too.
+    let mut placement = if job.terminal.is_some() {
+        Placement::OnDemand
+    } else {
+        Placement::Pool
     };
-    let mut store = match new_store(&job, launch, ()) {
-        Ok(store) => store,
-        Err(msg) => {
-            fail(format!("sh: {}: {msg}\n", argv[0])).await;
-            return 126;
-        }
+    let mut admission = admission;
+    let result = loop {
+        let pre = match job
+            .site
+            .image
+            .program(&job.site.host, index, placement)
+            .await
+        {
+            Ok(pre) => pre,
+            Err(e) => {
+                tracing::error!(program = %argv[0], error = ?e, "cannot load program");
+                fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
+                return 126;
+            }
+        };
+        let launch = Launch {
+            argv: &argv,
+            env: &env,
+            cwd: &cwd,
+            stdio: stdio.clone(),
+            admission: admission.take(),
+            placement,
+        };
+        let mut store = match new_store(&job, launch, ()) {
+            Ok(store) => store,
+            Err(msg) => {
+                fail(format!("sh: {}: {msg}\n", argv[0])).await;
+                return 126;
+            }
+        };
+        let command = match pre.instantiate_async(&mut store).await {
+            Ok(command) => command,
+            Err(e) if placement == Placement::Pool && pool_was_full(&e) => {
+                admission = Some(store.into_data().into_admission());
+                placement = Placement::OnDemand;
+                continue;
+            }
+            Err(e) => break Err(e),
+        };
+        break command.wasi_cli_run().call_run(&mut store).await;
     };
-    let result = async {
-        let command = pre.instantiate_async(&mut store).await?;
-        command.wasi_cli_run().call_run(&mut store).await
-    }
-    .await;
-    drop(store);
     let exit = Exit::of_run(result);
     if let Some(reason) = exit.reason() {
         tracing::debug!(program = %argv[0], %reason, "process trapped");
@@ -340,19 +386,15 @@ impl ProcessHost {
             "/dev/stderr" => return Ok(self.stdio.stderr.clone()),
             _ => {}
         }
-        let file = self
-            .job
-            .site
-            .sandbox
-            .open(&self.cwd, path, |o| {
-                if append {
-                    o.append(true).create(true)
-                } else {
-                    o.write(true).create(true).truncate(true)
-                }
-            })
+        let sandbox = &self.job.site.sandbox;
+        let file = sandbox
+            .open_output(&self.cwd, path, append)
             .map_err(wit::Error::Io)?;
-        Ok(OutputSink::file(file))
+        Ok(OutputSink::file_in_quota(
+            file,
+            append,
+            sandbox.quota.clone(),
+        ))
     }
 
     /// The three streams of a child; every pipe end in `cmd` is consumed, whatever happens.
@@ -430,12 +472,24 @@ impl wit::Host for ProcessHost {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
+        // Like fork failing with EAGAIN: the shell reports it, nothing else fails.
+        let admission = match job.site.host.capacity.try_admit() {
+            Ok(a) => a,
+            Err(why) => return Ok(Err(wit::Error::Limit(format!("{argv0}: {why}")))),
+        };
         let cwd = if cmd.cwd.starts_with('/') {
             cmd.cwd
         } else {
             self.cwd.clone()
         };
-        let task = tokio::spawn(run_process(job.clone(), cmd.argv, cmd.env, cwd, stdio));
+        let task = tokio::spawn(run_process(
+            job.clone(),
+            cmd.argv,
+            cmd.env,
+            cwd,
+            stdio,
+            Some(admission),
+        ));
         job.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -67,6 +67,23 @@ fn pss(pid: u32) -> usize {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// Lines of a `/proc` file opened once (readable past the open-file limit), read from its
+/// start each time.
+fn count_lines(file: Option<&std::fs::File>) -> usize {
+    use std::os::unix::fs::FileExt;
+    let Some(f) = file else { return 0 };
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut offset, mut lines) = (0u64, 0);
+    while let Ok(n) = f.read_at(&mut buf, offset) {
+        if n == 0 {
+            break;
+        }
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+        offset += n as u64;
+    }
+    lines
+}
+
 /// Every process's parent, read once from `/proc`.
 fn parents() -> Vec<(u32, u32)> {
     let mut parents = Vec::new();
@@ -112,6 +129,8 @@ pub fn wasbox(
     let _entered = tokio.enter();
     let sessions = Sessions::new(max.max(1));
     let rss = OwnRss::open();
+    let maps = std::fs::File::open("/proc/self/maps").ok();
+    let mappings_before = count_lines(maps.as_ref());
     let before = rss.now();
     let mut live = 0;
     let mut stopped = format!("reached the {max} asked for");
@@ -175,6 +194,14 @@ pub fn wasbox(
     } else {
         0.0
     };
+    if live > 0 {
+        // What bounds a node besides memory: vm.max_map_count counts these.
+        let mappings = count_lines(maps.as_ref()).saturating_sub(mappings_before);
+        stopped = format!(
+            "{stopped}; {:.1} memory mappings per sandbox",
+            mappings as f64 / live as f64
+        );
+    }
     sessions.end_all("density measured");
     drop(keep);
     finish("wasbox in process", live, stopped, at_budget, per, budget)

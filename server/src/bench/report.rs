@@ -327,13 +327,20 @@ impl Report {
         let group_h = bar_h * mechs.len() as f64 + 12.0;
         let (left, top, width) = (150.0, 50.0, 620.0);
         let height = top + group_h * rows.len() as f64 + 40.0;
-        let values: Vec<f64> = self.cells.iter().filter_map(|c| c.median_us).collect();
+        let values: Vec<f64> = self
+            .cells
+            .iter()
+            .filter_map(|c| c.median_us)
+            .filter(|v| v.is_finite())
+            .collect();
+        let hi = values.iter().copied().fold(1.0, f64::max);
+        // No timed cell (a density-only run): an axis of one decade, not an endless one.
         let lo = values
             .iter()
             .copied()
             .fold(f64::INFINITY, f64::min)
+            .min(hi)
             .max(1.0);
-        let hi = values.iter().copied().fold(1.0, f64::max);
         let (l0, l1) = (
             lo.log10().floor(),
             hi.log10().ceil().max(lo.log10().floor() + 1.0),

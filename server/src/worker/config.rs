@@ -21,8 +21,14 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 10 << 20;
 pub const MAX_OUTPUT_BYTES: usize = 256 << 10;
 /// Jobs and session execs running at once; more get 429.
 pub const DEFAULT_MAX_CONCURRENT: usize = 128;
-/// Sessions alive at once; more get 429.
-pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// How long a job waits for the node to have room for its process before 429.
+pub const ADMISSION_WAIT: Duration = Duration::from_secs(5);
+
+/// Sessions alive at once when the configuration sets none (more get 429): each session
+/// with a shell holds a live process, and `max_concurrent` processes stay free for jobs.
+pub fn default_max_sessions(max_instances: usize, max_concurrent: usize) -> usize {
+    max_instances.saturating_sub(max_concurrent).max(1)
+}
 /// A session's lifetime and idle limits when its create request gives none.
 pub const DEFAULT_SESSION_LIFETIME_SECS: u64 = 3600;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 600;
@@ -43,6 +49,8 @@ pub struct ServeConfig {
     pub max_request_bytes: usize,
     pub max_concurrent: usize,
     pub max_sessions: usize,
+    /// Live sandbox processes (job processes, shells, their children) all together.
+    pub max_instances: usize,
     pub images: Vec<ImageRule>,
     pub cache_dir: Option<PathBuf>,
 }
@@ -110,6 +118,7 @@ struct WorkerApiYaml {
     max_request_bytes: Option<usize>,
     max_concurrent_jobs: Option<usize>,
     max_sessions: Option<usize>,
+    max_instances: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -143,7 +152,28 @@ pub struct Flags {
     pub config: Option<PathBuf>,
     pub constraints: Option<PathBuf>,
     pub max_concurrent: Option<usize>,
+    pub max_sessions: Option<usize>,
+    pub max_instances: Option<usize>,
     pub cache_dir: Option<PathBuf>,
+}
+
+/// A count from the flag, else the environment variable `var`, else the YAML.
+fn count(
+    flag: Option<usize>,
+    env: &impl Fn(&str) -> Option<String>,
+    var: &str,
+    yaml: Option<usize>,
+) -> Result<Option<usize>> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match env(var) {
+        Some(v) => Ok(Some(
+            v.parse()
+                .with_context(|| format!("{var}=`{v}` is not a number"))?,
+        )),
+        None => Ok(yaml),
+    }
 }
 
 /// Builds the configuration from the files, the environment (`env` looks a variable up)
@@ -203,21 +233,33 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
     if let Some(c) = constraints.max_request_bytes {
         max_request_bytes = max_request_bytes.min(c);
     }
-    let max_concurrent = match flags.max_concurrent {
-        Some(n) => n,
-        None => match env("WASBOX_MAX_CONCURRENT_JOBS") {
-            Some(v) => v
-                .parse()
-                .with_context(|| format!("WASBOX_MAX_CONCURRENT_JOBS=`{v}` is not a number"))?,
-            None => yaml
-                .worker_api
-                .max_concurrent_jobs
-                .unwrap_or(DEFAULT_MAX_CONCURRENT),
-        },
-    };
+    let max_concurrent = count(
+        flags.max_concurrent,
+        &env,
+        "WASBOX_MAX_CONCURRENT_JOBS",
+        yaml.worker_api.max_concurrent_jobs,
+    )?
+    .unwrap_or(DEFAULT_MAX_CONCURRENT);
     if max_concurrent == 0 {
         bail!("the job concurrency limit must be at least 1");
     }
+    let max_instances = count(
+        flags.max_instances,
+        &env,
+        "WASBOX_MAX_INSTANCES",
+        yaml.worker_api.max_instances,
+    )?
+    .unwrap_or_else(wasbox_runtime::capacity::default_max_instances);
+    if max_instances == 0 {
+        bail!("the live process limit must be at least 1");
+    }
+    let max_sessions = count(
+        flags.max_sessions,
+        &env,
+        "WASBOX_MAX_SESSIONS",
+        yaml.worker_api.max_sessions,
+    )?
+    .unwrap_or_else(|| default_max_sessions(max_instances, max_concurrent));
     let images = yaml.sandbox.images.unwrap_or_else(|| {
         vec![ImageRule {
             pattern: "*".into(),
@@ -241,7 +283,8 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         constraint_timeout_secs: constraints.max_job_timeout_seconds,
         max_request_bytes,
         max_concurrent,
-        max_sessions: yaml.worker_api.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS),
+        max_sessions,
+        max_instances,
         images,
         cache_dir: flags
             .cache_dir

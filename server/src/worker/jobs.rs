@@ -78,7 +78,11 @@ async fn run_inner(
             )));
         }
     };
-    let slot = match node.slot() {
+    let admitted = match node.slot() {
+        Ok(slot) => node.admit().await.map(|a| (slot, a)),
+        Err(p) => Err(p),
+    };
+    let (slot, admission) = match admitted {
         Ok(s) => s,
         Err(p) => {
             lock(&node.jobs).abandon(&job_id);
@@ -112,7 +116,10 @@ async fn run_inner(
                 let sandbox = node
                     .runtime
                     .sandbox(SandboxConfig::default().image(image).limits(limits))?;
-                let mut spec = JobSpec::new(argv).timeout(timeout).stop_signal(stop);
+                let mut spec = JobSpec::new(argv)
+                    .timeout(timeout)
+                    .stop_signal(stop)
+                    .admission(admission);
                 spec.env = env;
                 sandbox.run(spec).await
             }

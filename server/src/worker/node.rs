@@ -9,9 +9,9 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, header};
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
-use wasbox_runtime::{Runtime, Session, Sessions};
+use wasbox_runtime::{Admission, Runtime, Session, Sessions};
 
-use super::config::ServeConfig;
+use super::config::{ADMISSION_WAIT, ServeConfig};
 use super::job_table::JobTable;
 use crate::problem::Problem;
 
@@ -99,7 +99,17 @@ impl Node {
                 "the node is at its concurrency limit of {} running jobs",
                 self.config.max_concurrent
             ))
+            .retry_after(1)
         })
+    }
+
+    /// A place for a job's first process, waiting up to [`ADMISSION_WAIT`] for one, or 429
+    /// with the reason (the node's live-process limit or its memory budget).
+    pub(super) async fn admit(&self) -> Result<Admission, Problem> {
+        self.runtime
+            .admit(ADMISSION_WAIT)
+            .await
+            .map_err(|why| Problem::busy(why.to_string()).retry_after(1))
     }
 
     /// The session of this id, or 404.

@@ -118,6 +118,7 @@ pub async fn open(
             .map_err(|e| match e {
                 PtyRefused::TooMany(_) => Problem::busy(e.to_string()),
                 PtyRefused::Ended => Problem::not_found(format!("session `{id}` has ended")),
+                PtyRefused::Capacity(_) => Problem::at_capacity(e.to_string()),
             })?;
         tracing::info!(task_id = %task_id(&session), session_id = %session.id(), pty_id = %pty.id(), cols, rows, "pty opened");
         Ok(PtyReply::new(&session, &pty))

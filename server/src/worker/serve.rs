@@ -28,7 +28,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// The node startup YAML [env: WASBOX_CONFIG]: worker_api.{listen, bearer_token,
-    /// max_request_bytes, max_concurrent_jobs, max_sessions}, sandbox.timeouts.{default_seconds,
+    /// max_request_bytes, max_concurrent_jobs, max_sessions, max_instances}, sandbox.timeouts.{default_seconds,
     /// max_seconds}, sandbox.images.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -40,6 +40,15 @@ pub struct ServeArgs {
     /// [default: 128].
     #[arg(long, value_name = "N")]
     pub max_concurrent: Option<usize>,
+    /// Sessions alive at once before 429 [env: WASBOX_MAX_SESSIONS] [default: the live
+    /// process limit less --max-concurrent].
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+    /// Live sandbox processes (jobs, shells, their children) all together; a PTY past it is
+    /// 503, a job waits up to 5 s then 429 [env: WASBOX_MAX_INSTANCES] [default: what the
+    /// machine allows: vm.max_map_count and the open-file limit].
+    #[arg(long, value_name = "N")]
+    pub max_instances: Option<usize>,
     /// Where compiled programs are cached [env: WASBOX_CACHE_DIR] [default: ~/.cache/wasbox].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -53,6 +62,8 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         config: args.config,
         constraints: args.constraints,
         max_concurrent: args.max_concurrent,
+        max_sessions: args.max_sessions,
+        max_instances: args.max_instances,
         cache_dir: args.cache_dir,
     };
     let config = config::load(flags, |k| std::env::var(k).ok())?;
@@ -61,7 +72,9 @@ pub fn main(args: ServeArgs) -> Result<i32> {
 }
 
 async fn serve(config: ServeConfig) -> Result<i32> {
-    let mut builder = Runtime::builder();
+    let mut builder = Runtime::builder()
+        .max_instances(config.max_instances)
+        .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2));
     if let Some(dir) = &config.cache_dir {
         builder = builder.cache_dir(dir);
     }

@@ -127,7 +127,7 @@ async fn create_inner(
         .map_err(|e| match e {
             SessionRefused::Exists(_) => Problem::conflict(e.to_string()),
             SessionRefused::Full(n) => {
-                Problem::busy(format!("the node is at its limit of {n} sessions"))
+                Problem::busy(format!("the node is at its limit of {n} sessions")).retry_after(5)
             }
             SessionRefused::Sandbox(e) => Problem::internal(&e),
         })?;
@@ -200,7 +200,8 @@ async fn exec_inner(
     let requested = check_timeout(req.timeout_seconds, "timeout_seconds")?;
     let timeout = node.config.job_timeout(requested);
     let slot = node.slot()?;
-    let mut spec = JobSpec::new(argv).timeout(timeout);
+    let admission = node.admit().await?;
+    let mut spec = JobSpec::new(argv).timeout(timeout).admission(admission);
     spec.env = req
         .env
         .unwrap_or_default()

@@ -1,0 +1,284 @@
+//! Node capacity and admission: how many component instances (processes, shells, agents) may
+//! live at once in one runtime, sized from the machine, and the ticket a sandbox process
+//! takes before it starts.
+//!
+//! Every store holds an [`Admission`] for as long as it lives. A front-end takes one ahead
+//! (waiting a bounded time, or not at all) so that a request is refused with a clear reason
+//! *before* it is accepted; a process started inside a sandbox (a shell's child) takes one
+//! when it starts and fails alone, like `fork` failing with `EAGAIN`, when none is left.
+//! Nothing another tenant does can make an admitted process trap.
+//!
+//! The limits a Linux host puts on a process bound the count: each live instance holds a few
+//! memory mappings (its linear memory and its stack, each with a guard region) against
+//! `vm.max_map_count`, and its sandbox two directory handles (shared by all its processes)
+//! against the open-file limit, which [`raise_open_file_limit`] lifts to the hard limit at
+//! start.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::limits::Budget;
+
+/// Memory mappings one live instance holds: linear memory (reserved range plus its
+/// accessible part and initial image) and async stack (plus guard page), many of which the
+/// kernel merges with their neighbours. `wasbox bench` measured 1.3 per idle shell; this
+/// leaves room for busier ones.
+pub const MAPPINGS_PER_INSTANCE: usize = 3;
+/// Mappings left for everything else of the process (code, heap, threads, libraries).
+pub const MAPPINGS_RESERVED: usize = 8192;
+/// Open files one live instance may stand for: its sandbox's two directories (workspace
+/// and `/tmp`), which every process of the sandbox shares (a node full of one-shell
+/// sessions holds two per shell).
+pub const FILES_PER_INSTANCE: usize = 2;
+/// Open files left for everything else (listeners, connections, the cache, logs).
+pub const FILES_RESERVED: usize = 1024;
+/// Node memory that must be free for a new process to be admitted: what a small program
+/// needs to start (its initial linear memory), with room to grow.
+pub const ADMIT_MEMORY_HEADROOM: usize = 16 << 20;
+/// The most instances [`default_max_instances`] picks, whatever the machine allows.
+pub const MAX_INSTANCES_CAP: usize = 100_000;
+
+/// Why a new process was not admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refused {
+    /// The node's limit of live instances is reached.
+    Instances { limit: usize },
+    /// The node's memory budget has less than [`ADMIT_MEMORY_HEADROOM`] free.
+    Memory { used: usize, limit: usize },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Instances { limit } => write!(
+                f,
+                "the node is at its limit of {limit} live sandbox processes"
+            ),
+            Refused::Memory { used, limit } => write!(
+                f,
+                "the node's sandbox memory budget is in use ({} of {} MiB)",
+                used >> 20,
+                limit >> 20
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// A place for one live instance, held by its store (or by a front-end until the process
+/// starts). Dropping it gives the place back.
+#[derive(Debug)]
+pub struct Admission {
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The node-wide count of live instances, and the memory budget admission looks at.
+pub(crate) struct Capacity {
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// Places an interactive program (a PTY's shell) may not take: kept for jobs.
+    reserved: usize,
+    memory: Arc<Budget>,
+}
+
+impl Capacity {
+    pub(crate) fn new(max: usize, reserved: usize, memory: Arc<Budget>) -> Self {
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        Capacity {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+            reserved: reserved.min(max - 1),
+            memory,
+        }
+    }
+
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    pub(crate) fn in_use(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    fn memory_check(&self) -> Result<(), Refused> {
+        let (used, limit) = (self.memory.used(), self.memory.limit());
+        if limit.saturating_sub(used) < ADMIT_MEMORY_HEADROOM {
+            return Err(Refused::Memory { used, limit });
+        }
+        Ok(())
+    }
+
+    /// A place now, or the reason there is none.
+    pub(crate) fn try_admit(&self) -> Result<Admission, Refused> {
+        self.memory_check()?;
+        match self.slots.clone().try_acquire_owned() {
+            Ok(permit) => Ok(Admission { _permit: permit }),
+            Err(_) => Err(Refused::Instances { limit: self.max }),
+        }
+    }
+
+    /// A place for a long-lived interactive program: like [`try_admit`](Self::try_admit),
+    /// but never one of the places reserved for jobs.
+    pub(crate) fn try_admit_interactive(&self) -> Result<Admission, Refused> {
+        if self.slots.available_permits() <= self.reserved {
+            return Err(Refused::Instances {
+                limit: self.max - self.reserved,
+            });
+        }
+        self.try_admit()
+    }
+
+    /// A place within `wait`, or the reason there is none. Waiters for an instance are
+    /// served in order; memory given back is looked for every few milliseconds.
+    pub(crate) async fn admit(&self, wait: Duration) -> Result<Admission, Refused> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let acquired =
+                tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned()).await;
+            let Ok(Ok(permit)) = acquired else {
+                return Err(Refused::Instances { limit: self.max });
+            };
+            match self.memory_check() {
+                Ok(()) => return Ok(Admission { _permit: permit }),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => {
+                    drop(permit);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+}
+
+/// What the machine allows: `vm.max_map_count` and the open-file limit, each divided by what
+/// one live instance holds of it, after a reserve for the rest of the process.
+pub fn default_max_instances() -> usize {
+    let mappings = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(65_530);
+    let by_mappings = mappings.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
+    let by_files = open_file_limit().saturating_sub(FILES_RESERVED) / FILES_PER_INSTANCE;
+    by_mappings.min(by_files).clamp(64, MAX_INSTANCES_CAP)
+}
+
+/// The soft limit of open files of this process.
+pub fn open_file_limit() -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 1024;
+    }
+    usize::try_from(r.rlim_cur).unwrap_or(usize::MAX)
+}
+
+/// Open files the process may want: enough for the most instances any machine is sized
+/// for, two directories per sandbox, and the reserve.
+const WANTED_OPEN_FILES: u64 =
+    (MAX_INSTANCES_CAP * (FILES_PER_INSTANCE + 2) + FILES_RESERVED) as u64;
+
+/// Lifts the soft open-file limit to the hard limit (a server holds two directories per
+/// live process and sandbox; the usual soft limit of 1,024 would stop it at a few hundred).
+/// A process allowed to raise the hard limit (`CAP_SYS_RESOURCE`) raises it to what the
+/// largest node needs, within the kernel's `fs.nr_open`. Returns the new soft limit.
+pub fn raise_open_file_limit() -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 1024;
+    }
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(1 << 20);
+    let wanted = WANTED_OPEN_FILES.min(nr_open);
+    if r.rlim_max != libc::RLIM_INFINITY && r.rlim_max < wanted {
+        let higher = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: wanted,
+        };
+        // SAFETY: setrlimit reads the struct it is given; refused without the capability.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &higher) } == 0 {
+            return open_file_limit();
+        }
+    }
+    if r.rlim_cur < r.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: r.rlim_max.min(wanted.max(r.rlim_cur)),
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: as above; raising the soft limit up to the hard one is always allowed.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
+    }
+    open_file_limit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn admission_is_bounded_and_given_back() {
+        let c = Capacity::new(2, 0, Arc::new(Budget::new(1 << 30)));
+        let a = c.try_admit().unwrap();
+        let _b = c.try_admit().unwrap();
+        assert_eq!(c.in_use(), 2);
+        assert_eq!(c.try_admit().unwrap_err(), Refused::Instances { limit: 2 });
+        let waited = c.admit(Duration::from_millis(30)).await;
+        assert_eq!(waited.unwrap_err(), Refused::Instances { limit: 2 });
+        drop(a);
+        assert!(c.admit(Duration::from_millis(30)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gets_the_place_given_back() {
+        let c = Arc::new(Capacity::new(1, 0, Arc::new(Budget::new(1 << 30))));
+        let a = c.try_admit().unwrap();
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.admit(Duration::from_secs(5)).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(a);
+        assert!(waiter.await.unwrap());
+    }
+
+    #[test]
+    fn interactive_programs_leave_the_reserve_to_jobs() {
+        let c = Capacity::new(3, 1, Arc::new(Budget::new(1 << 30)));
+        let _a = c.try_admit_interactive().unwrap();
+        let _b = c.try_admit_interactive().unwrap();
+        assert_eq!(
+            c.try_admit_interactive().unwrap_err(),
+            Refused::Instances { limit: 2 }
+        );
+        let _job = c.try_admit().unwrap();
+        assert!(c.try_admit().is_err());
+    }
+
+    #[test]
+    fn memory_without_headroom_is_refused() {
+        let memory = Arc::new(Budget::new(ADMIT_MEMORY_HEADROOM * 2));
+        let c = Capacity::new(10, 0, memory.clone());
+        assert!(c.try_admit().is_ok());
+        assert!(memory.try_reserve(ADMIT_MEMORY_HEADROOM + 1));
+        assert!(matches!(c.try_admit(), Err(Refused::Memory { .. })));
+    }
+
+    #[test]
+    fn the_machine_allows_a_positive_count() {
+        let n = default_max_instances();
+        assert!((64..=MAX_INSTANCES_CAP).contains(&n));
+        assert!(raise_open_file_limit() >= open_file_limit().min(1024));
+    }
+}

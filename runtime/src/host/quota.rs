@@ -1,0 +1,533 @@
+//! Disk quotas: the bytes and inodes a sandbox may add to its workspace and `/tmp`, enforced
+//! in the host's implementation of `wasi:filesystem/types`. A write, truncate-up, create,
+//! `mkdir` or `symlink` that would pass the quota fails in the guest with `ENOSPC`
+//! (`insufficient-space`), before anything is written; removing files gives their bytes and
+//! inodes back.
+//!
+//! The implementation wraps wasmtime-wasi's own: every call is passed on, and those that
+//! grow or shrink the tree are charged first. Sizes are apparent sizes (a sparse file counts
+//! whole), so a guest cannot promise itself a terabyte with `ftruncate`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    self, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
+};
+use wasmtime_wasi::p2::{
+    DynInputStream, DynOutputStream, FsError, FsResult, OutputStream, Pollable, StreamError,
+};
+
+use crate::limits::Quota;
+use crate::sandbox::SandboxState;
+
+/// `wasi:filesystem/types` with the sandbox's quota: see the module documentation.
+pub(crate) struct QuotaFs;
+
+impl HasData for QuotaFs {
+    type Data<'a> = QuotaFsView<'a>;
+}
+
+pub(crate) struct QuotaFsView<'a> {
+    pub(crate) fs: WasiFilesystemCtxView<'a>,
+    pub(crate) sandbox: Arc<SandboxState>,
+}
+
+/// The sandbox's directories, shared: every process gets the same descriptors (a live
+/// process holds no file descriptor of its own).
+impl preopens::Host for QuotaFsView<'_> {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        let mut out = Vec::new();
+        for (dir, name) in self.sandbox.preopens() {
+            out.push((self.fs.table.push(Descriptor::Dir(dir))?, name));
+        }
+        Ok(out)
+    }
+}
+
+fn no_space() -> FsError {
+    ErrorCode::InsufficientSpace.into()
+}
+
+/// The size and link count of what `fd` (a file) is now.
+fn file_size(fs: &mut WasiFilesystemCtxView<'_>, fd: &Resource<types::Descriptor>) -> Option<u64> {
+    match fs.table.get(fd).ok()? {
+        Descriptor::File(f) => f.file.metadata().ok().map(|m| m.len()),
+        Descriptor::Dir(_) => None,
+    }
+}
+
+/// What `path` under directory `fd` is, without following a final symlink.
+fn entry_at(
+    fs: &mut WasiFilesystemCtxView<'_>,
+    fd: &Resource<types::Descriptor>,
+    path: &str,
+) -> Option<cap_std::fs::Metadata> {
+    match fs.table.get(fd).ok()? {
+        Descriptor::Dir(d) => {
+            use std::os::fd::{AsRawFd as _, FromRawFd as _};
+            // SAFETY: the descriptor stays open (the table holds it) while this borrowed
+            // view of it is used, and the view is never dropped (it does not own the fd).
+            let dir = std::mem::ManuallyDrop::new(unsafe {
+                cap_std::fs::Dir::from_raw_fd(d.dir.as_raw_fd())
+            });
+            // cap-std resolves the path inside the directory, as the call itself will.
+            dir.symlink_metadata(path).ok()
+        }
+        Descriptor::File(_) => None,
+    }
+}
+
+/// Gives back what removing the entry `meta` frees: its bytes when it was the last link of
+/// a file, and its inode.
+fn give_back(quota: &Quota, meta: &cap_std::fs::Metadata) {
+    use cap_std::fs::MetadataExt as _;
+    if meta.nlink() <= 1 {
+        if meta.is_file() {
+            quota.release_bytes(meta.len());
+        }
+        quota.release_inodes(1);
+    }
+}
+
+impl types::Host for QuotaFsView<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<ErrorCode> {
+        types::Host::convert_error_code(&mut self.fs, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<wasmtime::Error>,
+    ) -> wasmtime::Result<Option<ErrorCode>> {
+        types::Host::filesystem_error_code(&mut self.fs, err)
+    }
+}
+
+impl HostDescriptor for QuotaFsView<'_> {
+    async fn advise(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+        len: types::Filesize,
+        advice: types::Advice,
+    ) -> FsResult<()> {
+        HostDescriptor::advise(&mut self.fs, fd, offset, len, advice).await
+    }
+
+    async fn sync_data(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
+        HostDescriptor::sync_data(&mut self.fs, fd).await
+    }
+
+    async fn get_flags(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::DescriptorFlags> {
+        HostDescriptor::get_flags(&mut self.fs, fd).await
+    }
+
+    async fn get_type(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::DescriptorType> {
+        HostDescriptor::get_type(&mut self.fs, fd).await
+    }
+
+    async fn set_size(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        size: types::Filesize,
+    ) -> FsResult<()> {
+        let before = file_size(&mut self.fs, &fd).unwrap_or(size);
+        if size > before && !self.sandbox.quota.reserve_bytes(size - before) {
+            return Err(no_space());
+        }
+        let r = HostDescriptor::set_size(&mut self.fs, fd, size).await;
+        match (&r, size > before) {
+            (Err(_), true) => self.sandbox.quota.release_bytes(size - before),
+            (Ok(()), false) => self.sandbox.quota.release_bytes(before - size),
+            _ => {}
+        }
+        r
+    }
+
+    async fn set_times(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        HostDescriptor::set_times(&mut self.fs, fd, atim, mtim).await
+    }
+
+    async fn read(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        len: types::Filesize,
+        offset: types::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        HostDescriptor::read(&mut self.fs, fd, len, offset).await
+    }
+
+    async fn write(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        buf: Vec<u8>,
+        offset: types::Filesize,
+    ) -> FsResult<types::Filesize> {
+        let size = file_size(&mut self.fs, &fd).unwrap_or(u64::MAX);
+        let end = offset.saturating_add(buf.len() as u64);
+        let growth = end.saturating_sub(size);
+        if growth > 0 && !self.sandbox.quota.reserve_bytes(growth) {
+            return Err(no_space());
+        }
+        let r = HostDescriptor::write(&mut self.fs, fd, buf, offset).await;
+        let grown = match &r {
+            Ok(n) => offset.saturating_add(*n).saturating_sub(size),
+            Err(_) => 0,
+        };
+        self.sandbox
+            .quota
+            .release_bytes(growth.saturating_sub(grown));
+        r
+    }
+
+    async fn read_directory(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        HostDescriptor::read_directory(&mut self.fs, fd).await
+    }
+
+    async fn sync(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
+        HostDescriptor::sync(&mut self.fs, fd).await
+    }
+
+    async fn create_directory_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        if !self.sandbox.quota.reserve_inodes(1) {
+            return Err(no_space());
+        }
+        let r = HostDescriptor::create_directory_at(&mut self.fs, fd, path).await;
+        if r.is_err() {
+            self.sandbox.quota.release_inodes(1);
+        }
+        r
+    }
+
+    async fn stat(&mut self, fd: Resource<types::Descriptor>) -> FsResult<types::DescriptorStat> {
+        HostDescriptor::stat(&mut self.fs, fd).await
+    }
+
+    async fn stat_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        HostDescriptor::stat_at(&mut self.fs, fd, path_flags, path).await
+    }
+
+    async fn set_times_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim).await
+    }
+
+    async fn link_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        old_path_flags: types::PathFlags,
+        old_path: String,
+        new_descriptor: Resource<types::Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        // A second name for the same inode: nothing new to store.
+        HostDescriptor::link_at(
+            &mut self.fs,
+            fd,
+            old_path_flags,
+            old_path,
+            new_descriptor,
+            new_path,
+        )
+        .await
+    }
+
+    async fn open_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        let creates = oflags.contains(types::OpenFlags::CREATE);
+        let truncates = oflags.contains(types::OpenFlags::TRUNCATE);
+        let existing = if creates || truncates {
+            entry_at(&mut self.fs, &fd, &path)
+        } else {
+            None
+        };
+        let new_inode = creates && existing.is_none();
+        if new_inode && !self.sandbox.quota.reserve_inodes(1) {
+            return Err(no_space());
+        }
+        let r = HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags).await;
+        match &r {
+            Err(_) if new_inode => self.sandbox.quota.release_inodes(1),
+            Ok(_) if truncates => {
+                if let Some(meta) = existing.filter(|m| m.is_file()) {
+                    self.sandbox.quota.release_bytes(meta.len());
+                }
+            }
+            _ => {}
+        }
+        r
+    }
+
+    fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
+        HostDescriptor::drop(&mut self.fs, fd)
+    }
+
+    async fn readlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<String> {
+        HostDescriptor::readlink_at(&mut self.fs, fd, path).await
+    }
+
+    async fn remove_directory_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        let r = HostDescriptor::remove_directory_at(&mut self.fs, fd, path).await;
+        if r.is_ok() {
+            self.sandbox.quota.release_inodes(1);
+        }
+        r
+    }
+
+    async fn rename_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        old_path: String,
+        new_fd: Resource<types::Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        // A file renamed over another replaces it: the replaced one is freed.
+        let replaced = entry_at(&mut self.fs, &new_fd, &new_path).filter(|m| !m.is_dir());
+        let r = HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path).await;
+        if r.is_ok()
+            && let Some(meta) = replaced
+        {
+            give_back(&self.sandbox.quota, &meta);
+        }
+        r
+    }
+
+    async fn symlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        if !self.sandbox.quota.reserve_inodes(1) {
+            return Err(no_space());
+        }
+        let r = HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path).await;
+        if r.is_err() {
+            self.sandbox.quota.release_inodes(1);
+        }
+        r
+    }
+
+    async fn unlink_file_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        let meta = entry_at(&mut self.fs, &fd, &path);
+        let r = HostDescriptor::unlink_file_at(&mut self.fs, fd, path).await;
+        if r.is_ok()
+            && let Some(meta) = meta
+        {
+            give_back(&self.sandbox.quota, &meta);
+        }
+        r
+    }
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynInputStream>> {
+        HostDescriptor::read_via_stream(&mut self.fs, fd, offset)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        self.counted_stream(fd, Some(offset))
+    }
+
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        self.counted_stream(fd, None)
+    }
+
+    async fn is_same_object(
+        &mut self,
+        a: Resource<types::Descriptor>,
+        b: Resource<types::Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        HostDescriptor::is_same_object(&mut self.fs, a, b).await
+    }
+
+    async fn metadata_hash(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::MetadataHashValue> {
+        HostDescriptor::metadata_hash(&mut self.fs, fd).await
+    }
+
+    async fn metadata_hash_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::MetadataHashValue> {
+        HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path).await
+    }
+}
+
+impl QuotaFsView<'_> {
+    /// wasmtime-wasi's stream for `fd`, replaced in the table by one that charges growth.
+    fn counted_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: Option<u64>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let file = match self.fs.table.get(&fd)? {
+            Descriptor::File(f) => f.file.clone(),
+            Descriptor::Dir(_) => return Err(ErrorCode::IsDirectory.into()),
+        };
+        let stream = match offset {
+            Some(o) => HostDescriptor::write_via_stream(&mut self.fs, fd, o)?,
+            None => HostDescriptor::append_via_stream(&mut self.fs, fd)?,
+        };
+        let inner = self.fs.table.delete(stream)?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let counted = CountedOutput {
+            inner,
+            quota: self.sandbox.quota.clone(),
+            file,
+            position: offset,
+            charged_end: size,
+        };
+        let stream: DynOutputStream = Box::new(counted);
+        Ok(self.fs.table.push(stream)?)
+    }
+}
+
+impl HostDirectoryEntryStream for QuotaFsView<'_> {
+    async fn read_directory_entry(
+        &mut self,
+        stream: Resource<types::DirectoryEntryStream>,
+    ) -> FsResult<Option<types::DirectoryEntry>> {
+        HostDirectoryEntryStream::read_directory_entry(&mut self.fs, stream).await
+    }
+
+    fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+/// A file's output stream that charges the bytes it adds past the file's end.
+struct CountedOutput {
+    inner: DynOutputStream,
+    quota: Arc<Quota>,
+    file: Arc<std::fs::File>,
+    /// Where the next write lands; `None` for an append stream (always at the end).
+    position: Option<u64>,
+    /// The file's end as far as this stream has charged it.
+    charged_end: u64,
+}
+
+impl CountedOutput {
+    /// Charges `len` bytes written at the current position, or refuses them.
+    fn charge(&mut self, len: usize) -> Result<(), StreamError> {
+        let start = match self.position {
+            Some(p) => p,
+            None => self
+                .file
+                .metadata()
+                .map(|m| m.len())
+                .unwrap_or(self.charged_end)
+                .max(self.charged_end),
+        };
+        let end = start.saturating_add(len as u64);
+        let growth = end.saturating_sub(self.charged_end);
+        if growth > 0 && !self.quota.reserve_bytes(growth) {
+            let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
+            return Err(StreamError::LastOperationFailed(e.into()));
+        }
+        self.charged_end = self.charged_end.max(end);
+        if let Some(p) = &mut self.position {
+            *p = end;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for CountedOutput {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+#[async_trait::async_trait]
+impl OutputStream for CountedOutput {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.charge(bytes.len())?;
+        self.inner.write(bytes)
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        self.inner.check_write()
+    }
+
+    async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.charge(bytes.len())?;
+        self.inner.blocking_write_and_flush(bytes).await
+    }
+
+    async fn write_ready(&mut self) -> Result<usize, StreamError> {
+        self.inner.write_ready().await
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}

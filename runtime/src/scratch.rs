@@ -1,0 +1,175 @@
+//! Where fresh sandboxes live: scratch workspaces and private `/tmp` directories. By default
+//! in memory (a directory of this process on the `/dev/shm` tmpfs), so that a new sandbox
+//! costs a few system calls and no disk I/O; bounded by the per-sandbox disk quota and by a
+//! node-wide one taken from the space free there.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+
+use crate::limits::Quota;
+
+/// Share of the free space (and inodes) of the scratch file system that all sandboxes of a
+/// runtime may use together.
+pub const NODE_DISK_SHARE: f64 = 0.8;
+
+const SHM: &str = "/dev/shm";
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// Scratch roots are named `wasbox-<uid>.<pid>.<random>`.
+const PREFIX: &str = "wasbox-";
+
+fn statfs(path: &Path) -> Option<libc::statfs> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a zeroed statfs is a valid value for statfs(2) to fill in.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `s` is writable.
+    (unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0).then_some(s)
+}
+
+/// The scratch root of a new runtime: `$WASBOX_SCRATCH_DIR`, else a fresh directory of this
+/// process on `/dev/shm` (when it is a tmpfs), else the system's temporary directory.
+/// Whether the directory was made for this runtime comes with it.
+pub(crate) fn default_root() -> Result<(PathBuf, bool)> {
+    if let Some(dir) = std::env::var_os("WASBOX_SCRATCH_DIR") {
+        let dir = PathBuf::from(dir);
+        private_dir(&dir)?;
+        return Ok((dir, false));
+    }
+    let shm = Path::new(SHM);
+    // `f_type`'s integer type differs between libc targets.
+    #[allow(clippy::unnecessary_cast)]
+    let is_tmpfs = statfs(shm).is_some_and(|s| s.f_type as i64 == TMPFS_MAGIC);
+    if is_tmpfs {
+        sweep(shm);
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        // Made exclusively, with a random tail and mode 0700: /dev/shm is shared by every
+        // user of the machine, so a name another user could guess and plant is not used.
+        let made = tempfile::Builder::new()
+            .prefix(&format!("{PREFIX}{uid}.{}.", std::process::id()))
+            .rand_bytes(8)
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(shm);
+        if let Ok(dir) = made {
+            return Ok((dir.keep(), true));
+        }
+    }
+    Ok((std::env::temp_dir(), false))
+}
+
+/// Makes `dir` (mode 0700) if it is missing.
+fn private_dir(dir: &Path) -> Result<()> {
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(dir)
+        .with_context(|| format!("creating the scratch directory {}", dir.display()))
+}
+
+/// Removes the scratch roots of this user's runtimes whose process is gone (killed before
+/// it could clean up), so that memory is not held by a crashed server.
+fn sweep(shm: &Path) {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let Ok(entries) = std::fs::read_dir(shm) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        let mut parts = rest.split('.');
+        let owner = parts.next().and_then(|p| p.parse::<u32>().ok());
+        let pid = parts.next().and_then(|p| p.parse::<i32>().ok());
+        let (Some(owner), Some(pid)) = (owner, pid) else {
+            continue;
+        };
+        if owner != uid || pid <= 0 || alive(pid) {
+            continue;
+        }
+        let path = e.path();
+        // Only a real directory of ours, never a link planted in the shared /dev/shm.
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt as _;
+            m.is_dir() && m.uid() == uid
+        });
+        if ours {
+            remove_all(&path);
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Removes a tree, first giving back the owner's permissions a guest may have taken away
+/// (`chmod 0` on a directory would otherwise stop the removal).
+pub(crate) fn remove_all(path: &Path) {
+    if std::fs::remove_dir_all(path).is_ok() {
+        return;
+    }
+    restore_permissions(path);
+    let _ = std::fs::remove_dir_all(path);
+}
+
+fn restore_permissions(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if !meta.is_dir() {
+        return;
+    }
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+    if let Ok(entries) = std::fs::read_dir(path) {
+        for e in entries.flatten() {
+            restore_permissions(&e.path());
+        }
+    }
+}
+
+/// The node-wide disk quota of sandboxes made in `root`: [`NODE_DISK_SHARE`] of the space
+/// and inodes free there now.
+pub(crate) fn node_quota(root: &Path) -> Quota {
+    match statfs(root) {
+        Some(s) => {
+            let bytes = (s.f_bavail as f64 * s.f_bsize as f64 * NODE_DISK_SHARE) as u64;
+            // Some file systems (btrfs) report no inode count: no inode limit from them.
+            let inodes = if s.f_files == 0 {
+                u64::MAX
+            } else {
+                (s.f_ffree as f64 * NODE_DISK_SHARE) as u64
+            };
+            Quota::new(bytes, inodes)
+        }
+        None => Quota::new(u64::MAX, u64::MAX),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_a_guest_locked_is_still_removed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("ws");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/f"), b"x").unwrap();
+        std::fs::set_permissions(root.join("a/b"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        std::fs::set_permissions(root.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        remove_all(&root);
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn the_node_quota_is_a_share_of_free_space() {
+        let t = tempfile::tempdir().unwrap();
+        let q = node_quota(t.path());
+        assert!(q.limits().0 > 0);
+    }
+}

@@ -1,0 +1,300 @@
+//! Scale: disk quotas of scratch workspaces enforced inside the guest (ENOSPC, the host
+//! untouched), the node's limit of live processes answered with a clear refusal, and fresh
+//! workspaces in memory.
+
+use std::time::Duration;
+
+use serde_json::json;
+use wasbox_runtime::{JobSpec, JobStatus, Limits, PtyConfig, Runtime, SessionConfig, Sessions};
+
+use crate::support::http::Server;
+use crate::support::runtime::{cache_dir, sandbox_with};
+
+const NO_SPACE: &str = "No space left on device";
+/// What the host adds to a job's stderr when the quota refused a write (the program itself
+/// may only have seen EIO: wasi-libc reports every failed stream write as EIO).
+const QUOTA_NOTE: &str = "wasbox: the sandbox's disk quota is full";
+
+fn quota(bytes: u64, inodes: u64) -> wasbox_runtime::Sandbox {
+    sandbox_with(
+        Limits::default()
+            .timeout(Duration::from_secs(60))
+            .disk_bytes(bytes)
+            .disk_inodes(inodes),
+    )
+}
+
+async fn run(s: &wasbox_runtime::Sandbox, script: &str) -> wasbox_runtime::JobOutput {
+    s.run(JobSpec::shell(script)).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_redirection_past_the_quota_fails_and_space_comes_back() {
+    let s = quota(1 << 20, 1000);
+    // The shell's own redirection (the host writes the file).
+    let out = run(&s, "seq 1 400000 > big; echo status=$?; wc -c < big").await;
+    assert!(out.stdout.starts_with("status=1\n"), "{out:?}");
+    assert!(out.stderr.contains("seq: write error"), "{out:?}");
+    assert!(out.stderr.contains(QUOTA_NOTE), "{out:?}");
+    let written: u64 = out.stdout.lines().last().unwrap().trim().parse().unwrap();
+    assert!(written <= 1 << 20, "{written} bytes passed a 1 MiB quota");
+    // Removing the file gives its bytes back.
+    let out = run(&s, "rm big && seq 1 100000 > ok && wc -c < ok").await;
+    assert_eq!(out.status, JobStatus::Completed, "{out:?}");
+    assert_eq!(out.stdout.trim(), "588895");
+    assert!(!out.stderr.contains(QUOTA_NOTE), "{out:?}");
+    // A truncating redirection gives the old bytes back before the new ones are charged.
+    for _ in 0..3 {
+        let out = run(&s, "seq 1 100000 > ok && echo fine").await;
+        assert_eq!(out.stdout, "fine\n", "{out:?}");
+    }
+}
+
+#[tokio::test]
+async fn guest_writes_through_wasi_are_charged() {
+    let s = quota(1 << 20, 1000);
+    // python3 writes through wasi:filesystem streams.
+    let out = run(
+        &s,
+        "python3 -c \"
+import errno
+try:
+    with open('blob', 'wb') as f:
+        for _ in range(64):
+            f.write(b'x' * 65536)
+    print('wrote all')
+except OSError as e:
+    print('errno', errno.errorcode[e.errno])
+\"",
+    )
+    .await;
+    assert!(
+        ["errno EIO", "errno ENOSPC"].contains(&out.stdout.trim()),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains(QUOTA_NOTE), "{out:?}");
+    // A sparse file of a terabyte is refused too: sizes count whole.
+    let out = run(&s, "truncate -s 1T sparse; echo $?").await;
+    assert_ne!(out.stdout.trim(), "0", "{out:?}");
+    assert!(out.stderr.contains(NO_SPACE), "{out:?}");
+    // Copies count like any other write.
+    let out = run(
+        &s,
+        "rm -f blob; seq 1 100000 > a && cp a b && cp b c; echo $?",
+    )
+    .await;
+    assert_ne!(out.stdout.trim(), "0", "{out:?}");
+    assert!(out.stderr.contains("cp: "), "{out:?}");
+    assert!(out.stderr.contains(QUOTA_NOTE), "{out:?}");
+}
+
+#[tokio::test]
+async fn the_inode_quota_stops_a_file_storm() {
+    let s = quota(1 << 30, 50);
+    let out = run(
+        &s,
+        "i=0; while [ $i -lt 100 ]; do mkdir d$i 2>/dev/null || break; i=$((i+1)); done; echo made=$i",
+    )
+    .await;
+    assert_eq!(out.stdout.trim(), "made=50", "{out:?}");
+    let out = run(&s, "touch x; echo $?; ln -s d0 l; echo $?").await;
+    assert_eq!(out.stdout, "1\n1\n", "{out:?}");
+    assert!(out.stderr.contains(NO_SPACE), "{out:?}");
+    let out = run(&s, "rmdir d1 d2 && touch x && echo ok").await;
+    assert_eq!(out.stdout, "ok\n", "{out:?}");
+}
+
+#[tokio::test]
+async fn the_files_api_is_charged_too() {
+    let s = quota(1000, 100);
+    s.write_file("a.txt", &[b'a'; 600]).unwrap();
+    let e = s.write_file("b.txt", &[b'b'; 600]).unwrap_err();
+    assert!(e.to_string().contains(NO_SPACE), "{e}");
+    // Replacing a file charges only what it grows by.
+    s.write_file("a.txt", &[b'a'; 900]).unwrap();
+    s.write_file("a.txt", &[b'a'; 10]).unwrap();
+    s.write_file("b.txt", &[b'b'; 900]).unwrap();
+}
+
+#[tokio::test]
+async fn a_full_node_refuses_interactive_shells_and_a_child_fails_alone() {
+    let runtime = Runtime::builder()
+        .cache_dir(cache_dir())
+        .max_instances(3)
+        .reserve_for_jobs(1)
+        .build()
+        .unwrap();
+    runtime.preload().await.unwrap();
+    let sessions = Sessions::new(10);
+    let mut ptys = Vec::new();
+    for i in 0..2 {
+        let s = sessions
+            .create(SessionConfig::new(format!("s{i}")), || {
+                runtime.sandbox(Default::default())
+            })
+            .unwrap();
+        ptys.push(s.open_pty(format!("p{i}"), PtyConfig::default()).unwrap());
+    }
+    assert_eq!(runtime.instances_in_use().0, 2);
+    let third = sessions
+        .create(SessionConfig::new("s2"), || {
+            runtime.sandbox(Default::default())
+        })
+        .unwrap();
+    let Err(refused) = third.open_pty("p2".into(), PtyConfig::default()) else {
+        panic!("a third shell was admitted past the limit");
+    };
+    assert!(
+        refused
+            .to_string()
+            .contains("limit of 2 live sandbox processes"),
+        "{refused}"
+    );
+    // A job still gets the place kept for jobs; its shell's child finds the node full and
+    // fails alone, like fork with EAGAIN; the shell goes on.
+    let out = third
+        .sandbox()
+        .run(JobSpec::shell("echo one; ls >/dev/null; echo after=$?"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "one\nafter=126\n", "{out:?}");
+    assert!(
+        out.stderr.contains("limit of 3 live sandbox processes"),
+        "{out:?}"
+    );
+    // Waiting for a place ends with the reason.
+    let held = runtime.try_admit().unwrap();
+    let e = runtime.admit(Duration::from_millis(100)).await.unwrap_err();
+    assert!(e.to_string().contains("limit of 3"), "{e}");
+    drop(held);
+    sessions.end_all("test over");
+    drop(ptys);
+    // Every place comes back when the shells end.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while runtime.instances_in_use().0 > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "places were not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn fresh_workspaces_live_in_memory_and_crashed_leftovers_are_swept() {
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    // A scratch root left by a process that no longer exists.
+    let dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    let mut dead = dead;
+    dead.wait().unwrap();
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let stale = std::path::PathBuf::from(format!("/dev/shm/wasbox-{uid}.{pid}.stale"));
+    std::fs::create_dir_all(stale.join("wasbox-x/sub")).unwrap();
+    let runtime = Runtime::builder().cache_dir(cache_dir()).build().unwrap();
+    assert!(
+        !stale.exists(),
+        "the crashed runtime's scratch was not swept"
+    );
+    let sandbox = runtime.sandbox(Default::default()).unwrap();
+    assert!(
+        sandbox.workspace().starts_with("/dev/shm"),
+        "{}",
+        sandbox.workspace().display()
+    );
+    let ws = sandbox.workspace().to_path_buf();
+    let out = sandbox
+        .run(JobSpec::shell(
+            "mkdir -p a/b && echo x > a/b/f && chmod 0 a/b a",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{out:?}");
+    drop(sandbox);
+    assert!(!ws.exists(), "the workspace outlived its sandbox");
+}
+
+#[test]
+fn over_http_a_full_node_answers_problems_with_retry_after() {
+    let s = Server::start(&[
+        "--max-instances",
+        "4",
+        "--max-concurrent",
+        "3",
+        "--max-sessions",
+        "10",
+    ]);
+    for i in 0..3 {
+        let create =
+            json!({"version": 1, "task_id": "t", "session_id": format!("s{i}"), "image": "bash"});
+        assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    }
+    let open = |i: usize| {
+        s.post(
+            &format!("/v1/worker/sessions/s{i}/pty:open"),
+            &json!({"version": 1, "task_id": "t", "session_id": format!("s{i}")}),
+        )
+    };
+    // Two of the four places may hold shells; two are kept for jobs.
+    assert_eq!(open(0).status, 200);
+    assert_eq!(open(1).status, 200);
+    let r = open(2);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        r.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("live sandbox processes")
+    );
+    // A job beside the shells runs.
+    let job = |id: &str, cmd: serde_json::Value| {
+        json!({"version": 1, "task_id": "t", "job_id": id,
+               "sandbox": {"image": "alpine:latest", "command": cmd}})
+    };
+    let r = s.post("/v1/worker/jobs:run", &job("j1", json!(["echo", "hi"])));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["stdout"], "hi\n");
+    // A job holding both places (sh and its sleep): the next one waits, then gets 429.
+    let addr = s.addr;
+    let long = std::thread::spawn(move || {
+        let body =
+            serde_json::to_vec(&job("j2", json!(["sh", "-c", "sleep 7; echo done"]))).unwrap();
+        crate::support::http::request(
+            addr,
+            "POST",
+            "/v1/worker/jobs:run",
+            &[(
+                "Authorization",
+                &format!("Bearer {}", crate::support::http::TOKEN),
+            )],
+            &body,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let started = std::time::Instant::now();
+    let r = s.post(
+        "/v1/worker/jobs:run",
+        &json!({"version": 1, "task_id": "t", "job_id": "j3",
+                "sandbox": {"image": "alpine:latest", "command": ["true"]}}),
+    );
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "it did not wait"
+    );
+    let done = long.join().unwrap();
+    assert_eq!(done.json()["stdout"], "done\n", "{}", done.text());
+    // With the places back, the refused job runs when retried.
+    let r = s.post(
+        "/v1/worker/jobs:run",
+        &json!({"version": 1, "task_id": "t", "job_id": "j3",
+                "sandbox": {"image": "alpine:latest", "command": ["true"]}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
