@@ -8,7 +8,7 @@ use wasmtime::Result;
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::limits::{EPOCH_TICK, POOL_INSTANCES};
+use crate::limits::EPOCH_TICK;
 
 /// Where a store's instance lives. Both engines compile the same code (one compile cache
 /// entry serves both when their compatibility hashes agree).
@@ -21,15 +21,22 @@ pub(crate) enum Placement {
     OnDemand = 1,
 }
 
-/// The engines every sandbox of a runtime shares: see [`Placement`].
-pub(crate) fn new_engines(max_memory_bytes: usize) -> Result<[Engine; 2]> {
+/// The engines every sandbox of a runtime shares: see [`Placement`]. With no pool slots
+/// (a command-line run of one job, where setting a pool up would cost more than it saves)
+/// the pooled engine is the on-demand one.
+pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<[Engine; 2]> {
+    let on_demand = Engine::new(&config(InstanceAllocationStrategy::OnDemand))
+        .context("creating the on-demand wasmtime engine")?;
+    if pool_slots == 0 {
+        return Ok([on_demand.clone(), on_demand]);
+    }
     let pagemap_scan = PoolingAllocationConfig::is_pagemap_scan_available();
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(POOL_INSTANCES)
-        .total_core_instances(POOL_INSTANCES * 4)
-        .total_memories(POOL_INSTANCES)
-        .total_tables(POOL_INSTANCES * 4)
-        .total_stacks(POOL_INSTANCES)
+    pool.total_component_instances(pool_slots)
+        .total_core_instances(pool_slots * 4)
+        .total_memories(pool_slots)
+        .total_tables(pool_slots * 4)
+        .total_stacks(pool_slots)
         .max_memories_per_component(4)
         .max_tables_per_component(8)
         .max_core_instances_per_component(16)
@@ -43,8 +50,6 @@ pub(crate) fn new_engines(max_memory_bytes: usize) -> Result<[Engine; 2]> {
         .table_keep_resident(64 << 10);
     let pooled = Engine::new(&config(InstanceAllocationStrategy::Pooling(pool)))
         .context("creating the wasmtime engine")?;
-    let on_demand = Engine::new(&config(InstanceAllocationStrategy::OnDemand))
-        .context("creating the on-demand wasmtime engine")?;
     Ok([pooled, on_demand])
 }
 

@@ -129,6 +129,7 @@ pub const EXIT_TRAP: i32 = 134;
 /// Processes the engine's pooling allocator keeps slots for, all sandboxes together. Each
 /// slot reserves address space (not memory) for one linear memory of up to 4 GiB plus
 /// guard pages, so a few runtimes fit in one host process.
+/// Past them, processes are allocated on demand (see `RuntimeBuilder::pool_slots`).
 pub const POOL_INSTANCES: u32 = 512;
 
 /// Bytes that many holders share up to a limit: a reservation either fits whole or is

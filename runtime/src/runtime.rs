@@ -58,9 +58,20 @@ pub struct RuntimeBuilder {
     node_memory: Option<usize>,
     max_instances: Option<usize>,
     reserved_for_jobs: usize,
+    pool_slots: u32,
 }
 
 impl RuntimeBuilder {
+    /// Warm instance slots of the pooling allocator (default
+    /// [`POOL_INSTANCES`](crate::limits::POOL_INSTANCES)); short jobs start fastest there,
+    /// and what finds them all taken is allocated on demand. 0 allocates everything on
+    /// demand: right for a process that runs one job and exits, which would spend more
+    /// setting a pool up than it saves.
+    pub fn pool_slots(mut self, n: u32) -> Self {
+        self.pool_slots = n;
+        self
+    }
+
     /// Places among [`max_instances`](Self::max_instances) that PTY programs may not take,
     /// so that jobs still start beside a node full of interactive shells (default 0).
     pub fn reserve_for_jobs(mut self, n: usize) -> Self {
@@ -126,7 +137,7 @@ impl RuntimeBuilder {
     }
 
     pub fn build(self) -> Result<Runtime> {
-        let engines = new_engines(self.limits.memory_bytes)?;
+        let engines = new_engines(self.limits.memory_bytes, self.pool_slots)?;
         let mut images: HashMap<String, Arc<LoadedImage>> = HashMap::new();
         let base = Arc::new(base_image());
         images.insert(BASE_IMAGE.to_string(), Arc::new(LoadedImage::new(base)));
@@ -184,6 +195,7 @@ impl Runtime {
             node_memory: None,
             max_instances: None,
             reserved_for_jobs: 0,
+            pool_slots: crate::limits::POOL_INSTANCES,
         }
     }
 

@@ -47,7 +47,8 @@ pub fn main(args: RunArgs) -> Result<i32> {
     }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let runtime = Runtime::builder().limits(limits).build()?;
+        // One job, then exit: a pool of warm slots would cost more to set up than it saves.
+        let runtime = Runtime::builder().limits(limits).pool_slots(0).build()?;
         let mut config = SandboxConfig::default().mount(args.mount);
         if let Some(w) = args.workspace {
             config = config.workspace(w);

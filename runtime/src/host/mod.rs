@@ -165,9 +165,18 @@ impl HostContext {
     }
 
     pub(crate) fn engine_for(&self, placement: Placement) -> &Engine {
-        match placement {
+        match self.placement(placement) {
             Placement::Pool => &self.engine,
             Placement::OnDemand => &self.on_demand,
+        }
+    }
+
+    /// Where `wanted` really goes: everything is on demand when the runtime has no pool.
+    pub(crate) fn placement(&self, wanted: Placement) -> Placement {
+        if Engine::same(&self.engine, &self.on_demand) {
+            Placement::OnDemand
+        } else {
+            wanted
         }
     }
 
@@ -238,6 +247,7 @@ impl LoadedImage {
         index: usize,
         placement: Placement,
     ) -> wasmtime::Result<&CommandPre<HostState>> {
+        let placement = host.placement(placement);
         self.pres[placement as usize][index]
             .get_or_try_init(|| async {
                 let program = &self.image.programs()[index];
@@ -252,7 +262,11 @@ impl LoadedImage {
     /// Loads every program for both engines now, so that no job waits for the compiler
     /// (or the loader) later.
     pub(crate) async fn preload(&self, host: &HostContext) -> wasmtime::Result<()> {
-        for placement in [Placement::Pool, Placement::OnDemand] {
+        let mut placements = vec![Placement::OnDemand];
+        if host.placement(Placement::Pool) == Placement::Pool {
+            placements.insert(0, Placement::Pool);
+        }
+        for placement in placements {
             for i in 0..self.image.programs().len() {
                 self.program(host, i, placement).await?;
             }
