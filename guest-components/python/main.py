@@ -285,9 +285,50 @@ def _exit_code(e):
     return 1
 
 
+class _WholeWrites(io.RawIOBase):
+    """fd 1 or 2, whose `write` writes everything. The interpreter's stdio is unbuffered
+    here (a FileIO under the TextIOWrapper), and a TextIOWrapper drops whatever a short
+    write leaves: a single `print` of more than the host takes at once lost its tail."""
+
+    def __init__(self, fd):
+        super().__init__()
+        self._fd = fd
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        try:
+            return os.isatty(self._fd)
+        except OSError:
+            return False
+
+    def write(self, b):
+        view = memoryview(b).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.write(self._fd, view[done:])
+        return done
+
+
+def _whole_stdio():
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        if old is None:
+            continue
+        new = io.TextIOWrapper(_WholeWrites(fd), encoding=old.encoding, errors=old.errors,
+                               line_buffering=old.line_buffering, write_through=True)
+        setattr(sys, name, new)
+        setattr(sys, "__%s__" % name, new)
+
+
 class Run(exports.Run):
     def run(self) -> None:
         try:
+            _whole_stdio()
             argv = _setup()
             code = _main(argv)
         except SystemExit as e:

@@ -402,10 +402,19 @@ impl OutputSink {
 
     /// Room to write now: `Ok(0)` means wait. Writing to a pipe nobody reads any more ends
     /// the writer, as SIGPIPE would (see [`BrokenPipe`]).
+    ///
+    /// Any room at all is reported as [`WRITE_PERMIT`]: a program's single `write` of up to
+    /// that much is taken whole (a pipe holds it beyond its capacity, and its writer then
+    /// waits until the reader is below capacity again). Programs that do not retry short
+    /// writes (CPython's `sys.stdout.write` here) would otherwise lose all but the first
+    /// chunk.
     fn poll_room(&self, cx: &mut Context<'_>) -> Poll<StreamResult<usize>> {
         match self {
-            OutputSink::Pipe(w) => w.poll_room(cx).map_err(|()| sigpipe()),
-            _ => Poll::Ready(Ok(SINK_CHUNK)),
+            OutputSink::Pipe(w) => w
+                .poll_room(cx)
+                .map_ok(|_| WRITE_PERMIT)
+                .map_err(|()| sigpipe()),
+            _ => Poll::Ready(Ok(WRITE_PERMIT)),
         }
     }
 
@@ -457,7 +466,9 @@ fn sigpipe() -> StreamError {
     StreamError::Trap(wasmtime::Error::new(BrokenPipe))
 }
 
-/// Largest write a non-pipe sink accepts at once.
+/// Largest write a sink takes at once (see [`OutputSink::poll_room`]).
+pub const WRITE_PERMIT: usize = 16 << 20;
+/// Largest read from a file at once.
 const SINK_CHUNK: usize = 64 << 10;
 
 impl InputSource {

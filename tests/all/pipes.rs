@@ -56,3 +56,30 @@ async fn job_stdin_reaches_the_program() {
     assert_eq!(out.status, JobStatus::Completed);
     assert_eq!(out.stdout, "a\nb\nc\n");
 }
+
+#[tokio::test]
+async fn one_large_write_arrives_whole_through_every_kind_of_stream() {
+    // A single write larger than a pipe's capacity (1 MiB) and than one stream chunk:
+    // through a pipe, into a file redirection, and captured directly, for a program that
+    // retries short writes (head) and one that did not (CPython's unbuffered stdio).
+    let n = 2_000_000;
+    let script = format!(
+        "python3 -c \"import sys; sys.stdout.write('x' * {n})\" | wc -c; \
+         python3 -c \"import sys; sys.stdout.write('y' * {n}); print('z' * {n}, file=sys.stderr)\" > out 2> err; \
+         wc -c < out; wc -c < err; yes | head -c {n} | wc -c"
+    );
+    let out = sh(&script).await;
+    assert_eq!(
+        out.stdout,
+        format!("{n}\n{n}\n{}\n{n}\n", n + 1),
+        "{}",
+        out.stderr
+    );
+    let big = wasbox_runtime::Limits::default().max_output_bytes(4 << 20);
+    let sandbox = crate::support::runtime::sandbox_with(big);
+    let out = sandbox
+        .run(JobSpec::shell(format!("python3 -c \"print('w' * {n})\"")))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.len(), n + 1, "captured directly");
+}
