@@ -21,6 +21,22 @@ pub fn seconds(v: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A number of bytes, with an optional K, M or G suffix (powers of 1024).
+pub fn bytes(v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let (digits, shift) = match t.as_bytes().last() {
+        Some(b'K' | b'k') => (&t[..t.len() - 1], 10),
+        Some(b'M' | b'm') => (&t[..t.len() - 1], 20),
+        Some(b'G' | b'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("`{v}` is not a number of bytes (e.g. 1048576, 512K, 64M, 1G)"))
+}
+
 /// `KEY=VALUE`, with a non-empty key free of `=` and NUL.
 pub fn key_value(v: &str) -> Result<(String, String), String> {
     let (k, val) = v
@@ -44,6 +60,16 @@ mod tests {
         assert!(seconds("nan").is_err());
         assert!(seconds("1e19").unwrap_err().contains("maximum"));
         assert!(seconds("inf").is_err());
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(bytes("512"), Ok(512));
+        assert_eq!(bytes("4K"), Ok(4096));
+        assert_eq!(bytes("1G"), Ok(1 << 30));
+        assert!(bytes("-1").is_err());
+        assert!(bytes("1T").is_err());
+        assert!(bytes("99999999999999999999G").is_err());
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //! its exit code passed through. Never touches the host filesystem except the workspace
 //! directory it is given.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use wasbox_runtime::{JobSpec, JobStatus, Limits, Output, Runtime, SandboxConfig};
+use wasbox_runtime::{JobSpec, JobStatus, Limits, Output, Runtime, SandboxConfig, StopSignal};
 
 use crate::args::{key_value, seconds};
 
@@ -25,6 +27,11 @@ pub struct RunArgs {
     /// An environment variable of the job (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = key_value)]
     pub env: Vec<(String, String)>,
+    /// Most bytes of output (stdout and stderr together) before the job is stopped with a
+    /// message and exit code 125; 0 for no limit [default: 1G, no limit when stdout is a
+    /// terminal].
+    #[arg(long, value_name = "BYTES", value_parser = crate::args::bytes)]
+    pub max_output: Option<u64>,
     /// Where the workspace appears inside the sandbox (also the working directory).
     #[arg(long, value_name = "PATH", default_value = wasbox_runtime::DEFAULT_MOUNT)]
     pub mount: String,
@@ -35,6 +42,74 @@ pub struct RunArgs {
         value_name = "PROGRAM [ARGS]..."
     )]
     pub argv: Vec<String>,
+}
+
+/// Output a run may write when it is not on a terminal and `--max-output` is not given.
+pub const DEFAULT_MAX_OUTPUT: u64 = 1 << 30;
+/// Exit code of a run stopped at its output limit.
+pub const EXIT_OUTPUT_LIMIT: i32 = 125;
+
+/// The output both streams of a run may write together; past it the job is stopped.
+struct OutputBudget {
+    left: Option<Arc<AtomicU64>>,
+    hit: Arc<AtomicBool>,
+    stop: StopSignal,
+}
+
+impl OutputBudget {
+    fn new(limit: Option<u64>) -> Self {
+        OutputBudget {
+            left: limit.map(|n| Arc::new(AtomicU64::new(n))),
+            hit: Arc::new(AtomicBool::new(false)),
+            stop: StopSignal::new(),
+        }
+    }
+
+    fn writer<W: Write + Send + 'static>(&self, inner: W) -> Budgeted<W> {
+        Budgeted {
+            inner,
+            left: self.left.clone(),
+            hit: self.hit.clone(),
+            stop: self.stop.clone(),
+        }
+    }
+
+    fn exceeded(&self) -> bool {
+        self.hit.load(Ordering::Acquire)
+    }
+}
+
+/// One stream of a run, charged to its [`OutputBudget`].
+struct Budgeted<W> {
+    inner: W,
+    left: Option<Arc<AtomicU64>>,
+    hit: Arc<AtomicBool>,
+    stop: StopSignal,
+}
+
+impl<W: Write> Write for Budgeted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some(left) = &self.left else {
+            return self.inner.write(buf);
+        };
+        let want = buf.len() as u64;
+        let granted = left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+                Some(l.saturating_sub(want))
+            })
+            .map_or(0, |before| before.min(want)) as usize;
+        if granted < buf.len() {
+            self.inner.write_all(&buf[..granted])?;
+            self.hit.store(true, Ordering::Release);
+            self.stop.stop();
+            return Err(std::io::Error::other("output limit reached"));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 pub fn main(args: RunArgs) -> Result<i32> {
@@ -54,12 +129,27 @@ pub fn main(args: RunArgs) -> Result<i32> {
             config = config.workspace(w);
         }
         let sandbox = runtime.sandbox(config)?;
+        let limit = match args.max_output {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None if std::io::stdout().is_terminal() => None,
+            None => Some(DEFAULT_MAX_OUTPUT),
+        };
+        let budget = OutputBudget::new(limit);
         let mut spec = JobSpec::new(args.argv)
             .stdin(stdin)
-            .stdout(Output::Stream(Box::new(std::io::stdout())))
-            .stderr(Output::Stream(Box::new(std::io::stderr())));
+            .stdout(Output::Stream(Box::new(budget.writer(std::io::stdout()))))
+            .stderr(Output::Stream(Box::new(budget.writer(std::io::stderr()))))
+            .stop_signal(budget.stop.clone());
         spec.env = args.env;
         let out = sandbox.run(spec).await?;
+        if budget.exceeded() {
+            eprintln!(
+                "wasbox: the job wrote more than --max-output {} bytes and was stopped",
+                limit.unwrap_or(0)
+            );
+            return Ok(EXIT_OUTPUT_LIMIT);
+        }
         Ok(match out.status {
             JobStatus::Timeout => 124,
             _ => out.exit_code,

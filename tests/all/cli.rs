@@ -173,3 +173,29 @@ fn help_and_version() {
     let out = run_bounded(cmd, LIMIT);
     assert_eq!(text(&out.stdout), "--help -h\n");
 }
+
+#[test]
+fn run_stops_a_flood_at_max_output() {
+    let mut cmd = wasbox();
+    cmd.args(["run", "--max-output", "1M", "--", "yes"]);
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert_eq!(out.stdout.len(), 1 << 20, "exactly the limit is written");
+    assert!(
+        text(&out.stderr).contains("more than --max-output 1048576 bytes"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Without a terminal the default is finite; a small job is untouched by it.
+    let mut cmd = wasbox();
+    cmd.args(["run", "--", "sh", "-c", "echo fine"]);
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "fine\n".into())
+    );
+    let mut cmd = wasbox();
+    cmd.args(["run", "--max-output", "lots", "--", "true"]);
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
