@@ -69,6 +69,21 @@ impl Problem {
             "the node failed to process the request",
         )
     }
+    /// A problem for any error status, typed by its class (what a front-end's own
+    /// refusals, such as a malformed query, are turned into).
+    pub fn with_status(status: StatusCode, detail: impl Into<String>) -> Self {
+        let kind = match status.as_u16() {
+            401 => AUTHENTICATION,
+            404 => NOT_FOUND,
+            409 => CONFLICT,
+            429 => RATE_LIMIT,
+            400..=499 => VALIDATION,
+            _ => INTERNAL,
+        };
+        let title = status.canonical_reason().unwrap_or("Error");
+        Self::new(kind, title, status, detail)
+    }
+
     /// The node cannot start what was asked now (its live-process limit or memory budget):
     /// 503, a rate-limit problem, and when to try again.
     pub fn at_capacity(detail: impl Into<String>) -> Self {

@@ -763,3 +763,60 @@ fn not_ready_until_the_image_is_compiled() {
         .json();
     assert_eq!(v["stdout"], "ready\n");
 }
+
+#[test]
+fn every_refusal_at_the_edge_is_a_problem() {
+    let s = Server::start(&[]);
+    let auth = format!("Bearer {TOKEN}");
+    // NUL anywhere in a JSON body: an argument, an environment name or value, an id.
+    let mut with_nul_arg = job("nul-1", json!(["echo", "a\u{0}b"]));
+    let p = problem(
+        &s.post("/v1/worker/jobs:run", &with_nul_arg),
+        400,
+        "validation",
+    );
+    assert!(
+        p["detail"].as_str().unwrap().contains("sandbox.command[1]"),
+        "{p}"
+    );
+    with_nul_arg["sandbox"]["command"] = json!(["true"]);
+    with_nul_arg["sandbox"]["env"] = json!({"A\u{0}B": "1"});
+    problem(
+        &s.post("/v1/worker/jobs:run", &with_nul_arg),
+        400,
+        "validation",
+    );
+    let create = json!({"version": 1, "task_id": "t", "session_id": "s\u{0}1", "image": "bash"});
+    problem(&s.post("/v1/worker/sessions", &create), 400, "validation");
+    // Query values and path segments axum itself refuses.
+    let create = json!({"version": 1, "task_id": "t", "session_id": "q1", "image": "bash"});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    let r = s.get("/v1/worker/sessions/q1/pty:recv?version=1&task_id=t&pty_id=x&wait_ms=abc");
+    let p = problem(&r, 400, "validation");
+    assert!(p["detail"].as_str().unwrap().contains("wait_ms"), "{p}");
+    let r = request(
+        s.addr,
+        "GET",
+        "/v1/worker/sessions/%FF%FE/files?path=a",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    problem(&r, 400, "validation");
+    // A wrong method keeps its Allow header.
+    let r = request(
+        s.addr,
+        "GET",
+        "/v1/worker/jobs:run",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    problem(&r, 405, "validation");
+    assert!(
+        r.header("allow").is_some_and(|a| a.contains("POST")),
+        "{:?}",
+        r.header("allow")
+    );
+    // The node still serves.
+    let r = s.post("/v1/worker/jobs:run", &job("after", json!(["echo", "ok"])));
+    assert_eq!(r.json()["stdout"], "ok\n");
+}

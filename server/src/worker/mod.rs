@@ -47,7 +47,37 @@ pub fn router(node: SharedNode) -> Router {
         .route("/readyz", get(readyz))
         .merge(api)
         .fallback(|| async { Problem::not_found("no such endpoint") })
+        .layer(middleware::from_fn(problem_bodies))
         .with_state(node)
+}
+
+/// Every error the API answers is a problem: what axum's extractors refuse on their own (a
+/// query value that is no number, a path segment that is no UTF-8, a wrong method) comes
+/// back as `text/plain`, and is rewritten here with the same status and its text as detail.
+async fn problem_bodies(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let detail = String::from_utf8_lossy(&text).trim().to_string();
+    let detail = if detail.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        detail
+    };
+    let mut out = Problem::with_status(status, detail).into_response();
+    if let Some(allow) = parts.headers.get(axum::http::header::ALLOW) {
+        out.headers_mut()
+            .insert(axum::http::header::ALLOW, allow.clone());
+    }
+    out
 }
 
 async fn healthz() -> &'static str {

@@ -159,7 +159,52 @@ pub(super) async fn read_json<T: DeserializeOwned>(
     if bytes.is_empty() {
         return Err(Problem::bad_request("request body is empty"));
     }
-    serde_json::from_slice(&bytes).map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))?;
+    // A NUL in a command argument, an environment variable or an id would be cut short
+    // or dropped further down (C strings, environment blocks): refused at the edge.
+    if let Some(path) = nul_in(&value, "") {
+        return Err(Problem::bad_request(format!(
+            "{path} contains a NUL character (\\u0000)"
+        )));
+    }
+    serde_json::from_value(value).map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))
+}
+
+/// Where a string (or an object key) of `v` holds a NUL, as a path like `sandbox.env.A`.
+fn nul_in(v: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    let here = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match v {
+        Value::String(s) if s.contains('\0') => Some(if at.is_empty() {
+            "a string".to_string()
+        } else {
+            at.to_string()
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, x)| {
+            nul_in(
+                x,
+                &format!("{}[{i}]", if at.is_empty() { "body" } else { at }),
+            )
+        }),
+        Value::Object(map) => map.iter().find_map(|(k, x)| {
+            if k.contains('\0') {
+                Some(format!(
+                    "a field name in {}",
+                    if at.is_empty() { "the body" } else { at }
+                ))
+            } else {
+                nul_in(x, &here(k))
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// `version` must be 1 (worker-api-node.md, "Versioning").
