@@ -27,6 +27,8 @@ pub const OUTPUT_BUFFER: usize = 1 << 20;
 pub const INPUT_BUFFER: usize = 64 << 10;
 /// How long a `send` waits for a program that does not read its input.
 const INPUT_WAIT: Duration = Duration::from_secs(5);
+/// How long the end of a program waits for its output to reach the buffer.
+const PUMP_DRAIN: Duration = Duration::from_secs(2);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -78,6 +80,9 @@ pub struct Pty {
     terminal: Terminal,
     stop: StopSignal,
     exit_code: Mutex<Option<i32>>,
+    /// The program has returned; its output may still be on its way to `output`.
+    program_done: AtomicBool,
+    /// The program has returned and all its output is in `output`.
     exited: AtomicBool,
     last_activity: Mutex<Instant>,
     /// Bytes sent to it and read from it, for its log line.
@@ -118,6 +123,7 @@ impl Pty {
             stop: stop.clone(),
             exit_code: Mutex::new(None),
             exited: AtomicBool::new(false),
+            program_done: AtomicBool::new(false),
             last_activity: Mutex::new(Instant::now()),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
@@ -132,7 +138,7 @@ impl Pty {
             .admission(admission);
         spec.env = config.env;
         // Output pump: program output -> CRLF -> the bounded buffer the reader drains.
-        tokio::spawn({
+        let pump = tokio::spawn({
             let pty = pty.clone();
             async move {
                 let mut last = 0u8;
@@ -166,6 +172,12 @@ impl Pty {
                     }
                 };
                 *lock(&pty.exit_code) = Some(code);
+                // The program's last words may still be in the pipe: report the exit only
+                // once the pump has moved them to the buffer (so a reader that sees
+                // `exited` has everything). The pump stops waiting for room now.
+                pty.program_done.store(true, Ordering::Release);
+                pty.room.notify_waiters();
+                let _ = tokio::time::timeout(PUMP_DRAIN, pump).await;
                 pty.exited.store(true, Ordering::Release);
                 pty.output_changed.notify_waiters();
                 tracing::info!(
@@ -278,7 +290,8 @@ impl Pty {
     async fn wait_for_room(&self) {
         loop {
             let room = self.room.notified();
-            if lock(&self.output).len() < OUTPUT_BUFFER || self.exited.load(Ordering::Acquire) {
+            if lock(&self.output).len() < OUTPUT_BUFFER || self.program_done.load(Ordering::Acquire)
+            {
                 return;
             }
             room.await;

@@ -54,8 +54,15 @@ pub fn router(node: SharedNode) -> Router {
 /// Every error the API answers is a problem: what axum's extractors refuse on their own (a
 /// query value that is no number, a path segment that is no UTF-8, a wrong method) comes
 /// back as `text/plain`, and is rewritten here with the same status and its text as detail.
+/// The probes keep their plain-text answers (`GET /readyz` is 503 with a reason while the
+/// node loads), as the spec defines them.
 async fn problem_bodies(req: Request, next: Next) -> Response {
+    let probe = req.method() == axum::http::Method::GET
+        && matches!(req.uri().path(), "/healthz" | "/readyz");
     let res = next.run(req).await;
+    if probe {
+        return res;
+    }
     let status = res.status();
     let is_problem = res
         .headers()
