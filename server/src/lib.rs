@@ -15,6 +15,7 @@ mod auth;
 pub mod bench;
 pub mod bouvet;
 pub mod cli;
+pub mod http;
 mod ids;
 pub mod problem;
 mod rfc3339;

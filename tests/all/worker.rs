@@ -820,3 +820,86 @@ fn every_refusal_at_the_edge_is_a_problem() {
     let r = s.post("/v1/worker/jobs:run", &job("after", json!(["echo", "ok"])));
     assert_eq!(r.json()["stdout"], "ok\n");
 }
+
+/// Waits until the server closes `s` (reading whatever it sends); the bytes and how long
+/// it took.
+fn until_closed(s: &mut std::net::TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
+    use std::io::Read as _;
+    let start = Instant::now();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the server kept the connection past {limit:?}: {e}"),
+        }
+    }
+    (got, start.elapsed())
+}
+
+#[test]
+fn slow_and_surplus_clients_are_bounded() {
+    use std::io::Write as _;
+    use std::net::TcpStream;
+    let s = Server::start(&[
+        "--max-connections",
+        "2",
+        "--header-timeout",
+        "3",
+        "--body-timeout",
+        "2",
+    ]);
+    // Two connections that never finish a request's head hold both places...
+    let mut silent = TcpStream::connect(s.addr).unwrap();
+    let mut partial = TcpStream::connect(s.addr).unwrap();
+    partial
+        .write_all(b"GET /v1/worker/sessions/x HTTP/1.1\r\nHost: a\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // ...so a third is answered 503 with a problem and closed.
+    let mut third = TcpStream::connect(s.addr).unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let (busy, _) = until_closed(&mut third, Duration::from_secs(5));
+    let busy = String::from_utf8_lossy(&busy);
+    assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+    assert!(busy.contains("application/problem+json"), "{busy}");
+    assert!(busy.contains("Retry-After: 1"), "{busy}");
+    // The slow two are closed at their deadline, and their places come back.
+    for c in [&mut silent, &mut partial] {
+        let (_, took) = until_closed(c, Duration::from_secs(20));
+        assert!(took < Duration::from_secs(10), "closed after {took:?}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while request(s.addr, "GET", "/healthz", &[], b"").status != 200 {
+        assert!(Instant::now() < deadline, "the places never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A body slower than its deadline is 408, and the server goes on serving.
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.write_all(
+        format!(
+            "POST /v1/worker/jobs:run HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"version\""
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let (answer, took) = until_closed(&mut slow, Duration::from_secs(20));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+    assert!(took < Duration::from_secs(10), "answered after {took:?}");
+    let v = s
+        .post(
+            "/v1/worker/jobs:run",
+            &job("after-slow", json!(["echo", "ok"])),
+        )
+        .json();
+    assert_eq!(v["stdout"], "ok\n", "{v}");
+}

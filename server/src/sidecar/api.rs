@@ -300,12 +300,20 @@ async fn read_json<T: serde::de::DeserializeOwned>(
 ) -> Result<T, ApiError> {
     let bytes = axum::body::to_bytes(body, s.max_request_bytes)
         .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "INVALID_REQUEST",
-                format!("the body is larger than {} bytes", s.max_request_bytes),
-            )
+        .map_err(|e| {
+            if crate::http::is_body_timeout(&e) {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "INVALID_REQUEST",
+                    e.to_string(),
+                )
+            } else {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "INVALID_REQUEST",
+                    format!("the body is larger than {} bytes", s.max_request_bytes),
+                )
+            }
         })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return if required {

@@ -196,10 +196,14 @@ async fn serve(args: ServeArgs) -> Result<i32> {
         out.flush()?;
     }
     let app = api::router(sidecar.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(crate::shutdown::signal())
-        .await
-        .context("serving the sidecar")?;
+    crate::http::serve(
+        listener,
+        app,
+        crate::http::Limits::default(),
+        crate::shutdown::signal(),
+    )
+    .await
+    .context("serving the sidecar")?;
     sidecar.runs.cancel_all("the sidecar is shutting down");
     Ok(0)
 }

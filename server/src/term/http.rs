@@ -108,9 +108,13 @@ pub async fn main(args: ServeArgs) -> Result<i32> {
     }
     let app = router(server.clone());
     let http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(crate::shutdown::signal())
-            .await
+        crate::http::serve(
+            listener,
+            app,
+            crate::http::Limits::default(),
+            crate::shutdown::signal(),
+        )
+        .await
     });
 
     let agent = load(&runtime, &args.agent).await?;

@@ -51,6 +51,8 @@ pub struct ServeConfig {
     pub max_sessions: usize,
     /// Live sandbox processes (job processes, shells, their children) all together.
     pub max_instances: usize,
+    /// HTTP connections held open at once, and the deadlines for a request's head and body.
+    pub http: crate::http::Limits,
     pub images: Vec<ImageRule>,
     pub cache_dir: Option<PathBuf>,
 }
@@ -119,6 +121,9 @@ struct WorkerApiYaml {
     max_concurrent_jobs: Option<usize>,
     max_sessions: Option<usize>,
     max_instances: Option<usize>,
+    max_connections: Option<usize>,
+    header_timeout_seconds: Option<usize>,
+    body_timeout_seconds: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -154,6 +159,9 @@ pub struct Flags {
     pub max_concurrent: Option<usize>,
     pub max_sessions: Option<usize>,
     pub max_instances: Option<usize>,
+    pub max_connections: Option<usize>,
+    pub header_timeout: Option<usize>,
+    pub body_timeout: Option<usize>,
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -260,6 +268,39 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         yaml.worker_api.max_sessions,
     )?
     .unwrap_or_else(|| default_max_sessions(max_instances, max_concurrent));
+    let max_connections = count(
+        flags.max_connections,
+        &env,
+        "WASBOX_MAX_CONNECTIONS",
+        yaml.worker_api.max_connections,
+    )?
+    .unwrap_or(crate::http::DEFAULT_MAX_CONNECTIONS);
+    if max_connections == 0 {
+        bail!("the connection limit must be at least 1");
+    }
+    let seconds = |flag, var, yaml, default: Duration| -> Result<Duration> {
+        let secs = count(flag, &env, var, yaml)?;
+        match secs {
+            Some(0) => bail!("{var}: a read deadline must be at least 1 second"),
+            Some(n) => Ok(Duration::from_secs(n.min(86_400) as u64)),
+            None => Ok(default),
+        }
+    };
+    let http = crate::http::Limits {
+        max_connections,
+        header_timeout: seconds(
+            flags.header_timeout,
+            "WASBOX_HEADER_TIMEOUT",
+            yaml.worker_api.header_timeout_seconds,
+            crate::http::DEFAULT_HEADER_TIMEOUT,
+        )?,
+        body_timeout: seconds(
+            flags.body_timeout,
+            "WASBOX_BODY_TIMEOUT",
+            yaml.worker_api.body_timeout_seconds,
+            crate::http::DEFAULT_BODY_TIMEOUT,
+        )?,
+    };
     let images = yaml.sandbox.images.unwrap_or_else(|| {
         vec![ImageRule {
             pattern: "*".into(),
@@ -285,6 +326,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         max_concurrent,
         max_sessions,
         max_instances,
+        http,
         images,
         cache_dir: flags
             .cache_dir

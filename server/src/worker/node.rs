@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 use wasbox_runtime::{Admission, Runtime, Session, Sessions};
@@ -138,6 +138,9 @@ pub(super) async fn read_body(
         return Err(Problem::too_large(limit));
     }
     axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if crate::http::is_body_timeout(&e) {
+            return Problem::with_status(StatusCode::REQUEST_TIMEOUT, e.to_string());
+        }
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.to_string().contains("length limit"))
             || e.to_string().contains("length limit");

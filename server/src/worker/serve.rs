@@ -49,6 +49,18 @@ pub struct ServeArgs {
     /// machine allows: vm.max_map_count and the open-file limit].
     #[arg(long, value_name = "N")]
     pub max_instances: Option<usize>,
+    /// HTTP connections held open at once; more are answered 503 and closed
+    /// [env: WASBOX_MAX_CONNECTIONS] [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Seconds a client may take to send a request's head (a connection that sends nothing
+    /// is closed after as long) [env: WASBOX_HEADER_TIMEOUT] [default: 10].
+    #[arg(long, value_name = "SECS")]
+    pub header_timeout: Option<usize>,
+    /// Seconds a client may take to send a request's body; slower is 408
+    /// [env: WASBOX_BODY_TIMEOUT] [default: 60].
+    #[arg(long, value_name = "SECS")]
+    pub body_timeout: Option<usize>,
     /// Where compiled programs are cached [env: WASBOX_CACHE_DIR] [default: ~/.cache/wasbox].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -64,6 +76,9 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         max_concurrent: args.max_concurrent,
         max_sessions: args.max_sessions,
         max_instances: args.max_instances,
+        max_connections: args.max_connections,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
         cache_dir: args.cache_dir,
     };
     let config = config::load(flags, |k| std::env::var(k).ok())?;
@@ -124,8 +139,8 @@ async fn serve(config: ServeConfig) -> Result<i32> {
             });
         }
     };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+    let limits = node.config.http;
+    crate::http::serve(listener, app, limits, shutdown)
         .await
         .context("serving the worker API")?;
     node.shut_down(true);
