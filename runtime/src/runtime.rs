@@ -359,6 +359,30 @@ impl Sandbox {
         self.site.sandbox.write_file(path, data)
     }
 
+    /// [`read_file`](Self::read_file) for async callers: on the blocking pool when the
+    /// workspace is on a disk, so that a slow device never holds an async thread.
+    pub async fn read_file_async(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
+        if self.site.sandbox.in_memory {
+            return self.read_file(path, max);
+        }
+        let (me, path) = (self.clone(), path.to_string());
+        tokio::task::spawn_blocking(move || me.read_file(&path, max))
+            .await
+            .unwrap_or_else(|e| Err(FileError::Io(format!("reading the file failed: {e}"))))
+    }
+
+    /// [`write_file`](Self::write_file) for async callers (see
+    /// [`read_file_async`](Self::read_file_async)).
+    pub async fn write_file_async(&self, path: &str, data: bytes::Bytes) -> Result<(), FileError> {
+        if self.site.sandbox.in_memory {
+            return self.write_file(path, &data);
+        }
+        let (me, path) = (self.clone(), path.to_string());
+        tokio::task::spawn_blocking(move || me.write_file(&path, &data))
+            .await
+            .unwrap_or_else(|e| Err(FileError::Io(format!("writing the file failed: {e}"))))
+    }
+
     /// Whether a sandbox path (workspace or `/tmp`) is a directory.
     pub fn is_dir(&self, path: &str) -> bool {
         self.site.sandbox.is_dir(path)

@@ -99,14 +99,44 @@ pub(crate) struct SandboxState {
     pub(crate) tmp: Option<(tempfile::TempDir, SharedDir)>,
     /// The workspace, when it is a temporary directory made for this sandbox.
     scratch: Option<tempfile::TempDir>,
+    /// The workspace and `/tmp` are in memory (tmpfs): their file operations may run on the
+    /// calling thread. On a disk they go to the blocking pool, so that a slow device never
+    /// holds a thread that serves requests.
+    pub(crate) in_memory: bool,
 }
+
+/// A removal of more entries than this leaves the calling thread for the blocking pool.
+const INLINE_REMOVAL_INODES: u64 = 256;
 
 impl Drop for SandboxState {
     /// Removes the temporary workspace and `/tmp`, whatever modes a guest left on them.
     fn drop(&mut self) {
         let tmp = self.tmp.take().map(|(t, _)| t);
-        for t in self.scratch.take().into_iter().chain(tmp) {
-            crate::scratch::remove_all(&t.keep());
+        let dirs: Vec<PathBuf> = self
+            .scratch
+            .take()
+            .into_iter()
+            .chain(tmp)
+            .map(|t| t.keep())
+            .collect();
+        let remove = move || {
+            for d in &dirs {
+                crate::scratch::remove_all(d);
+            }
+        };
+        // A small tree in memory goes at once (the common case: a job's fresh workspace);
+        // a large one, or one on a disk, is removed on the blocking pool when there is one.
+        // The quota stays charged until the files are gone.
+        let small = self.in_memory && self.quota.used().1 <= INLINE_REMOVAL_INODES;
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) if !small => {
+                let quota = self.quota.clone();
+                rt.spawn_blocking(move || {
+                    remove();
+                    drop(quota);
+                });
+            }
+            _ => remove(),
         }
     }
 }
@@ -156,7 +186,12 @@ impl SandboxState {
             Some((t, dir))
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
+        let in_memory = crate::scratch::in_memory(&workspace)
+            && tmp
+                .as_ref()
+                .is_none_or(|(t, _)| crate::scratch::in_memory(t.path()));
         Ok(SandboxState {
+            in_memory,
             workspace,
             dir,
             mount,

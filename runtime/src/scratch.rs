@@ -27,6 +27,15 @@ fn statfs(path: &Path) -> Option<libc::statfs> {
     (unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0).then_some(s)
 }
 
+/// Whether `path` lives in memory (a tmpfs or ramfs): its file operations never wait for a
+/// device, so they may run on the calling thread.
+pub(crate) fn in_memory(path: &Path) -> bool {
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    // `f_type`'s integer type differs between libc targets.
+    #[allow(clippy::unnecessary_cast)]
+    statfs(path).is_some_and(|s| matches!(s.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC))
+}
+
 /// The scratch root of a new runtime: `$WASBOX_SCRATCH_DIR`, else a fresh directory of this
 /// process on `/dev/shm` (when it is a tmpfs), else the system's temporary directory.
 /// Whether the directory was made for this runtime comes with it.

@@ -298,3 +298,89 @@ fn over_http_a_full_node_answers_problems_with_retry_after() {
     );
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[tokio::test]
+async fn children_spawned_as_their_job_ends_do_not_outlive_it() {
+    // A background loop keeps starting long sleeps while the job's first process exits:
+    // each spawn either is seen and ended with the job, or is refused; none keeps running
+    // (and holding a place of the node) after the job's answer.
+    let runtime = Runtime::builder()
+        .cache_dir(cache_dir())
+        .max_instances(640)
+        .build()
+        .unwrap();
+    runtime.preload().await.unwrap();
+    let sandbox = runtime.sandbox(Default::default()).unwrap();
+    for round in 0..20 {
+        let spec =
+            JobSpec::shell("sh -c 'while :; do sleep 30 & done' >/dev/null 2>&1 & sleep 0.0$((RANDOM % 9)); exit 0")
+                .timeout(Duration::from_secs(120));
+        let out = sandbox.run(spec).await.unwrap();
+        let mut lines: Vec<&str> = out.stderr.lines().collect();
+        lines.dedup();
+        assert_eq!(
+            out.status,
+            JobStatus::Completed,
+            "round {round}: {:?} {lines:?}",
+            out.status
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while runtime.instances_in_use().0 > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: {} processes outlived their job",
+                runtime.instances_in_use().0
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_large_workspace_on_disk_is_served_off_the_async_threads() {
+    // On a disk, the guest's file I/O and the removal of a large workspace go to the
+    // blocking pool; what the guest sees is the same.
+    let disk = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let runtime = Runtime::builder()
+        .cache_dir(cache_dir())
+        .temp_dir(disk.path())
+        .build()
+        .unwrap();
+    runtime.preload().await.unwrap();
+    let sandbox = runtime.sandbox(Default::default()).unwrap();
+    let workspace = sandbox.workspace().to_path_buf();
+    assert!(workspace.starts_with(disk.path()));
+    let out = sandbox
+        .run(JobSpec::shell(
+            "mkdir d && cd d && seq 1 600 | xargs touch && ls | wc -l && echo hi > /tmp/t && cat /tmp/t",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout.split_whitespace().collect::<Vec<_>>(),
+        ["600", "hi"],
+        "{out:?}"
+    );
+    sandbox
+        .write_file_async("f.txt", bytes::Bytes::from_static(b"data"))
+        .await
+        .unwrap();
+    assert_eq!(
+        sandbox.read_file_async("f.txt", 100).await.unwrap(),
+        b"data"
+    );
+    drop(sandbox);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while workspace.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the workspace was not removed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        std::fs::read_dir(disk.path()).unwrap().count(),
+        0,
+        "leftovers"
+    );
+}

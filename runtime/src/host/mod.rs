@@ -325,9 +325,9 @@ pub(crate) fn new_store<E: Send + 'static>(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
-        // Workspace files are local: doing their I/O on the calling thread is cheaper than a
-        // hop to the blocking pool for every open and stat.
-        .allow_blocking_current_thread(true)
+        // A workspace in memory: doing its I/O on the calling thread is cheaper than a hop
+        // to the blocking pool for every open and stat. On a disk, the blocking pool.
+        .allow_blocking_current_thread(job.site.sandbox.in_memory)
         .socket_addr_check(|_, _| Box::pin(async { false }));
     let mut table = ResourceTable::new();
     table.set_max_capacity(sandbox.limits.max_open_resources);

@@ -22,6 +22,14 @@ use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe}
 use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
 use crate::sandbox::SandboxState;
 
+/// The child processes of a job. Once the job has ended (`closed`), no child may start:
+/// a spawn racing the end of the job is refused rather than left running unseen.
+#[derive(Default)]
+struct Tasks {
+    handles: Vec<AbortHandle>,
+    closed: bool,
+}
+
 /// State shared by every process of one job: its deadline, stop signal and counters.
 pub(crate) struct JobContext {
     pub(crate) site: Site,
@@ -29,7 +37,7 @@ pub(crate) struct JobContext {
     stopped: AtomicBool,
     stop_notify: Notify,
     spawns: AtomicU32,
-    tasks: std::sync::Mutex<Vec<AbortHandle>>,
+    tasks: std::sync::Mutex<Tasks>,
     terminal: Option<Terminal>,
     /// An interrupt (Ctrl-C) the shell has not seen yet.
     interrupted: AtomicBool,
@@ -50,7 +58,7 @@ impl JobContext {
             stopped: AtomicBool::new(false),
             stop_notify: Notify::new(),
             spawns: AtomicU32::new(0),
-            tasks: std::sync::Mutex::new(Vec::new()),
+            tasks: std::sync::Mutex::new(Tasks::default()),
             terminal,
             interrupted: AtomicBool::new(false),
             admission: std::sync::Mutex::new(admission),
@@ -75,7 +83,8 @@ impl JobContext {
     /// `take-interrupt` reports. Returns whether any child was running.
     pub(crate) fn interrupt(&self) -> bool {
         self.interrupted.store(true, Ordering::Release);
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks =
+            std::mem::take(&mut self.tasks.lock().unwrap_or_else(|e| e.into_inner()).handles);
         let mut any = false;
         for t in tasks {
             any |= !t.is_finished();
@@ -115,9 +124,13 @@ impl JobContext {
         }
     }
 
-    /// Ends every child process still running (the job is over).
+    /// Ends every child process still running (the job is over); none may start after.
     pub(crate) fn abort_all(&self) {
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            tasks.closed = true;
+            std::mem::take(&mut tasks.handles)
+        };
         for t in tasks {
             t.abort();
         }
@@ -482,18 +495,26 @@ impl wit::Host for ProcessHost {
         } else {
             self.cwd.clone()
         };
-        let task = tokio::spawn(run_process(
-            job.clone(),
-            cmd.argv,
-            cmd.env,
-            cwd,
-            stdio,
-            Some(admission),
-        ));
-        job.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(task.abort_handle());
+        // Started and recorded under the lock `abort_all` takes: either the child is seen
+        // and ended with the job, or the job has ended and it never starts.
+        let task = {
+            let mut tasks = job.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            if tasks.closed {
+                return Ok(Err(wit::Error::Limit(format!(
+                    "{argv0}: the job is over (stopped or past its deadline)"
+                ))));
+            }
+            let task = tokio::spawn(run_process(
+                job.clone(),
+                cmd.argv,
+                cmd.env,
+                cwd,
+                stdio,
+                Some(admission),
+            ));
+            tasks.handles.push(task.abort_handle());
+            task
+        };
         let pid = self.next_pid;
         self.next_pid += 1;
         let child = self.push(Child {

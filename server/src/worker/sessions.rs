@@ -289,15 +289,17 @@ pub async fn read_file(
     Path(id): Path<String>,
     Query(q): Query<FileQuery>,
 ) -> Response {
-    let result = (|| {
+    let result = async {
         let session = node.session(&id)?;
         let path = required("path", &q.path)?;
         session.touch();
         session
             .sandbox()
-            .read_file(path, node.config.max_request_bytes as u64)
+            .read_file_async(path, node.config.max_request_bytes as u64)
+            .await
             .map_err(file_problem)
-    })();
+    }
+    .await;
     match result {
         Ok(bytes) => {
             let mut res = (StatusCode::OK, bytes).into_response();
@@ -332,15 +334,17 @@ pub async fn write_file(
         let path = required("path", &q.path)?.to_string();
         let bytes = read_body(&headers, body, node.config.max_request_bytes).await?;
         session.touch();
+        let size = bytes.len();
         session
             .sandbox()
-            .write_file(&path, &bytes)
+            .write_file_async(&path, bytes)
+            .await
             .map_err(file_problem)?;
         Ok(WriteResponse {
             version: 1,
             session_id: id.clone(),
             path,
-            size: bytes.len(),
+            size,
         })
     }
     .await;
