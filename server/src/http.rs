@@ -112,7 +112,15 @@ impl HttpBody for DeadlineBody {
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// What a connection past the limit gets before it is closed.
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 130\r\n\r\n{\"type\":\"urn:cynodeai:error:rate_limit\",\"title\":\"Service Unavailable\",\"status\":503,\"detail\":\"too many connections; try again\"}";
+static BUSY: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let body = r#"{"type":"urn:cynodeai:error:rate_limit","title":"Service Unavailable","status":503,"detail":"too many connections; try again"}"#;
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\n\
+         Retry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+});
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets requests in flight end
 /// (for up to 30 s). Connections past `limits.max_connections` are answered 503 and closed;
@@ -162,7 +170,7 @@ pub async fn serve(
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             tokio::spawn(async move {
                 let mut stream = stream;
-                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&BUSY)).await;
             });
             continue;
         };
@@ -198,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_busy_answer_is_well_formed() {
-        let text = std::str::from_utf8(BUSY).unwrap();
+        let text = std::str::from_utf8(&BUSY).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
