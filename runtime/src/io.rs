@@ -99,6 +99,18 @@ impl Drop for PipeWriter {
     }
 }
 
+impl PipeWriter {
+    /// Drops what is buffered and not yet read (a terminal's input queue flushed by
+    /// Ctrl-C); returns how many bytes that was.
+    pub(crate) fn discard_unread(&self) -> usize {
+        let mut s = lock(&self.0);
+        let n = s.buf.len();
+        s.buf.clear();
+        s.wake_writers();
+        n
+    }
+}
+
 impl PipeReader {
     /// Takes up to `max` buffered bytes (empty at end of file), or registers the waker.
     fn poll_take(&self, cx: &mut Context<'_>, max: usize) -> Poll<Bytes> {

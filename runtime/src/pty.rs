@@ -218,6 +218,12 @@ impl Pty {
         for piece in self.discipline(data) {
             match piece {
                 Piece::Interrupt => {
+                    // Like a terminal without NOFLSH: the interrupt flushes the input
+                    // typed ahead that no program has read yet, so it is not run after.
+                    let writer = lock(&self.input).clone();
+                    if let Some(w) = writer {
+                        w.discard_unread();
+                    }
                     // With no program running, wake the shell's read of its prompt so it
                     // sees the interrupt.
                     if !self.stop.interrupt() {

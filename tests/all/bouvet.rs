@@ -667,3 +667,53 @@ fn vsock_and_a_unix_socket_at_once() {
     assert_eq!(c.send("CONNECT 52"), "OK 52");
     assert_eq!(c.call(1, "ping", json!({}))["result"]["pong"], true);
 }
+
+#[test]
+fn fuzz_json_rpc_lines() {
+    use crate::support::fuzz;
+    const KEYS: &[&str] = &[
+        "jsonrpc", "id", "method", "params", "cmd", "lang", "code", "path", "content",
+    ];
+    let server = BouvetServer::start(&["--exec-timeout", "10"]);
+    let c = std::cell::RefCell::new(server.connect());
+    let templates = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "exec", "params": {"cmd": "echo hi"}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "exec_code",
+               "params": {"lang": "bash", "code": "echo hi"}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "write_file",
+               "params": {"path": "/workspace/a.txt", "content": "x"}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "read_file",
+               "params": {"path": "/workspace/a.txt"}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "list_dir", "params": {"path": "/workspace"}}),
+    ];
+    for template in templates {
+        fuzz::runner()
+            .run(&fuzz::body(template, KEYS), |bytes| {
+                // One request per line: a raw newline would make two.
+                let line = String::from_utf8_lossy(&bytes).replace(['\n', '\r'], " ");
+                if line.trim().is_empty() {
+                    return Ok(());
+                }
+                let answer = c.borrow_mut().send(&line);
+                let v: Value = serde_json::from_str(&answer)
+                    .unwrap_or_else(|e| panic!("{e}: {line} -> {answer}"));
+                assert_eq!(v["jsonrpc"], "2.0", "{line} -> {v}");
+                assert!(v.get("id").is_some(), "{line} -> {v}");
+                assert!(
+                    v.get("result").is_some() != v.get("error").is_some(),
+                    "{line} -> {v}"
+                );
+                if let Some(e) = v.get("error") {
+                    assert!(e["code"].is_i64() && e["message"].is_string(), "{v}");
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    // The connection and the agent still work.
+    assert_eq!(
+        c.borrow_mut().call(99, "exec", json!({"cmd": "echo fine"}))["result"]["stdout"],
+        "fine\n"
+    );
+}

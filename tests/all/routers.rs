@@ -269,3 +269,159 @@ async fn term2_answers_like_the_reference_runner() {
         );
     }
 }
+
+/// The fuzz tests' verdict on an answer: no client input is a server error, and every
+/// refusal is a problem.
+fn sound_answer(what: &str, s: StatusCode, kind: &str, bytes: &[u8]) {
+    assert!(
+        !s.is_server_error(),
+        "{what}: {s} {}",
+        String::from_utf8_lossy(bytes)
+    );
+    if s.is_client_error() {
+        problem(s, kind, bytes);
+    } else if kind.starts_with("application/json") {
+        json_of(bytes);
+    }
+}
+
+#[test]
+fn fuzz_worker_api_bodies() {
+    use crate::support::fuzz;
+    const KEYS: &[&str] = &[
+        "version",
+        "task_id",
+        "job_id",
+        "session_id",
+        "sandbox",
+        "image",
+        "command",
+        "env",
+        "cwd",
+        "timeout_seconds",
+        "network_policy",
+        "stdin",
+        "max_lifetime_seconds",
+        "idle_timeout_seconds",
+        "pty_id",
+        "data_b64",
+        "cols",
+        "rows",
+        "wait_ms",
+    ];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let node = node();
+    rt.block_on(node.prepare());
+    let app = worker_router(node.clone());
+    let create = r#"{"version":1,"task_id":"t","session_id":"fz","image":"x"}"#;
+    let (s, _, _) = rt.block_on(call(
+        &app,
+        "POST",
+        "/v1/worker/sessions",
+        Some(TOKEN),
+        create,
+    ));
+    assert_eq!(s, StatusCode::OK);
+    let (_, _, opened) = rt.block_on(call(
+        &app,
+        "POST",
+        "/v1/worker/sessions/fz/pty:open",
+        Some(TOKEN),
+        r#"{"version":1,"task_id":"t"}"#,
+    ));
+    let pty_id = json_of(&opened)["pty_id"].as_str().unwrap().to_string();
+    let routes: Vec<(&str, String, Value)> = vec![
+        (
+            "POST",
+            "/v1/worker/jobs:run".into(),
+            json!({"version": 1, "task_id": "t", "job_id": "j", "sandbox": {
+                "image": "alpine", "command": ["echo", "x"], "env": {"A": "b"},
+                "cwd": "/workspace", "timeout_seconds": 5, "network_policy": "none"}}),
+        ),
+        (
+            "POST",
+            "/v1/worker/jobs:stop".into(),
+            json!({"version": 1, "task_id": "t", "job_id": "j"}),
+        ),
+        (
+            "POST",
+            "/v1/worker/sessions".into(),
+            json!({"version": 1, "task_id": "t", "session_id": "s", "image": "x",
+                   "max_lifetime_seconds": 60, "idle_timeout_seconds": 30}),
+        ),
+        (
+            "POST",
+            "/v1/worker/sessions/fz/exec".into(),
+            json!({"version": 1, "command": ["echo", "x"], "env": {"A": "b"},
+                   "cwd": "/workspace", "timeout_seconds": 5}),
+        ),
+        (
+            "POST",
+            "/v1/worker/sessions/fz/pty:send".into(),
+            json!({"version": 1, "task_id": "t", "pty_id": pty_id, "data_b64": "ZWNobyBoaQ0="}),
+        ),
+        (
+            "POST",
+            "/v1/worker/sessions/fz/pty:resize".into(),
+            json!({"version": 1, "task_id": "t", "pty_id": pty_id, "cols": 100, "rows": 30}),
+        ),
+        (
+            "POST",
+            "/v1/worker/sessions/fz/pty:open".into(),
+            json!({"version": 1, "task_id": "t", "cols": 80, "rows": 24}),
+        ),
+    ];
+    for (method, path, template) in routes {
+        fuzz::runner()
+            .run(&fuzz::body(template, KEYS), |body| {
+                let req = Request::builder()
+                    .method(method)
+                    .uri(path.as_str())
+                    .header("authorization", format!("Bearer {TOKEN}"))
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.clone()))
+                    .unwrap();
+                let res = rt.block_on(app.clone().oneshot(req)).unwrap();
+                let status = res.status();
+                let kind = res
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let bytes = rt
+                    .block_on(axum::body::to_bytes(res.into_body(), usize::MAX))
+                    .unwrap();
+                sound_answer(
+                    &format!("{method} {path} {}", String::from_utf8_lossy(&body)),
+                    status,
+                    &kind,
+                    &bytes,
+                );
+                Ok(())
+            })
+            .unwrap();
+    }
+    // Query strings too: any text as a file path or a PTY read's parameters.
+    fuzz::runner()
+        .run(&proptest::prelude::any::<String>(), |text| {
+            let q: String = text.bytes().map(|b| format!("%{b:02X}")).collect();
+            for uri in [
+                format!("/v1/worker/sessions/fz/files?path={q}"),
+                format!("/v1/worker/sessions/fz/pty:recv?task_id=t&pty_id={q}&wait_ms={q}"),
+                format!("/v1/worker/sessions/{q}/files?path=a"),
+            ] {
+                let (s, kind, bytes) = rt.block_on(call(&app, "GET", &uri, Some(TOKEN), ""));
+                if s != StatusCode::OK {
+                    sound_answer(&uri, s, &kind, &bytes);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    // The node still serves.
+    let ok = r#"{"version":1,"task_id":"t","job_id":"after-fuzz","sandbox":{"image":"x","command":["echo","ok"]}}"#;
+    let (s, _, bytes) = rt.block_on(call(&app, "POST", "/v1/worker/jobs:run", Some(TOKEN), ok));
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(json_of(&bytes)["stdout"], "ok\n");
+}

@@ -652,3 +652,78 @@ fn a_tool_outside_the_inventory_is_refused_before_any_event() {
     assert_eq!(names, ["run.started", "run.failed"]);
     assert_eq!(events[1].json()["errorCode"], "NO_TOOL");
 }
+
+#[test]
+fn fuzz_request_bodies_and_headers() {
+    use crate::support::fuzz;
+    const KEYS: &[&str] = &[
+        "agent",
+        "agentId",
+        "input",
+        "messages",
+        "role",
+        "content",
+        "model",
+        "runId",
+        "toolCallId",
+        "result",
+        "output",
+        "error",
+        "isError",
+        "config",
+        "metadata",
+    ];
+    let s = Sidecar::start(&[&test_agent()], &[], &[("TEST_API_KEY", KEY)]);
+    let routes = [
+        (
+            "/runs",
+            json!({"agent": "sidecar_test", "input": {"messages": [
+            {"role": "user", "content": "hi"}]}}),
+        ),
+        (
+            "/runs/nope/tools/call-1",
+            json!({"result": "x", "isError": false}),
+        ),
+        ("/runs/nope/cancel", json!({})),
+    ];
+    for (path, template) in routes {
+        fuzz::runner()
+            .run(&fuzz::body(template, KEYS), |body| {
+                let r = s.call(
+                    "POST",
+                    path,
+                    &String::from_utf8_lossy(&body),
+                    &[("Content-Type", "application/json")],
+                );
+                assert!(
+                    r.status < 500,
+                    "{path} {}: {}",
+                    String::from_utf8_lossy(&body),
+                    r.text()
+                );
+                if r.status >= 400 {
+                    let v = r.json();
+                    assert!(v["error"].is_string() && v["message"].is_string(), "{v}");
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    // Any Last-Event-ID on a stream of a run that does not exist: a protocol error.
+    fuzz::runner()
+        .run(&proptest::prelude::any::<String>(), |text| {
+            let id: String = text.chars().filter(|c| !c.is_control()).collect();
+            let auth = format!("Bearer {TOKEN}");
+            let r = request(
+                s.addr,
+                "GET",
+                "/runs/none/events",
+                &[("Authorization", &auth), ("Last-Event-ID", &id)],
+                b"",
+            );
+            assert!((400..500).contains(&r.status), "{id:?}: {}", r.text());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(s.call("GET", "/status", "", &[]).status, 200);
+}
