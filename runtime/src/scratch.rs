@@ -36,35 +36,46 @@ pub(crate) fn in_memory(path: &Path) -> bool {
     statfs(path).is_some_and(|s| matches!(s.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
-/// The scratch root of a new runtime: `$WASBOX_SCRATCH_DIR`, else a fresh directory of this
-/// process on `/dev/shm` (when it is a tmpfs), else the system's temporary directory.
-/// Whether the directory was made for this runtime comes with it.
+/// The scratch root of a new runtime: a fresh directory of this process in
+/// `$WASBOX_SCRATCH_DIR`, else on `/dev/shm` (when it is a tmpfs), else in the system's
+/// temporary directory. Roots left there by runtimes killed before they could clean up are
+/// removed first. Whether the directory was made for this runtime comes with it.
 pub(crate) fn default_root() -> Result<(PathBuf, bool)> {
-    if let Some(dir) = std::env::var_os("WASBOX_SCRATCH_DIR") {
-        let dir = PathBuf::from(dir);
-        private_dir(&dir)?;
-        return Ok((dir, false));
-    }
-    let shm = Path::new(SHM);
-    // `f_type`'s integer type differs between libc targets.
-    #[allow(clippy::unnecessary_cast)]
-    let is_tmpfs = statfs(shm).is_some_and(|s| s.f_type as i64 == TMPFS_MAGIC);
-    if is_tmpfs {
-        sweep(shm);
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
-        // Made exclusively, with a random tail and mode 0700: /dev/shm is shared by every
-        // user of the machine, so a name another user could guess and plant is not used.
-        let made = tempfile::Builder::new()
-            .prefix(&format!("{PREFIX}{uid}.{}.", std::process::id()))
-            .rand_bytes(8)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(shm);
-        if let Ok(dir) = made {
-            return Ok((dir.keep(), true));
+    let configured = std::env::var_os("WASBOX_SCRATCH_DIR").map(PathBuf::from);
+    let base = match &configured {
+        Some(dir) => {
+            private_dir(dir)?;
+            dir.clone()
         }
+        None => {
+            let shm = Path::new(SHM);
+            // `f_type`'s integer type differs between libc targets.
+            #[allow(clippy::unnecessary_cast)]
+            let is_tmpfs = statfs(shm).is_some_and(|s| s.f_type as i64 == TMPFS_MAGIC);
+            if is_tmpfs {
+                shm.to_path_buf()
+            } else {
+                std::env::temp_dir()
+            }
+        }
+    };
+    sweep(&base);
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    // Made exclusively, with a random tail and mode 0700: /dev/shm and /tmp are shared by
+    // every user of the machine, so a name another user could guess and plant is not used.
+    let made = tempfile::Builder::new()
+        .prefix(&format!("{PREFIX}{uid}.{}.", std::process::id()))
+        .rand_bytes(8)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(&base);
+    match made {
+        Ok(dir) => Ok((dir.keep(), true)),
+        Err(e) if configured.is_some() => {
+            Err(e).with_context(|| format!("creating a scratch directory in {}", base.display()))
+        }
+        Err(_) => Ok((std::env::temp_dir(), false)),
     }
-    Ok((std::env::temp_dir(), false))
 }
 
 /// Makes `dir` (mode 0700) if it is missing.
@@ -76,10 +87,10 @@ fn private_dir(dir: &Path) -> Result<()> {
 
 /// Removes the scratch roots of this user's runtimes whose process is gone (killed before
 /// it could clean up), so that memory is not held by a crashed server.
-fn sweep(shm: &Path) {
+fn sweep(base: &Path) {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let Ok(entries) = std::fs::read_dir(shm) else {
+    let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for e in entries.flatten() {
@@ -97,7 +108,7 @@ fn sweep(shm: &Path) {
             continue;
         }
         let path = e.path();
-        // Only a real directory of ours, never a link planted in the shared /dev/shm.
+        // Only a real directory of ours, never a link planted in a shared directory.
         let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt as _;
             m.is_dir() && m.uid() == uid

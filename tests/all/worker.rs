@@ -528,7 +528,7 @@ fn internal_errors_are_problems_without_causes() {
     let dir = tempfile::tempdir().unwrap();
     let scratch = dir.path().join("scratch");
     let s = Server::start_with(&[], &[("WASBOX_SCRATCH_DIR", scratch.to_str().unwrap())]);
-    std::fs::remove_dir(&scratch).unwrap();
+    std::fs::remove_dir_all(&scratch).unwrap();
     let r = s.post("/v1/worker/jobs:run", &job("no-tmp", json!(["true"])));
     let p = problem(&r, 500, "internal");
     assert_eq!(p["detail"], "the node failed to process the request");
@@ -902,4 +902,108 @@ fn slow_and_surplus_clients_are_bounded() {
         )
         .json();
     assert_eq!(v["stdout"], "ok\n", "{v}");
+}
+
+#[test]
+fn a_server_killed_under_load_restarts_clean() {
+    use crate::support::http::address_in;
+    use crate::support::runtime::{spawn_server, wasbox};
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let start = |log: &str| {
+        let mut cmd = wasbox();
+        cmd.args(["serve", "--listen", &listen, "--token", TOKEN])
+            .env("WASBOX_SCRATCH_DIR", &scratch)
+            .env("WASBOX_LOG", "info");
+        let (child, line) = spawn_server(cmd, &dir.path().join(log));
+        let addr = address_in(&line);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while request(addr, "GET", "/readyz", &[], b"").status != 200 {
+            assert!(Instant::now() < deadline, "never ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (child, addr)
+    };
+    let auth = format!("Bearer {TOKEN}");
+    let post = |addr, path: &str, body: Value| {
+        request(
+            addr,
+            "POST",
+            path,
+            &[("Authorization", &auth)],
+            &serde_json::to_vec(&body).unwrap(),
+        )
+    };
+
+    let (mut first, addr) = start("first.log");
+    // Sessions with files in their workspaces, a PTY, and jobs running when it dies.
+    for i in 0..5 {
+        let create =
+            json!({"version": 1, "task_id": "t", "session_id": format!("s{i}"), "image": "x"});
+        assert_eq!(post(addr, "/v1/worker/sessions", create).status, 200);
+        let exec = json!({"version": 1, "command": ["sh", "-c", "mkdir -p d && seq 1 1000 > d/f"]});
+        assert_eq!(
+            post(addr, &format!("/v1/worker/sessions/s{i}/exec"), exec).status,
+            200
+        );
+    }
+    let pty = post(
+        addr,
+        "/v1/worker/sessions/s0/pty:open",
+        json!({"version": 1, "task_id": "t"}),
+    );
+    assert_eq!(pty.status, 200, "{}", pty.text());
+    let running: Vec<_> = (0..4)
+        .map(|i| run_in_background(addr, job(&format!("long{i}"), json!(["sleep", "30"]))))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let leftovers = std::fs::read_dir(&scratch).unwrap().count();
+    assert_eq!(leftovers, 1, "one scratch root for the running server");
+    first.kill().unwrap(); // SIGKILL: no cleanup at all
+    first.wait().unwrap();
+    for r in running {
+        // The connections die with the server; none of them hangs.
+        let _ = r.join();
+    }
+    let root = std::fs::read_dir(&scratch)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        std::fs::read_dir(&root).unwrap().count() >= 5,
+        "the killed server left its workspaces behind"
+    );
+
+    // Same port, same scratch directory: it starts, and what the killed one left is gone.
+    let (mut second, addr) = start("second.log");
+    assert!(
+        !root.exists(),
+        "the killed server's workspaces were not removed"
+    );
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 1);
+    let v = post(
+        addr,
+        "/v1/worker/jobs:run",
+        job("after", json!(["echo", "ok"])),
+    )
+    .json();
+    assert_eq!(v["stdout"], "ok\n", "{v}");
+    let r = request(
+        addr,
+        "GET",
+        "/v1/worker/sessions/s0",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(r.status, 404, "sessions do not survive a crash");
+    second.kill().unwrap();
+    second.wait().unwrap();
 }
