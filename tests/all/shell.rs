@@ -168,3 +168,37 @@ async fn a_sandbox_keeps_its_workspace_across_jobs() {
         .unwrap();
     assert_eq!(out.stdout, "/app\nagent /app\nx\n");
 }
+
+#[tokio::test]
+async fn bash_dynamic_variables() {
+    // RANDOM: 0..32767, a new value at each use, different in each shell; SRANDOM: 32
+    // bits; SECONDS counts from the shell's start; EPOCHSECONDS/EPOCHREALTIME are now;
+    // an assignment makes one an ordinary variable.
+    let script = "a=$RANDOM b=$RANDOM c=$RANDOM; echo $a $b $c; echo $((RANDOM < 32768)); \
+                  echo $SRANDOM; echo $SECONDS; echo $EPOCHSECONDS; echo $EPOCHREALTIME; \
+                  RANDOM=7; echo $RANDOM $RANDOM";
+    let first = sh(script).await;
+    let second = sh(script).await;
+    let lines: Vec<&str> = first.stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{first:?}");
+    let r: Vec<u32> = lines[0].split(' ').map(|v| v.parse().unwrap()).collect();
+    assert!(r.iter().all(|v| *v < 32768), "{r:?}");
+    assert!(r[0] != r[1] || r[1] != r[2], "RANDOM repeats: {r:?}");
+    assert_eq!(lines[1], "1");
+    lines[2].parse::<u32>().unwrap();
+    assert_eq!(lines[3], "0");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let epoch: u64 = lines[4].parse().unwrap();
+    assert!(epoch.abs_diff(now) < 60, "{epoch} vs {now}");
+    let (secs, micros) = lines[5].split_once('.').unwrap();
+    assert!(secs.parse::<u64>().unwrap().abs_diff(now) < 60 && micros.len() == 6);
+    assert_eq!(lines[6], "7 7");
+    assert_ne!(
+        first.stdout.lines().next(),
+        second.stdout.lines().next(),
+        "two shells drew the same RANDOM values"
+    );
+}

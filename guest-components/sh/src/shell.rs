@@ -81,6 +81,10 @@ pub struct Opts {
 #[derive(Clone)]
 pub struct Shell {
     pub vars: HashMap<String, Var>,
+    /// The state of `$RANDOM`/`$SRANDOM` (xorshift, seeded from the host's randomness).
+    rng: std::cell::Cell<u64>,
+    /// When the shell started, for `$SECONDS`.
+    started: std::time::Instant,
     pub positional: Vec<String>,
     pub arg0: String,
     pub last_status: i32,
@@ -246,6 +250,8 @@ impl Shell {
         }
         Shell {
             vars,
+            rng: std::cell::Cell::new(random_seed()),
+            started: std::time::Instant::now(),
             positional,
             arg0,
             last_status: 0,
@@ -272,7 +278,47 @@ impl Shell {
 
     // -- variables --------------------------------------------------------------------
 
+    /// bash's variables whose value changes by itself: `RANDOM` (0..32767, a new one at
+    /// each use), `SRANDOM` (32 bits), `SECONDS` (since the shell started),
+    /// `EPOCHSECONDS`, `EPOCHREALTIME`. An assignment makes one an ordinary variable.
+    fn dynamic_var(&self, name: &str) -> Option<String> {
+        if !matches!(
+            name,
+            "RANDOM" | "SRANDOM" | "SECONDS" | "EPOCHSECONDS" | "EPOCHREALTIME"
+        ) || self.vars.contains_key(name)
+        {
+            return None;
+        }
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+        };
+        Some(match name {
+            "RANDOM" => (self.next_random() % 32768).to_string(),
+            "SRANDOM" => (self.next_random() as u32).to_string(),
+            "SECONDS" => self.started.elapsed().as_secs().to_string(),
+            "EPOCHSECONDS" => now().as_secs().to_string(),
+            _ => {
+                let t = now();
+                format!("{}.{:06}", t.as_secs(), t.subsec_micros())
+            }
+        })
+    }
+
+    fn next_random(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 16
+    }
+
     pub fn get_var(&self, name: &str) -> Option<String> {
+        if let Some(v) = self.dynamic_var(name) {
+            return Some(v);
+        }
         let v = self.vars.get(name)?;
         match &v.array {
             None => Some(v.value.clone()),
@@ -1645,4 +1691,17 @@ pub fn io_message(e: &std::io::Error) -> String {
             }
         }
     }
+}
+
+/// A seed for `$RANDOM` from the host's randomness (std's hash keys come from it).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish() | 1
 }
