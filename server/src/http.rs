@@ -122,6 +122,24 @@ static BUSY: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     .into_bytes()
 });
 
+/// Connections the kernel may hold for a listener before it accepts them (capped by
+/// `net.core.somaxconn`): a burst of a thousand clients connecting at once is queued, not
+/// dropped.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A TCP listener on `addr` with a deep accept queue (and `SO_REUSEADDR`, so a restarted
+/// server gets its port back at once).
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets requests in flight end
 /// (for up to 30 s). Connections past `limits.max_connections` are answered 503 and closed;
 /// a request whose head or body is slower than its deadline ends its connection (the head)

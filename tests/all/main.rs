@@ -19,6 +19,7 @@ mod python;
 mod routers;
 mod shell;
 mod sidecar;
+mod soak;
 mod support;
 mod term;
 mod worker;

@@ -183,9 +183,8 @@ async fn serve(args: ServeArgs) -> Result<i32> {
             tracing::warn!(error = %format!("{e:#}"), "could not load the image's programs");
         }
     });
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
+    let listener =
+        crate::http::bind(args.listen).with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     {
         let mut out = std::io::stdout().lock();

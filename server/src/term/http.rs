@@ -97,9 +97,7 @@ pub async fn main(args: ServeArgs) -> Result<i32> {
     let monitor = TaskMonitor::new();
     let (server, tasks) = AgentServer::new(monitor.clone());
     // Listen first: `/health` answers 503 while the agent compiles and sets up.
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("listening on {listen}"))?;
+    let listener = crate::http::bind(listen).with_context(|| format!("listening on {listen}"))?;
     let addr = listener.local_addr()?;
     {
         let mut out = std::io::stdout().lock();

@@ -94,8 +94,7 @@ async fn serve(config: ServeConfig) -> Result<i32> {
         builder = builder.cache_dir(dir);
     }
     let runtime = builder.build()?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
+    let listener = crate::http::bind(config.listen)
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
     {
