@@ -202,3 +202,62 @@ async fn bash_dynamic_variables() {
         "two shells drew the same RANDOM values"
     );
 }
+
+#[tokio::test]
+async fn compound_commands_run_in_the_background() {
+    // Like bash's fork: a subshell, group, loop, pipeline, function or and-or list with `&`
+    // runs beside the shell, with the shell's variables (exported or not), arrays,
+    // functions, options and positional parameters; its redirections apply to it.
+    let script = r#"
+        x=local; export E=exp; arr=(a "b c"); declare -A m=([k]=v); set -- p1 p2
+        f() { echo "f:$1:$x:$E:${arr[1]}:${m[k]}:$2"; }
+        mkdir -p sub && cd sub
+        (sleep 2; echo "late:$x:$(pwd)") &
+        echo "now"
+        { echo group; echo err >&2; } > out.txt 2>&1 &
+        for i in 1 2; do echo "loop$i"; done > loop.txt &
+        echo abc | tr a-c x-z > tr.txt &
+        f arg "$1" > f.txt &
+        false && echo no > ao.txt || echo yes > ao.txt &
+        pid=$!
+        wait "$pid"; echo "status=$?"
+        wait
+        cat out.txt loop.txt tr.txt f.txt ao.txt
+        cat <<EOF &
+heredoc $x
+EOF
+        wait
+    "#;
+    let out = sh(script).await;
+    assert_eq!(
+        out.stdout,
+        "now\nstatus=0\nlate:local:/workspace/sub\ngroup\nerr\nloop1\nloop2\nxyz\n\
+         f:arg:local:exp:b c:v:p1\nyes\nheredoc local\n",
+        "{out:?}"
+    );
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    // The shell does not wait for them at its end (the job ends and stops them).
+    let started = std::time::Instant::now();
+    let out = sh("(sleep 5) > /dev/null 2>&1 & { sleep 5; } & echo gone").await;
+    assert_eq!(out.stdout, "gone\n", "{out:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn wait_for_named_jobs_or_the_next_one() {
+    let out = sh(r#"
+        sleep 3 & slow=$!
+        (exit 3) & quick=$!
+        t=$SECONDS; wait "$quick"; echo "quick=$? after=$((SECONDS - t))"
+        wait 99999; echo "stranger=$?"
+        (sleep 0.2; exit 5) & wait -n -p who; echo "next=$? is_last=$([ "$who" = "$!" ] && echo y)"
+        kill "$slow"; wait %1; echo "killed=$?"
+        wait; echo "all=$?"
+    "#)
+    .await;
+    assert_eq!(
+        out.stdout, "quick=3 after=0\nstranger=127\nnext=5 is_last=y\nkilled=143\nall=0\n",
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("wait: 99999: no such job"), "{out:?}");
+}

@@ -291,13 +291,8 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             };
             Err(Ctl::Exit(status))
         }
-        "wait" => {
-            let mut status = 0;
-            for pid in std::mem::take(&mut sh.background) {
-                status = guest_support::process::wait(pid);
-            }
-            Ok(status)
-        }
+        "wait" => Ok(wait(sh, args, io)),
+        "kill" => Ok(kill(sh, args, io)),
         _ => {
             err(sh, "not a builtin");
             Ok(127)
@@ -482,7 +477,7 @@ fn set(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
 }
 
 /// Quotes a value for `set` output when it needs it.
-fn quote(v: &str) -> String {
+pub(crate) fn quote(v: &str) -> String {
     if !v.is_empty()
         && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%".contains(c))
@@ -856,4 +851,209 @@ fn getopts(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     sh.set_var("OPTIND", optind.to_string());
     sh.getopts_last = Some(optind);
     0
+}
+
+/// `wait [-n] [-f] [-p VAR] [ID...]`: every background job, the ones named (process ids,
+/// or `%N`/`%%`/`%+`/`%-` for the jobs started in that order), or with `-n` the next of
+/// them to end (its id in VAR with `-p`). The status is the last one waited for; an id
+/// that is no child of this shell is 127.
+fn wait(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    use guest_support::process;
+    let mut any = false;
+    let mut var = None;
+    let mut ids = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-n" => any = true,
+            "-f" => {}
+            "-p" if i + 1 < args.len() => {
+                i += 1;
+                var = Some(args[i].clone());
+            }
+            "--" => {
+                ids.extend(args[i + 1..].iter().cloned());
+                break;
+            }
+            a => ids.push(a.to_string()),
+        }
+        i += 1;
+    }
+    let mut pids = Vec::new();
+    for id in &ids {
+        let pid = match id.as_str() {
+            "%%" | "%+" => sh.background.last().copied(),
+            "%-" => sh.background.iter().rev().nth(1).copied(),
+            j if j.starts_with('%') => j[1..]
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|n| sh.background.get(n).copied()),
+            p => p.parse::<u32>().ok(),
+        };
+        match pid {
+            Some(p) if sh.background.contains(&p) => pids.push(p),
+            _ => {
+                let _ = io.stderr.write_str(&format!(
+                    "sh: wait: {id}: no such job or not a child of this shell\n"
+                ));
+                if !any {
+                    return 127;
+                }
+            }
+        }
+    }
+    if any {
+        let candidates = if ids.is_empty() {
+            sh.background.clone()
+        } else {
+            pids
+        };
+        if candidates.is_empty() {
+            return 127;
+        }
+        loop {
+            for &p in &candidates {
+                if let Some(status) = process::wait_timeout(p, 5) {
+                    sh.background.retain(|b| *b != p);
+                    if let Some(v) = &var {
+                        sh.set_var(v, p.to_string());
+                    }
+                    return status;
+                }
+            }
+        }
+    }
+    if ids.is_empty() {
+        let mut status = 0;
+        for pid in std::mem::take(&mut sh.background) {
+            status = process::wait(pid);
+        }
+        return status;
+    }
+    let mut status = 0;
+    for p in pids {
+        sh.background.retain(|b| *b != p);
+        status = process::wait(p);
+    }
+    status
+}
+
+const SIGNALS: &[(&str, u8)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ABRT", 6),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("PIPE", 13),
+    ("ALRM", 14),
+    ("TERM", 15),
+];
+
+fn signal_number(name: &str) -> Option<u8> {
+    if let Ok(n) = name.parse::<u8>() {
+        return (n <= 64).then_some(n);
+    }
+    let upper = name.to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    SIGNALS.iter().find(|(n, _)| *n == bare).map(|(_, v)| *v)
+}
+
+/// `kill [-s SIG | -SIG | -n N] ID...` and `kill -l [STATUS]`: ends background jobs of this
+/// shell (process ids or `%N`); a job ended by a signal has status 128 + its number.
+/// Signal 0 only checks that the job is there.
+fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let mut signal = 15u8;
+    let mut i = 0;
+    if args.first().map(String::as_str) == Some("-l")
+        || args.first().map(String::as_str) == Some("-L")
+    {
+        if let Some(status) = args.get(1).and_then(|a| a.parse::<u8>().ok()) {
+            let n = if status > 128 { status - 128 } else { status };
+            match SIGNALS.iter().find(|(_, v)| *v == n) {
+                Some((name, _)) => {
+                    io.stdout.write_str(&format!("{name}\n"));
+                    return 0;
+                }
+                None => {
+                    io.stderr.write_str(&format!(
+                        "sh: kill: {status}: invalid signal specification\n"
+                    ));
+                    return 1;
+                }
+            }
+        }
+        let names: Vec<String> = SIGNALS
+            .iter()
+            .map(|(n, v)| format!("{v}) SIG{n}"))
+            .collect();
+        io.stdout.write_str(&format!("{}\n", names.join(" ")));
+        return 0;
+    }
+    while let Some(a) = args.get(i) {
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        let spec = if a == "-s" || a == "-n" {
+            i += 1;
+            args.get(i).cloned()
+        } else if let Some(s) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
+            Some(s.to_string())
+        } else {
+            break;
+        };
+        match spec.as_deref().and_then(signal_number) {
+            Some(n) => signal = n,
+            None => {
+                io.stderr.write_str(&format!(
+                    "sh: kill: {}: invalid signal specification\n",
+                    spec.unwrap_or_default()
+                ));
+                return 1;
+            }
+        }
+        i += 1;
+    }
+    let ids = &args[i.min(args.len())..];
+    if ids.is_empty() {
+        io.stderr.write_str(
+            "sh: kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ...\n",
+        );
+        return 2;
+    }
+    let mut status = 0;
+    for id in ids {
+        let pid = match id.as_str() {
+            "%%" | "%+" => sh.background.last().copied(),
+            "%-" => sh.background.iter().rev().nth(1).copied(),
+            j if j.starts_with('%') => j[1..]
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|n| sh.background.get(n).copied()),
+            p => p.parse::<u32>().ok(),
+        };
+        match pid {
+            Some(p) if sh.background.contains(&p) => {
+                if signal != 0 {
+                    guest_support::process::kill(p, signal);
+                }
+            }
+            _ => {
+                let what = if id.starts_with('%') {
+                    format!("sh: kill: {id}: no such job\n")
+                } else if id.parse::<u32>().is_ok() {
+                    format!("sh: kill: ({id}) - No such process\n")
+                } else {
+                    format!("sh: kill: {id}: arguments must be process or job IDs\n")
+                };
+                io.stderr.write_str(&what);
+                status = 1;
+            }
+        }
+    }
+    status
 }

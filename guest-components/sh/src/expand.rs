@@ -468,8 +468,7 @@ impl Shell {
                 }
                 SpecialParameter::ProcessId => "1".to_string(),
                 SpecialParameter::LastBackgroundProcessId => self
-                    .background
-                    .last()
+                    .last_background
                     .map(|p| p.to_string())
                     .unwrap_or_default(),
                 SpecialParameter::ShellName => self.arg0.clone(),

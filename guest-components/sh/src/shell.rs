@@ -94,6 +94,8 @@ pub struct Shell {
     pub locals: Vec<Vec<(String, Option<Var>)>>,
     /// Children started with `&` and not yet waited for.
     pub background: Vec<u32>,
+    /// `$!`: the last job started in the background, waited for or not.
+    pub last_background: Option<u32>,
     /// The streams of the command being expanded (for command substitution).
     pub cur_io: Io,
     /// Depth of conditions being evaluated (`set -e` does not apply inside them).
@@ -212,6 +214,7 @@ pub const BUILTINS: &[&str] = &[
     "type",
     "unset",
     "wait",
+    "kill",
     "declare",
     "typeset",
     "mapfile",
@@ -259,6 +262,7 @@ impl Shell {
             opts: Opts::default(),
             locals: Vec::new(),
             background: Vec::new(),
+            last_background: None,
             cur_io: Io::standard(),
             in_condition: 0,
             loop_depth: 0,
@@ -542,7 +546,10 @@ impl Shell {
         Ok(status)
     }
 
-    /// `cmd &`: a lone external command runs in the background; anything else runs now.
+    /// `cmd &`: a lone external command runs in the background as itself; anything else
+    /// (a subshell, a group, a loop, a pipeline, a function, `a && b`) runs in the
+    /// background in a new shell process that gets this shell's functions, variables and
+    /// options first, as a fork would.
     fn run_async(&mut self, and_or: &ast::AndOrList, io: &Io) -> Status {
         if and_or.additional.is_empty()
             && and_or.first.seq.len() == 1
@@ -555,6 +562,7 @@ impl Shell {
                         Ok(l) => {
                             self.finish_feeds(&l);
                             self.background.push(l.pid);
+                            self.last_background = Some(l.pid);
                             return Ok(0);
                         }
                         Err(status) => return Ok(status),
@@ -564,7 +572,84 @@ impl Shell {
             }
             return Ok(self.last_status);
         }
-        self.run_and_or(and_or, io)
+        let mut argv = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            self.fork_script(and_or),
+            self.arg0.clone(),
+        ];
+        argv.extend(self.positional.iter().cloned());
+        match self.launch(&argv, &[], io) {
+            Ok(l) => {
+                self.finish_feeds(&l);
+                self.background.push(l.pid);
+                self.last_background = Some(l.pid);
+                Ok(0)
+            }
+            // No process to run it in (the sandbox's limits): run it now rather than not.
+            Err(_) => self.run_and_or(and_or, io),
+        }
+    }
+
+    /// A script that recreates this shell's state (options, unexported variables,
+    /// functions; exported variables travel in the environment) and then runs `and_or`.
+    fn fork_script(&self, and_or: &ast::AndOrList) -> String {
+        use crate::builtins::quote;
+        let mut s = String::new();
+        for (on, flag) in [
+            (self.opts.errexit, "-e"),
+            (self.opts.nounset, "-u"),
+            (self.opts.xtrace, "-x"),
+            (self.opts.noglob, "-f"),
+            (self.opts.noclobber, "-C"),
+        ] {
+            if on {
+                s.push_str(&format!("set {flag}\n"));
+            }
+        }
+        if self.opts.pipefail {
+            s.push_str("set -o pipefail\n");
+        }
+        let mut names: Vec<&String> = self.vars.keys().collect();
+        names.sort();
+        for name in names {
+            let var = &self.vars[name];
+            let plain = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !plain || (var.exported && var.array.is_none()) {
+                continue;
+            }
+            match &var.array {
+                None => s.push_str(&format!("{name}={}\n", quote(&var.value))),
+                Some(Array::Indexed(m)) => {
+                    let items: Vec<String> = m
+                        .iter()
+                        .map(|(k, v)| format!("[{k}]={}", quote(v)))
+                        .collect();
+                    s.push_str(&format!("{name}=({})\n", items.join(" ")));
+                }
+                Some(Array::Assoc(m)) => {
+                    let items: Vec<String> = m
+                        .iter()
+                        .map(|(k, v)| format!("[{}]={}", quote(k), quote(v)))
+                        .collect();
+                    s.push_str(&format!("declare -A {name}=({})\n", items.join(" ")));
+                }
+            }
+        }
+        let mut functions: Vec<_> = self.functions.iter().collect();
+        functions.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, body) in functions {
+            s.push_str(&format!("{name} () {}", body.0));
+            if let Some(r) = &body.1 {
+                s.push_str(&redirects_text(r));
+            }
+            s.push('\n');
+        }
+        s.push_str(&and_or_text(and_or));
+        s.push('\n');
+        s
     }
 
     fn run_and_or(&mut self, list: &ast::AndOrList, io: &Io) -> Status {
@@ -1704,4 +1789,40 @@ fn random_seed() -> u64 {
             .as_nanos(),
     );
     h.finish() | 1
+}
+
+/// Shell text for an and-or list. brush's `Display` writes a compound command's
+/// redirections with no space between them (`(cmd) >f 2>&1` would come out as
+/// `(cmd)>f2>&1`), so the outer levels, where backgrounded commands carry theirs, are
+/// written here.
+fn and_or_text(list: &ast::AndOrList) -> String {
+    let mut s = pipeline_text(&list.first);
+    for next in &list.additional {
+        match next {
+            ast::AndOr::And(p) => s.push_str(&format!(" && {}", pipeline_text(p))),
+            ast::AndOr::Or(p) => s.push_str(&format!(" || {}", pipeline_text(p))),
+        }
+    }
+    s
+}
+
+fn pipeline_text(p: &ast::Pipeline) -> String {
+    if p.timed.is_some() {
+        return p.to_string();
+    }
+    let commands: Vec<String> = p
+        .seq
+        .iter()
+        .map(|c| match c {
+            ast::Command::Compound(c, Some(r)) => format!("{c}{}", redirects_text(r)),
+            other => other.to_string(),
+        })
+        .collect();
+    let bang = if p.bang { "! " } else { "" };
+    format!("{bang}{}", commands.join(" | "))
+}
+
+/// ` >f 2>&1`: each redirection after a space.
+fn redirects_text(r: &ast::RedirectList) -> String {
+    r.0.iter().map(|item| format!(" {item}")).collect()
 }
