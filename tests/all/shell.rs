@@ -261,3 +261,46 @@ async fn wait_for_named_jobs_or_the_next_one() {
     );
     assert!(out.stderr.contains("wait: 99999: no such job"), "{out:?}");
 }
+
+#[tokio::test]
+async fn trap_exit_and_err_and_set_with_grouped_options() {
+    // `set -euo pipefail` (an `o` inside a group takes the next word), an EXIT trap that
+    // sees the status and runs on `set -e`, on `exit` and at the end, ERR on each failure.
+    let out = sh(r#"set -euo pipefail
+        cleanup() { echo "cleanup rc=$?"; }
+        trap cleanup EXIT
+        echo start; false | true; echo never"#)
+    .await;
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("start\ncleanup rc=1\n", 1),
+        "{out:?}"
+    );
+    let out = sh(r#"trap 'echo "err $?"' ERR
+        trap 'echo "bye $?"' EXIT
+        false; echo after; if false; then :; fi; false || true
+        trap -p
+        trap - ERR; false
+        trap '' INT; trap x BOGUS; echo "bad=$?"
+        exit 3"#)
+    .await;
+    assert_eq!(
+        out.stdout,
+        "err 1\nafter\ntrap -- 'echo \"err $?\"' ERR\ntrap -- 'echo \"bye $?\"' EXIT\n\
+         bad=1\nbye 3\n",
+        "{out:?}"
+    );
+    assert_eq!(out.exit_code, 3);
+    assert!(
+        out.stderr
+            .contains("trap: BOGUS: invalid signal specification"),
+        "{out:?}"
+    );
+    // An `exit` in the EXIT trap sets the status; `set -o a -o b` works too.
+    let out = sh("set -o errexit -o pipefail; trap 'echo in-trap; exit 7' EXIT; echo x").await;
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("x\nin-trap\n", 7),
+        "{out:?}"
+    );
+}

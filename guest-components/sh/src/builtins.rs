@@ -293,6 +293,7 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         }
         "wait" => Ok(wait(sh, args, io)),
         "kill" => Ok(kill(sh, args, io)),
+        "trap" => Ok(trap(sh, args, io)),
         _ => {
             err(sh, "not a builtin");
             Ok(127)
@@ -437,37 +438,52 @@ fn set(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
                 return 0;
             }
         };
-        if flags == "o" {
-            i += 1;
-            let Some(opt) = args.get(i) else {
-                return 0;
-            };
-            match opt.as_str() {
+        // `-o NAME`, also inside a group of letters (`set -euo pipefail`): each `o`
+        // takes the next argument as an option name.
+        let mut names = Vec::new();
+        for c in flags.chars() {
+            match c {
+                'o' => {
+                    i += 1;
+                    match args.get(i) {
+                        Some(n) => names.push(n.clone()),
+                        None => return 0,
+                    }
+                }
+                'e' => sh.opts.errexit = on,
+                'u' => sh.opts.nounset = on,
+                'x' => sh.opts.xtrace = on,
+                'f' => sh.opts.noglob = on,
+                'C' => sh.opts.noclobber = on,
+                'v' | 'h' | 'B' | 'H' | 'm' | 'b' | 'E' | 'T' | 'P' => {}
+                other => {
+                    sh.error(io, &format!("set: -{other}: invalid option"));
+                    return 2;
+                }
+            }
+        }
+        for name in names {
+            match name.as_str() {
                 "errexit" => sh.opts.errexit = on,
                 "nounset" => sh.opts.nounset = on,
                 "xtrace" => sh.opts.xtrace = on,
                 "pipefail" => sh.opts.pipefail = on,
                 "noglob" => sh.opts.noglob = on,
                 "noclobber" => sh.opts.noclobber = on,
-                "posix" | "monitor" | "emacs" | "vi" | "errtrace" | "functrace" => {}
+                "posix"
+                | "monitor"
+                | "emacs"
+                | "vi"
+                | "errtrace"
+                | "functrace"
+                | "hashall"
+                | "braceexpand"
+                | "histexpand"
+                | "history"
+                | "interactive-comments" => {}
                 other => {
                     sh.error(io, &format!("set: {other}: invalid option name"));
                     return 2;
-                }
-            }
-        } else {
-            for c in flags.chars() {
-                match c {
-                    'e' => sh.opts.errexit = on,
-                    'u' => sh.opts.nounset = on,
-                    'x' => sh.opts.xtrace = on,
-                    'f' => sh.opts.noglob = on,
-                    'C' => sh.opts.noclobber = on,
-                    'v' | 'h' | 'B' | 'H' | 'm' | 'b' | 'E' | 'T' | 'P' => {}
-                    other => {
-                        sh.error(io, &format!("set: -{other}: invalid option"));
-                        return 2;
-                    }
                 }
             }
         }
@@ -1056,4 +1072,88 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
         }
     }
     status
+}
+
+/// A trap condition's name as `trap -p` prints it: `EXIT`, `ERR`, `DEBUG`, `RETURN`, or a
+/// signal without its `SIG` (also given by number; 0 is `EXIT`).
+fn trap_condition(spec: &str) -> Option<String> {
+    let upper = spec.to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    match bare {
+        "0" | "EXIT" => return Some("EXIT".into()),
+        "ERR" | "DEBUG" | "RETURN" => return Some(bare.into()),
+        _ => {}
+    }
+    let n = signal_number(bare)?;
+    SIGNALS
+        .iter()
+        .find(|(_, v)| *v == n)
+        .map(|(name, _)| name.to_string())
+}
+
+/// `trap [-lp] [[ACTION] CONDITION...]`: what the shell runs on `EXIT` (the end of the
+/// shell, also by `exit` or `set -e`), on `ERR` (a command failing where `set -e` would
+/// look), and on `INT` (Ctrl-C at an interactive prompt). `-` (or a lone number) resets a
+/// condition, an empty action ignores it. The other signals are recorded and shown: a
+/// sandbox process is only ever stopped, not signalled.
+fn trap(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let mut args = args;
+    if args.first().map(String::as_str) == Some("--") {
+        args = &args[1..];
+    }
+    match args.first().map(String::as_str) {
+        Some("-l") => {
+            let names: Vec<String> = SIGNALS
+                .iter()
+                .map(|(n, v)| format!("{v}) SIG{n}"))
+                .collect();
+            io.stdout.write_str(&format!("{}\n", names.join(" ")));
+            return 0;
+        }
+        None | Some("-p") => {
+            let wanted: Vec<String> = args
+                .iter()
+                .skip(1)
+                .filter_map(|a| trap_condition(a))
+                .collect();
+            for (cond, action) in &sh.traps {
+                if wanted.is_empty() || wanted.contains(cond) {
+                    io.stdout
+                        .write_str(&format!("trap -- {} {cond}\n", quote_always(action)));
+                }
+            }
+            return 0;
+        }
+        _ => {}
+    }
+    let (action, conditions) = if args.len() == 1 || args[0].parse::<u32>().is_ok() {
+        (None, args)
+    } else if args[0] == "-" {
+        (None, &args[1..])
+    } else {
+        (Some(args[0].clone()), &args[1..])
+    };
+    let mut status = 0;
+    for c in conditions {
+        match trap_condition(c) {
+            Some(name) => match &action {
+                Some(a) => {
+                    sh.traps.insert(name, a.clone());
+                }
+                None => {
+                    sh.traps.remove(&name);
+                }
+            },
+            None => {
+                io.stderr
+                    .write_str(&format!("sh: trap: {c}: invalid signal specification\n"));
+                status = 1;
+            }
+        }
+    }
+    status
+}
+
+fn quote_always(v: &str) -> String {
+    format!("'{}'", v.replace('\'', "'\\''"))
 }

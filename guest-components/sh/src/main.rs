@@ -112,12 +112,13 @@ fn run(arg0: String, args: &[String]) -> i32 {
     let mut sh = Shell::new(name, positional);
     sh.opts = opts;
     let io = Io::standard();
-    match sh.run_script(&script, &io) {
+    let status = match sh.run_script(&script, &io) {
         Ok(s) => s,
         Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,
         Err(Ctl::Break(_)) | Err(Ctl::Continue(_)) => sh.last_status,
         Err(Ctl::Interrupt) => 130,
-    }
+    };
+    sh.end_shell(status, &io)
 }
 
 /// The interactive loop: prompt, read a command (more lines while it is incomplete), run
@@ -138,11 +139,15 @@ fn repl(sh: &mut Shell) -> i32 {
         if guest_support::process::take_interrupt() {
             pending.clear();
             sh.last_status = 130;
+            if let Err(Ctl::Exit(s)) = sh.run_trap("INT", &io) {
+                return sh.end_shell(s, &io);
+            }
             continue;
         }
         let Some(line) = line else {
             eprintln!("exit");
-            return sh.last_status;
+            let status = sh.last_status;
+            return sh.end_shell(status, &io);
         };
         pending.push_str(&line);
         pending.push('\n');
@@ -164,7 +169,7 @@ fn repl(sh: &mut Shell) -> i32 {
         }
         match sh.run_program(&program, &io) {
             Ok(s) => sh.last_status = s,
-            Err(Ctl::Exit(s)) => return s,
+            Err(Ctl::Exit(s)) => return sh.end_shell(s, &io),
             Err(Ctl::Interrupt) => sh.last_status = 130,
             Err(_) => {}
         }

@@ -96,6 +96,10 @@ pub struct Shell {
     pub background: Vec<u32>,
     /// `$!`: the last job started in the background, waited for or not.
     pub last_background: Option<u32>,
+    /// `trap` actions by condition (`EXIT`, `ERR`, `INT`, ...); an empty one ignores it.
+    pub traps: BTreeMap<String, String>,
+    /// A trap's action is running (an `ERR` inside it does not trigger another).
+    pub in_trap: bool,
     /// The streams of the command being expanded (for command substitution).
     pub cur_io: Io,
     /// Depth of conditions being evaluated (`set -e` does not apply inside them).
@@ -215,6 +219,7 @@ pub const BUILTINS: &[&str] = &[
     "unset",
     "wait",
     "kill",
+    "trap",
     "declare",
     "typeset",
     "mapfile",
@@ -263,6 +268,8 @@ impl Shell {
             locals: Vec::new(),
             background: Vec::new(),
             last_background: None,
+            traps: BTreeMap::new(),
+            in_trap: false,
             cur_io: Io::standard(),
             in_condition: 0,
             loop_depth: 0,
@@ -695,8 +702,45 @@ impl Shell {
             }
         }
         self.last_status = status;
+        if status != 0 && self.in_condition == 0 {
+            self.run_trap("ERR", io)?;
+        }
         self.check_errexit(status)?;
         Ok(status)
+    }
+
+    /// Runs the `trap` action for `condition`, if there is one, keeping `$?`; an `exit`
+    /// in it ends the shell.
+    pub fn run_trap(&mut self, condition: &str, io: &Io) -> Result<(), Ctl> {
+        if self.in_trap {
+            return Ok(());
+        }
+        let Some(action) = self.traps.get(condition).filter(|a| !a.is_empty()).cloned() else {
+            return Ok(());
+        };
+        self.in_trap = true;
+        let saved = self.last_status;
+        let result = self.run_script(&action, io);
+        self.in_trap = false;
+        self.last_status = saved;
+        match result {
+            Err(Ctl::Exit(s)) => Err(Ctl::Exit(s)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The end of the shell with `status`: the `EXIT` trap runs once (its `exit` replaces
+    /// the status).
+    pub fn end_shell(&mut self, status: i32, io: &Io) -> i32 {
+        self.last_status = status;
+        let Some(action) = self.traps.remove("EXIT").filter(|a| !a.is_empty()) else {
+            return status;
+        };
+        self.in_trap = true;
+        match self.run_script(&action, io) {
+            Err(Ctl::Exit(s)) => s,
+            _ => status,
+        }
     }
 
     fn check_errexit(&self, status: i32) -> Result<(), Ctl> {
