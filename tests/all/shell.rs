@@ -304,3 +304,28 @@ async fn trap_exit_and_err_and_set_with_grouped_options() {
         "{out:?}"
     );
 }
+
+#[tokio::test]
+async fn shopt_glob_options() {
+    let out = sh(r#"mkdir -p g/a/b g/.h && cd g
+        touch x.txt a/y.txt a/b/z.txt .h/w.txt .dot A.TXT
+        echo *.none
+        shopt -s nullglob; echo "[" *.none "]"
+        echo *
+        shopt -s dotglob; echo *; shopt -u dotglob
+        shopt -s globstar; echo **/*.txt; echo **
+        shopt -s nocaseglob; echo *.txt; shopt -u nocaseglob
+        shopt -q globstar && echo globstar-on
+        shopt -p nullglob dotglob
+        shopt -s extglob; echo "extglob=$?"
+        shopt -u globstar; echo **/*.txt"#)
+    .await;
+    assert_eq!(
+        out.stdout,
+        "*.none\n[ ]\nA.TXT a x.txt\n.dot .h A.TXT a x.txt\na/b/z.txt a/y.txt x.txt\n\
+         A.TXT a a/b a/b/z.txt a/y.txt x.txt\nA.TXT x.txt\nglobstar-on\n\
+         shopt -s nullglob\nshopt -u dotglob\nextglob=1\na/y.txt\n",
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("shopt: extglob:"), "{out:?}");
+}

@@ -294,6 +294,7 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         "wait" => Ok(wait(sh, args, io)),
         "kill" => Ok(kill(sh, args, io)),
         "trap" => Ok(trap(sh, args, io)),
+        "shopt" => Ok(shopt(sh, args, io)),
         _ => {
             err(sh, "not a builtin");
             Ok(127)
@@ -1156,4 +1157,138 @@ fn trap(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
 
 fn quote_always(v: &str) -> String {
     format!("'{}'", v.replace('\'', "'\\''"))
+}
+
+/// The `shopt` options this shell knows. The first group changes what it does; the second
+/// is about history, completion and prompts, which a shell without line editing has no use
+/// for, so they are kept and shown but change nothing.
+const SHOPT_EFFECTIVE: &[&str] = &["dotglob", "globstar", "nocaseglob", "nullglob"];
+const SHOPT_INERT: &[&str] = &[
+    "autocd",
+    "cdspell",
+    "checkhash",
+    "checkjobs",
+    "checkwinsize",
+    "cmdhist",
+    "complete_fullquote",
+    "direxpand",
+    "dirspell",
+    "execfail",
+    "expand_aliases",
+    "extquote",
+    "force_fignore",
+    "globasciiranges",
+    "histappend",
+    "histreedit",
+    "histverify",
+    "hostcomplete",
+    "huponexit",
+    "inherit_errexit",
+    "interactive_comments",
+    "lastpipe",
+    "lithist",
+    "login_shell",
+    "mailwarn",
+    "no_empty_cmd_completion",
+    "progcomp",
+    "promptvars",
+    "shift_verbose",
+    "sourcepath",
+    "xpg_echo",
+];
+
+/// `shopt [-pqsu] [-o] [NAME...]`: sets, unsets, shows or tests shell options. Options this
+/// shell does not implement (`extglob`, `failglob`, `nocasematch`, ...) are refused by name
+/// rather than accepted and ignored.
+fn shopt(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let (mut set, mut unset, mut quiet, mut print, mut set_o) = (false, false, false, false, false);
+    let mut names = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "-s" => set = true,
+            "-u" => unset = true,
+            "-q" => quiet = true,
+            "-p" => print = true,
+            "-o" => set_o = true,
+            s if s.starts_with('-') && s.len() > 1 => {
+                for c in s[1..].chars() {
+                    match c {
+                        's' => set = true,
+                        'u' => unset = true,
+                        'q' => quiet = true,
+                        'p' => print = true,
+                        'o' => set_o = true,
+                        other => {
+                            io.stderr
+                                .write_str(&format!("sh: shopt: -{other}: invalid option\n"));
+                            return 2;
+                        }
+                    }
+                }
+            }
+            n => names.push(n.to_string()),
+        }
+    }
+    if set && unset {
+        io.stderr
+            .write_str("sh: shopt: cannot set and unset shell options simultaneously\n");
+        return 1;
+    }
+    if set_o {
+        // `shopt -o` is `set -o`.
+        let flag = if unset { "+o" } else { "-o" };
+        let mut set_args = Vec::new();
+        for n in &names {
+            set_args.push(flag.to_string());
+            set_args.push(n.clone());
+        }
+        return if set_args.is_empty() {
+            0
+        } else {
+            self::set(sh, &set_args, io)
+        };
+    }
+    let known = |n: &str| SHOPT_EFFECTIVE.contains(&n) || SHOPT_INERT.contains(&n);
+    for n in &names {
+        if !known(n) {
+            io.stderr.write_str(&format!(
+                "sh: shopt: {n}: invalid shell option name (or one this shell does not implement)\n"
+            ));
+            return 1;
+        }
+    }
+    if set || unset {
+        for n in names {
+            if set {
+                sh.shopts.insert(n);
+            } else {
+                sh.shopts.remove(&n);
+            }
+        }
+        return 0;
+    }
+    let mut all: Vec<&str> = SHOPT_EFFECTIVE.iter().chain(SHOPT_INERT).copied().collect();
+    all.sort();
+    let shown: Vec<&str> = if names.is_empty() {
+        all
+    } else {
+        names.iter().map(String::as_str).collect()
+    };
+    let mut status = 0;
+    let mut out = String::new();
+    for n in shown {
+        let on = sh.shopt(n);
+        if !on {
+            status = 1;
+        }
+        if print {
+            out.push_str(&format!("shopt {} {n}\n", if on { "-s" } else { "-u" }));
+        } else {
+            out.push_str(&format!("{n:<24}{}\n", if on { "on" } else { "off" }));
+        }
+    }
+    if !quiet {
+        io.stdout.write_str(&out);
+    }
+    if names.is_empty() { 0 } else { status }
 }

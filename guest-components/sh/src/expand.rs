@@ -133,9 +133,17 @@ impl Shell {
             let fields = self.expand_fields(&w, true)?;
             for f in fields {
                 if f.magic && !self.opts.noglob {
-                    let matches = crate::glob::glob(&self.cwd, &f.pat);
+                    let glob_opts = crate::glob::GlobOpts {
+                        dotglob: self.shopt("dotglob"),
+                        globstar: self.shopt("globstar"),
+                        nocase: self.shopt("nocaseglob"),
+                    };
+                    let matches = crate::glob::glob(&self.cwd, &f.pat, glob_opts);
                     if !matches.is_empty() {
                         out.extend(matches);
+                        continue;
+                    }
+                    if self.shopt("nullglob") {
                         continue;
                     }
                 }

@@ -1,9 +1,51 @@
-//! Pathname expansion: `*.txt`, `src/*/mod.rs`, relative to the working directory.
+//! Pathname expansion: `*.txt`, `src/*/mod.rs`, relative to the working directory; with
+//! `shopt` options `dotglob`, `globstar` (`**`) and `nocaseglob`.
 
 use crate::pattern;
 
+/// The `shopt` options that change pathname expansion.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobOpts {
+    /// `*` matches names starting with `.` too (never `.` and `..`).
+    pub dotglob: bool,
+    /// `**` alone in a path component matches any number of directories (and, last, every
+    /// file below).
+    pub globstar: bool,
+    /// Letters match either case.
+    pub nocase: bool,
+}
+
+/// Everything below `dir` (relative names under `prefix`), depth first, symlinks not
+/// followed; directories only unless `files`.
+fn descendants(dir: &str, prefix: &str, opts: GlobOpts, files: bool, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| opts.dotglob || !n.starts_with('.'))
+        .collect();
+    names.sort();
+    for n in names {
+        let full = format!("{dir}/{n}");
+        let rel = if prefix.is_empty() {
+            n.clone()
+        } else {
+            format!("{prefix}/{n}")
+        };
+        let is_dir = std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir());
+        if is_dir || files {
+            out.push(rel.clone());
+        }
+        if is_dir {
+            descendants(&full, &rel, opts, files, out);
+        }
+    }
+}
+
 /// Paths matching `pat` (relative patterns give relative paths), sorted; empty if none.
-pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
+pub fn glob(cwd: &str, pat: &str, opts: GlobOpts) -> Vec<String> {
     let absolute = pat.starts_with('/');
     let parts: Vec<&str> = pat.split('/').filter(|p| !p.is_empty()).collect();
     let mut found: Vec<String> = vec![String::new()];
@@ -24,6 +66,14 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
                     format!("{prefix}/{name}")
                 }
             };
+            if opts.globstar && *part == "**" {
+                // Zero or more directories; last, everything below.
+                if !last {
+                    next.push(prefix.clone());
+                }
+                descendants(&dir, prefix, opts, last, &mut next);
+                continue;
+            }
             if !pattern::has_magic(part) {
                 let name = unescape(part);
                 let candidate = join(&name);
@@ -39,8 +89,18 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
             let mut names: Vec<String> = entries
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !n.starts_with('.') || part.starts_with('.'))
-                .filter(|n| pattern::matches(part, n))
+                .filter(|n| {
+                    !n.starts_with('.')
+                        || part.starts_with('.')
+                        || (opts.dotglob && n != "." && n != "..")
+                })
+                .filter(|n| {
+                    if opts.nocase {
+                        pattern::matches(&part.to_lowercase(), &n.to_lowercase())
+                    } else {
+                        pattern::matches(part, n)
+                    }
+                })
                 .collect();
             names.sort();
             for n in names {
@@ -78,6 +138,7 @@ pub fn glob(cwd: &str, pat: &str) -> Vec<String> {
             .collect();
     }
     out.sort();
+    out.dedup();
     out
 }
 

@@ -100,6 +100,8 @@ pub struct Shell {
     pub traps: BTreeMap<String, String>,
     /// A trap's action is running (an `ERR` inside it does not trigger another).
     pub in_trap: bool,
+    /// `shopt` options that are on.
+    pub shopts: std::collections::BTreeSet<String>,
     /// The streams of the command being expanded (for command substitution).
     pub cur_io: Io,
     /// Depth of conditions being evaluated (`set -e` does not apply inside them).
@@ -220,6 +222,7 @@ pub const BUILTINS: &[&str] = &[
     "wait",
     "kill",
     "trap",
+    "shopt",
     "declare",
     "typeset",
     "mapfile",
@@ -270,6 +273,22 @@ impl Shell {
             last_background: None,
             traps: BTreeMap::new(),
             in_trap: false,
+            shopts: [
+                "checkwinsize",
+                "cmdhist",
+                "expand_aliases",
+                "interactive_comments",
+                "progcomp",
+                "promptvars",
+                "sourcepath",
+                "complete_fullquote",
+                "extquote",
+                "force_fignore",
+                "hostcomplete",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
             cur_io: Io::standard(),
             in_condition: 0,
             loop_depth: 0,
@@ -288,6 +307,11 @@ impl Shell {
     }
 
     // -- variables --------------------------------------------------------------------
+
+    /// Whether the `shopt` option `name` is on.
+    pub fn shopt(&self, name: &str) -> bool {
+        self.shopts.contains(name)
+    }
 
     /// bash's variables whose value changes by itself: `RANDOM` (0..32767, a new one at
     /// each use), `SRANDOM` (32 bits), `SECONDS` (since the shell started),
