@@ -111,3 +111,64 @@ pub fn set_file_mode(path: &str, mode: u32) -> Result<(), String> {
         process::Error::BadHandle => format!("{path}: bad handle"),
     })
 }
+
+/// The directories where the image's programs appear (`/usr/bin/ls` is `ls`).
+pub const BIN_DIRS: [&str; 5] = ["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
+
+/// Where a command name without a slash is found on `path` (a `PATH` value), relative to
+/// `cwd`, in `PATH` order like a POSIX shell: a program of the image in one of the
+/// [`BIN_DIRS`] (answered as `/usr/bin/NAME`, where the image's programs live), or an
+/// executable regular file of the sandbox in any other directory (an empty entry is the
+/// working directory).
+pub fn path_lookup(name: &str, path: &str, cwd: &str) -> Option<String> {
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let mut in_image = None;
+    for dir in path.split(':') {
+        let dir = dir.trim_end_matches('/');
+        if BIN_DIRS.contains(&dir) {
+            if *in_image.get_or_insert_with(|| process::has_program(name)) {
+                return Some(format!("/usr/bin/{name}"));
+            }
+            continue;
+        }
+        let full = match dir {
+            "" | "." => format!("{}/{name}", cwd.trim_end_matches('/')),
+            d if d.starts_with('/') => format!("{d}/{name}"),
+            d => format!("{}/{d}/{name}", cwd.trim_end_matches('/')),
+        };
+        let is_file = std::fs::metadata(&full).is_ok_and(|m| m.is_file());
+        if is_file && process::file_mode(&full).is_none_or(|m| m & 0o111 != 0) {
+            return Some(full);
+        }
+    }
+    None
+}
+
+/// The UTC calendar time of seconds since the epoch: (year, month 1-12, day 1-31, hour,
+/// minute, second, weekday 0 = Sunday).
+pub fn civil_time(t: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400) as u32;
+    // Days to a civil date (the proleptic Gregorian calendar, eras of 400 years).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    let weekday = (days + 4).rem_euclid(7) as u32;
+    (
+        year,
+        month,
+        day,
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        weekday,
+    )
+}

@@ -228,18 +228,66 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             Ok((v == 0) as i32)
         }
         "type" => {
+            const KEYWORDS: &[&str] = &[
+                "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while",
+                "until", "do", "done", "in", "function", "time", "{", "}", "!", "[[", "]]",
+                "coproc",
+            ];
             let mut status = 0;
-            for a in args.iter().filter(|a| !a.starts_with('-')) {
-                let line = if sh.functions.contains_key(a) {
-                    format!("{a} is a function\n")
+            let (mut terse, mut path_only, mut force_path, mut no_func) =
+                (false, false, false, false);
+            let mut names = Vec::new();
+            for a in args {
+                match a.strip_prefix('-') {
+                    Some(flags) if !flags.is_empty() && names.is_empty() => {
+                        for c in flags.chars() {
+                            match c {
+                                't' => terse = true,
+                                'p' => path_only = true,
+                                'P' => force_path = true,
+                                'f' => no_func = true,
+                                'a' => {}
+                                _ => {
+                                    err(sh, &format!("type: -{c}: invalid option"));
+                                    return Ok(2);
+                                }
+                            }
+                        }
+                    }
+                    _ => names.push(a.clone()),
+                }
+            }
+            for a in &names {
+                let kind = if force_path {
+                    None
+                } else if !no_func && sh.functions.contains_key(a) {
+                    Some(("function", format!("{a} is a function\n")))
+                } else if KEYWORDS.contains(&a.as_str()) {
+                    Some(("keyword", format!("{a} is a shell keyword\n")))
                 } else if BUILTINS.contains(&a.as_str()) {
-                    format!("{a} is a shell builtin\n")
-                } else if guest_support::process::has_program(a) {
-                    format!("{a} is /usr/bin/{a}\n")
+                    Some(("builtin", format!("{a} is a shell builtin\n")))
                 } else {
-                    err(sh, &format!("{a}: not found"));
-                    status = 1;
-                    continue;
+                    None
+                };
+                let line = match kind {
+                    Some((_, _)) if path_only => continue,
+                    Some((t, _)) if terse => format!("{t}\n"),
+                    Some((_, l)) => l,
+                    None => match sh.path_lookup(a) {
+                        Some(found) if terse => {
+                            let _ = found;
+                            "file\n".to_string()
+                        }
+                        Some(found) if path_only || force_path => format!("{found}\n"),
+                        Some(found) => format!("{a} is {found}\n"),
+                        None => {
+                            if !terse && !path_only && !force_path {
+                                err(sh, &format!("type: {a}: not found"));
+                            }
+                            status = 1;
+                            continue;
+                        }
+                    },
                 };
                 io.stdout.write_str(&line);
             }
@@ -248,9 +296,11 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         "command" => {
             let mut rest = args;
             let mut describe = false;
+            let mut verbose = false;
             while let Some(a) = rest.first() {
                 match a.as_str() {
-                    "-v" | "-V" => describe = true,
+                    "-v" => describe = true,
+                    "-V" => (describe, verbose) = (true, true),
                     "-p" => {}
                     _ => break,
                 }
@@ -259,16 +309,45 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             let Some(cmd) = rest.first() else {
                 return Ok(0);
             };
+            if describe && rest.len() > 1 {
+                // One answer per name; the status is 1 if any is not found.
+                let mut status = 0;
+                for name in rest {
+                    let flag = if verbose { "-V" } else { "-v" };
+                    let one = vec![flag.to_string(), name.clone()];
+                    if run(sh, &[vec!["command".to_string()], one].concat(), io)? != 0 {
+                        status = 1;
+                    }
+                }
+                return Ok(status);
+            }
             if describe {
-                if BUILTINS.contains(&cmd.as_str()) || sh.functions.contains_key(cmd) {
-                    io.stdout.write_str(&format!("{cmd}\n"));
-                    return Ok(0);
-                }
-                if guest_support::process::has_program(cmd) {
-                    io.stdout.write_str(&format!("/usr/bin/{cmd}\n"));
-                    return Ok(0);
-                }
-                return Ok(1);
+                let found = if sh.functions.contains_key(cmd) {
+                    Some((cmd.clone(), format!("{cmd} is a function")))
+                } else if BUILTINS.contains(&cmd.as_str()) {
+                    Some((cmd.clone(), format!("{cmd} is a shell builtin")))
+                } else if cmd.contains('/') {
+                    let p = sh.abs_path(cmd);
+                    let runnable = std::fs::metadata(&p).is_ok_and(|m| m.is_file())
+                        && guest_support::file_mode(&p).is_none_or(|m| m & 0o111 != 0);
+                    runnable.then(|| (cmd.clone(), format!("{cmd} is {cmd}")))
+                } else {
+                    sh.path_lookup(cmd)
+                        .map(|p| (p.clone(), format!("{cmd} is {p}")))
+                };
+                return Ok(match found {
+                    Some((short, long)) => {
+                        io.stdout
+                            .write_str(&format!("{}\n", if verbose { long } else { short }));
+                        0
+                    }
+                    None => {
+                        if verbose {
+                            err(sh, &format!("command: {cmd}: not found"));
+                        }
+                        1
+                    }
+                });
             }
             if BUILTINS.contains(&cmd.as_str()) {
                 return run(sh, rest, io);

@@ -1364,6 +1364,17 @@ impl Shell {
         let mut argv = argv.to_vec();
         if argv[0].contains('/') && !is_bin_path(&argv[0]) {
             argv = self.script_argv(&argv, io)?;
+        } else if let Some(found) = {
+            // `PATH=dir cmd` looks in the PATH the command gets.
+            let path = match extra_env.iter().rev().find(|(k, _)| k == "PATH") {
+                Some((_, p)) => p.clone(),
+                None => self.get_var("PATH").unwrap_or_default(),
+            };
+            guest_support::path_lookup(&argv[0], &path, &self.cwd).filter(|p| !is_bin_path(p))
+        } {
+            // A script of the sandbox found on PATH, run by its `#!` line like `./script`.
+            argv[0] = found;
+            argv = self.script_argv(&argv, io)?;
         }
         let mut feeds = Vec::new();
         let mut drains = Vec::new();
@@ -1427,6 +1438,9 @@ impl Shell {
                     process::close(h);
                 }
                 let (msg, status) = match e {
+                    SpawnError::NotFound(_) if self.on_path_not_executable(&argv[0], extra_env) => {
+                        (format!("{}: Permission denied", argv[0]), 126)
+                    }
                     SpawnError::NotFound(_) => (format!("{}: command not found", argv[0]), 127),
                     SpawnError::Limit(m) => (m, 126),
                     SpawnError::Io(m) => (m, 1),
@@ -1436,6 +1450,31 @@ impl Shell {
                 Err(status)
             }
         }
+    }
+
+    /// Whether a command name that was not found names a file on `$PATH` that is not
+    /// executable (bash then answers "Permission denied", status 126).
+    fn on_path_not_executable(&self, name: &str, extra_env: &[(String, String)]) -> bool {
+        if name.contains('/') {
+            return false;
+        }
+        let path = match extra_env.iter().rev().find(|(k, _)| k == "PATH") {
+            Some((_, p)) => p.clone(),
+            None => self.get_var("PATH").unwrap_or_default(),
+        };
+        path.split(':')
+            .filter(|d| !guest_support::BIN_DIRS.contains(&d.trim_end_matches('/')))
+            .any(|d| {
+                let dir = if d.is_empty() { "." } else { d };
+                std::fs::metadata(self.abs_path(&format!("{dir}/{name}")))
+                    .is_ok_and(|m| m.is_file())
+            })
+    }
+
+    /// Where a command name is found on `$PATH` (see [`guest_support::path_lookup`]).
+    pub fn path_lookup(&self, name: &str) -> Option<String> {
+        let path = self.get_var("PATH").unwrap_or_default();
+        guest_support::path_lookup(name, &path, &self.cwd)
     }
 
     /// `./script.sh ARGS`: a file of the workspace run by the interpreter its `#!` line
@@ -1813,15 +1852,8 @@ pub enum Prepared {
 }
 
 fn is_bin_path(p: &str) -> bool {
-    [
-        "/bin/",
-        "/usr/bin/",
-        "/usr/local/bin/",
-        "/sbin/",
-        "/usr/sbin/",
-    ]
-    .iter()
-    .any(|d| p.strip_prefix(d).is_some_and(|rest| !rest.contains('/')))
+    p.rsplit_once('/')
+        .is_some_and(|(dir, _)| guest_support::BIN_DIRS.contains(&dir))
 }
 
 /// The text a shell prints for an I/O error.
