@@ -17,7 +17,7 @@ use std::process::Command;
 use sha2::Digest as _;
 
 const TARGET: &str = "wasm32-wasip2";
-const GUESTS: &[&str] = &["sh", "coreutils", "node", "bench-compute"];
+const GUESTS: &[&str] = &["sh", "coreutils", "tools", "node", "bench-compute"];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -35,6 +35,7 @@ fn main() {
     for dir in [
         "sh",
         "coreutils",
+        "tools",
         "node",
         "guest-support",
         "python",

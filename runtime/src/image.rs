@@ -155,6 +155,7 @@ pub fn base_image() -> Image {
         vec![
             ProgramSource::built_in("sh", BASE_SH.0, BASE_SH.1, &["sh", "bash"]),
             ProgramSource::built_in("coreutils", BASE_COREUTILS.0, BASE_COREUTILS.1, &coreutils),
+            ProgramSource::built_in("tools", BASE_TOOLS.0, BASE_TOOLS.1, TOOLS_APPLETS),
             ProgramSource::built_in("node", BASE_NODE.0, BASE_NODE.1, &["node", "nodejs", "js"]),
             ProgramSource::built_in(
                 "python",
@@ -198,6 +199,9 @@ macro_rules! guest {
 
 static BASE_SH: (&[u8], [u8; 32]) = guest!("sh.wasm");
 static BASE_COREUTILS: (&[u8], [u8; 32]) = guest!("coreutils.wasm");
+static BASE_TOOLS: (&[u8], [u8; 32]) = guest!("tools.wasm");
+/// The applets of `guest-components/tools` (its `main.rs` dispatches on them).
+const TOOLS_APPLETS: &[&str] = &["jq", "gzip", "gunzip", "zcat", "tar", "zip", "unzip"];
 static BASE_NODE: (&[u8], [u8; 32]) = guest!("node.wasm");
 static BASE_PYTHON: (&[u8], [u8; 32]) = guest!("python.wasm");
 static BENCH_COMPUTE: (&[u8], [u8; 32]) = guest!("bench-compute.wasm");

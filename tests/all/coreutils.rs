@@ -137,6 +137,65 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "echo a > x; echo b > y; diff x y; echo $?",
         "1c1\n< a\n---\n> b\n1\n",
     ),
+    (
+        "sha1sum",
+        "printf abc | sha1sum",
+        "a9993e364706816aba3e25717850c26c9cd0d89d  -\n",
+    ),
+    (
+        "sha512sum",
+        "printf abc | sha512sum | cut -c1-16",
+        "ddaf35a193617aba\n",
+    ),
+    (
+        "b2sum",
+        "printf abc | b2sum | cut -c1-16",
+        "ba80a53f981c4d0d\n",
+    ),
+    ("cksum", "printf abc | cksum", "1219131554 3\n"),
+    ("base32", "printf hello | base32", "NBSWY3DP\n"),
+    (
+        "join",
+        "printf '1 a\\n2 b\\n' > x; printf '1 X\\n2 Y\\n' > y; join x y",
+        "1 a X\n2 b Y\n",
+    ),
+    ("expand", "printf 'a\\tb\\n' | expand -t 4", "a   b\n"),
+    ("unexpand", "printf 'a       b\\n' | unexpand -a", "a\tb\n"),
+    ("shuf", "seq 5 | shuf | sort -n | tr -d '\\n'", "12345"),
+    ("numfmt", "numfmt --to=iec 1048576", "1.0M\n"),
+    ("split", "seq 5 | split -l 2; cat xab", "3\n4\n"),
+    ("tsort", "printf 'a b\\nb c\\n' | tsort", "a\nb\nc\n"),
+    ("which", "which ls sh", "/usr/bin/ls\n/usr/bin/sh\n"),
+    (
+        "strings",
+        "printf 'abc\\0\\1defgh\\0xy\\n' | strings",
+        "defgh\n",
+    ),
+    (
+        "xxd",
+        "echo hello | xxd",
+        "00000000: 6865 6c6c 6f0a                           hello.\n",
+    ),
+    (
+        "hexdump",
+        "printf 'hi' | hexdump -C",
+        "00000000  68 69                                             |hi|\n00000002\n",
+    ),
+    (
+        "hd",
+        "printf 'hi' | hd",
+        "00000000  68 69                                             |hi|\n00000002\n",
+    ),
+    (
+        "file",
+        "printf '{\"a\": 1}\\n' > j.json; file j.json",
+        "j.json: JSON text data\n",
+    ),
+    (
+        "column",
+        "printf 'a bb\\nccc d\\n' | column -t",
+        "a    bb\nccc  d\n",
+    ),
 ];
 
 #[tokio::test]

@@ -22,4 +22,5 @@ mod sidecar;
 mod soak;
 mod support;
 mod term;
+mod tools;
 mod worker;

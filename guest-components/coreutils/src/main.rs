@@ -12,6 +12,7 @@ mod diff;
 mod files;
 mod find;
 mod grep;
+mod inspect;
 mod ls;
 mod own;
 mod sed;
@@ -65,6 +66,24 @@ fn applet(name: &str) -> Option<Main> {
         "rmdir" => uu_rmdir::uumain,
         "sha256sum" => uu_sha256sum::uumain,
         "tac" => own::tac,
+        "which" => inspect::which,
+        "strings" => inspect::strings,
+        "xxd" => inspect::xxd,
+        "hexdump" | "hd" => inspect::hexdump,
+        "file" => inspect::file,
+        "column" => inspect::column,
+        "sha1sum" => uu_sha1sum::uumain,
+        "sha512sum" => uu_sha512sum::uumain,
+        "b2sum" => uu_b2sum::uumain,
+        "cksum" => uu_cksum::uumain,
+        "base32" => uu_base32::uumain,
+        "join" => uu_join::uumain,
+        "expand" => uu_expand::uumain,
+        "unexpand" => uu_unexpand::uumain,
+        "shuf" => uu_shuf::uumain,
+        "numfmt" => uu_numfmt::uumain,
+        "split" => uu_split::uumain,
+        "tsort" => uu_tsort::uumain,
         "tee" => uu_tee::uumain,
         "test" | "[" => uu_test::uumain,
         "truncate" => uu_truncate::uumain,

@@ -297,28 +297,30 @@ pub fn realpath(args: std::vec::IntoIter<OsString>) -> i32 {
 /// `tac [FILE]...`: lines in reverse order.
 pub fn tac(args: std::vec::IntoIter<OsString>) -> i32 {
     use std::io::{Read, Write};
-    let files = strings(args);
-    let mut data = Vec::new();
+    let mut files = strings(args);
+    if files.is_empty() {
+        files.push("-".into());
+    }
     let mut status = 0;
-    if files.is_empty() || files == ["-"] {
-        let _ = std::io::stdin().read_to_end(&mut data);
-    }
-    for f in files.iter().filter(|f| *f != "-") {
-        match std::fs::read(f) {
-            Ok(d) => data.extend_from_slice(&d),
-            Err(e) => {
-                eprintln!("tac: failed to open '{f}' for reading: {}", reason(&e));
-                status = 1;
-            }
-        }
-    }
-    let mut lines: Vec<&[u8]> = data.split_inclusive(|&b| b == b'\n').collect();
-    lines.reverse();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for l in lines {
-        let _ = out.write_all(l);
-        if !l.ends_with(b"\n") {
-            let _ = out.write_all(b"\n");
+    // Each file on its own, lines in reverse order with their separators as they are: a
+    // last line without a newline is printed without one (GNU tac).
+    for f in &files {
+        let mut data = Vec::new();
+        let read = if f == "-" {
+            std::io::stdin().read_to_end(&mut data).map(|_| ())
+        } else {
+            std::fs::read(f).map(|d| data = d)
+        };
+        if let Err(e) = read {
+            eprintln!("tac: failed to open '{f}' for reading: {}", reason(&e));
+            status = 1;
+            continue;
+        }
+        let mut lines: Vec<&[u8]> = data.split_inclusive(|&b| b == b'\n').collect();
+        lines.reverse();
+        for l in lines {
+            let _ = out.write_all(l);
         }
     }
     status

@@ -1,0 +1,57 @@
+//! The multi-call program of the base image's larger tools, kept apart from `coreutils` so
+//! that a plain `ls` never loads a jq interpreter or a deflate codec: `jq`, `gzip`,
+//! `gunzip`, `zcat`, `tar`, `zip` and `unzip`. `argv[0]` names the applet; `tools APPLET
+//! ARGS...` works too.
+
+mod archive;
+mod jq;
+
+use std::io::ErrorKind;
+
+fn main() {
+    guest_support::start();
+    let mut args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut name = base_name(args.first());
+    if name == "tools" {
+        args.remove(0);
+        name = base_name(args.first());
+    }
+    let code = match name.as_str() {
+        "jq" => jq::main(args),
+        "gzip" => archive::gzip(args, archive::GzipMode::Compress),
+        "gunzip" => archive::gzip(args, archive::GzipMode::Decompress),
+        "zcat" => archive::gzip(args, archive::GzipMode::Cat),
+        "tar" => archive::tar(args),
+        "zip" => archive::zip(args),
+        "unzip" => archive::unzip(args),
+        _ => {
+            eprintln!("tools: {name}: no such applet");
+            127
+        }
+    };
+    guest_support::exit(code);
+}
+
+fn base_name(arg: Option<&String>) -> String {
+    arg.map(|a| a.rsplit('/').next().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+/// GNU's wording for an I/O error.
+pub fn reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        ErrorKind::NotFound => "No such file or directory".into(),
+        ErrorKind::PermissionDenied => "Permission denied".into(),
+        ErrorKind::AlreadyExists => "File exists".into(),
+        ErrorKind::NotADirectory => "Not a directory".into(),
+        ErrorKind::IsADirectory => "Is a directory".into(),
+        ErrorKind::DirectoryNotEmpty => "Directory not empty".into(),
+        ErrorKind::StorageFull => "No space left on device".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The `tools` program of the base image: jq, tar, gzip/gunzip/zcat, zip/unzip. Expected
+//! outputs are what jq 1.6, GNU tar 1.34, gzip 1.12 and Info-ZIP 3.0/6.0 print for the same
+//! scripts; hostile archives are refused member by member and leave nothing outside.
+
+use crate::support::runtime::{sh, sh_in};
+
+/// (script, stdout, exit code).
+const CASES: &[(&str, &str, i32)] = &[
+    // jq: filters, paths, -r, -c, --arg, select, map (the jq manual's examples).
+    (
+        r#"echo '{"a":1,"b":[1,2,{"c":null}]}' | jq ."#,
+        "{\n  \"a\": 1,\n  \"b\": [\n    1,\n    2,\n    {\n      \"c\": null\n    }\n  ]\n}\n",
+        0,
+    ),
+    (
+        r#"echo '{"items":[{"id":1,"ok":true},{"id":2,"ok":false}]}' | jq -r '.items[] | select(.ok) | .id'"#,
+        "1\n",
+        0,
+    ),
+    (r#"echo '[1,2,3]' | jq -c 'map(. * 2)'"#, "[2,4,6]\n", 0),
+    (
+        "jq -n --arg x hi --argjson n 5 '{greeting: $x, n: ($n + 1)}' -c",
+        "{\"greeting\":\"hi\",\"n\":6}\n",
+        0,
+    ),
+    (
+        r#"echo '{"k1":1,"k2":2}' | jq -r 'to_entries[] | "\(.key)=\(.value)"'"#,
+        "k1=1\nk2=2\n",
+        0,
+    ),
+    ("printf '1\\n2\\n3\\n' | jq -s add", "6\n", 0),
+    (
+        "printf 'a\\nb\\n' | jq -R . | jq -s -c .",
+        "[\"a\",\"b\"]\n",
+        0,
+    ),
+    (
+        "jq -n '1e17, 1e-5, 0.0001, 3.0, 12345678901234567890, 1/3'",
+        "1e+17\n1e-05\n0.0001\n3\n12345678901234567000\n0.3333333333333333\n",
+        0,
+    ),
+    (
+        r#"echo '{"b":2,"a":{"d":1,"c":2}}' | jq -S -c ."#,
+        "{\"a\":{\"c\":2,\"d\":1},\"b\":2}\n",
+        0,
+    ),
+    (
+        r#"echo '{"a":"x\ty\u0001é"}' | jq -a -c ."#,
+        "{\"a\":\"x\\ty\\u0001\\u00e9\"}\n",
+        0,
+    ),
+    (
+        r#"echo '[1,"a\"b",null,true]' | jq -r '@csv, @tsv'"#,
+        "1,\"a\"\"b\",,true\n1\ta\"b\t\ttrue\n",
+        0,
+    ),
+    (r#"echo '{"a":1}' | jq -e .b; echo $?"#, "null\n1\n", 0),
+    (
+        r#"printf '{"a":1}\n{"a":2}\n' | jq -n '[inputs.a] | add'"#,
+        "3\n",
+        0,
+    ),
+    (r#"echo '{}' | jq 'error("boom")'; echo $?"#, "5\n", 0),
+    ("echo 'not json' | jq .; echo $?", "2\n", 0),
+    ("jq 'bad syntax ((' <<< '{}'; echo $?", "3\n", 0),
+    ("jq . missing.json; echo $?", "2\n", 0),
+    (
+        "jq -n --args -c '$ARGS.positional' a b",
+        "[\"a\",\"b\"]\n",
+        0,
+    ),
+    ("echo 1 | jq --indent 4 -c '{a:[.]}'", "{\"a\":[1]}\n", 0),
+    // tar: create, list, extract, gzip, -C, --strip-components, --exclude, -O, errors.
+    (
+        "mkdir d && echo hi > d/a.txt && echo hello > b.txt && tar czf x.tgz d b.txt && tar tzf x.tgz && mkdir o && tar xzf x.tgz -C o && cat o/d/a.txt o/b.txt",
+        "d/\nd/a.txt\nb.txt\nhi\nhello\n",
+        0,
+    ),
+    (
+        "mkdir d && echo hi > d/a.txt && chmod 750 d && tar cvf x.tar d && tar tvf x.tar | awk '{print $1, $2, $3, $6}'",
+        "d/\nd/a.txt\ndrwxr-x--- root/root 0 d/\n-rw-r--r-- root/root 3 d/a.txt\n",
+        0,
+    ),
+    (
+        "mkdir -p a/b/c && echo x > a/b/c/f && tar cf t.tar a && mkdir out && tar xf t.tar -C out --strip-components=2 && find out | sort",
+        "out\nout/c\nout/c/f\n",
+        0,
+    ),
+    (
+        "mkdir d && echo 1 > d/keep && echo 2 > d/skip.log && tar czf t.tgz --exclude='*.log' d && tar tzf t.tgz",
+        "d/\nd/keep\n",
+        0,
+    ),
+    (
+        "echo hi > f && tar cf - f | tar tf - && tar cf t.tar f && tar xOf t.tar f",
+        "f\nhi\n",
+        0,
+    ),
+    (
+        "echo hi > run.sh && chmod 755 run.sh && tar cf t.tar run.sh && rm run.sh && tar xf t.tar && stat -c %a run.sh",
+        "755\n",
+        0,
+    ),
+    ("tar xf missing.tar; echo $?", "2\n", 0),
+    ("echo notatar > b.txt; tar tf b.txt; echo $?", "2\n", 0),
+    (
+        "echo hi > f && tar cf t.tar f && tar tf t.tar nothere; echo $?",
+        "2\n",
+        0,
+    ),
+    ("tar cjf x.tbz f; echo $?", "2\n", 0),
+    // gzip, gunzip, zcat.
+    (
+        "seq 1000 > big && gzip big && ls && gunzip big.gz && wc -l big",
+        "big.gz\n1000 big\n",
+        0,
+    ),
+    (
+        "seq 1000 > big && gzip -k big && ls && zcat big.gz | tail -1",
+        "big\nbig.gz\n1000\n",
+        0,
+    ),
+    ("seq 100 | gzip -9 | gunzip -c | wc -l", "100\n", 0),
+    (
+        "echo x > f && gzip -c f > f.gz && gzip -t f.gz && echo ok",
+        "ok\n",
+        0,
+    ),
+    ("echo x > f.gz; gzip -d f.gz; echo $?", "1\n", 0),
+    ("gzip missing; echo $?", "1\n", 0),
+    (
+        "echo x > f && gzip f && echo y > f && gzip f; echo $?; zcat f.gz",
+        "2\nx\n",
+        0,
+    ),
+    // zip and unzip.
+    (
+        "mkdir d && echo hi > d/a.txt && echo hello > b.txt && zip -r z.zip d b.txt && mkdir u && cd u && unzip ../z.zip && cat d/a.txt b.txt",
+        "  adding: d/ (stored 0%)\n  adding: d/a.txt (stored 0%)\n  adding: b.txt (stored 0%)\nArchive:  ../z.zip\n   creating: d/\n extracting: d/a.txt                 \n extracting: b.txt                   \nhi\nhello\n",
+        0,
+    ),
+    (
+        "seq 1000 > big && zip z.zip big && unzip -l z.zip | awk 'NR>3 && NR<5 {print $1, $4}' && mkdir u && unzip -q z.zip -d u && cmp big u/big && echo same",
+        "  adding: big (deflated 53%)\n3893 big\nsame\n",
+        0,
+    ),
+    (
+        "echo hello > b.txt && zip -q z.zip b.txt && unzip -p z.zip b.txt && unzip -o -q z.zip && echo done",
+        "hello\ndone\n",
+        0,
+    ),
+    (
+        "echo a > a && echo b > b && zip -q z.zip a b && zip -d z.zip a && unzip -l z.zip | tail -1",
+        "deleting: a\n        2                     1 file\n",
+        0,
+    ),
+    (
+        "echo a > a && zip -q z.zip a && echo a2 > a && zip z.zip a",
+        "updating: a (stored 0%)\n",
+        0,
+    ),
+    ("unzip missing.zip; echo $?", "9\n", 0),
+    (
+        "echo hello > b.txt && zip -q z.zip b.txt && unzip z.zip < /dev/null; echo $?",
+        "Archive:  z.zip\n1\n",
+        0,
+    ),
+];
+
+#[tokio::test]
+async fn tools_match_their_reference_outputs() {
+    let mut failures = Vec::new();
+    for (script, want, code) in CASES {
+        let out = sh(script).await;
+        if out.stdout != *want || out.exit_code != *code {
+            failures.push(format!(
+                "{script:?}\n  want {want:?} ({code})\n  got  {out:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A ustar header block for one member.
+fn tar_header(name: &str, mode: u32, size: usize, kind: u8, link: &str) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..107].copy_from_slice(format!("{mode:07o}").as_bytes());
+    h[108..115].copy_from_slice(b"0000000");
+    h[116..123].copy_from_slice(b"0000000");
+    h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
+    h[136..147].copy_from_slice(b"00000000000");
+    h[156] = kind;
+    h[157..157 + link.len()].copy_from_slice(link.as_bytes());
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| b as u32).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    h
+}
+
+fn tar_of(members: &[(&str, u32, &[u8], u8, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, mode, data, kind, link) in members {
+        out.extend_from_slice(&tar_header(name, *mode, data.len(), *kind, link));
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    out
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A zip of stored members.
+fn zip_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in members {
+        let offset = out.len() as u32;
+        let crc = crc32(data);
+        let fields = |sig: &[u8], out: &mut Vec<u8>, central: bool| {
+            out.extend_from_slice(sig);
+            if central {
+                out.extend_from_slice(&20u16.to_le_bytes());
+            }
+            out.extend_from_slice(&10u16.to_le_bytes());
+            out.extend_from_slice(&[0, 0, 0, 0]);
+            out.extend_from_slice(&[0, 0, 0x21, 0]);
+            out.extend_from_slice(&crc.to_le_bytes());
+            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            out.extend_from_slice(&0u16.to_le_bytes());
+        };
+        fields(b"PK\x03\x04", &mut out, false);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(data);
+        fields(b"PK\x01\x02", &mut central, true);
+        // Comment length, disk, internal and external attributes.
+        central.extend_from_slice(&[0u8; 10]);
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name.as_bytes());
+    }
+    let cd_offset = out.len() as u32;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(b"PK\x05\x06\0\0\0\0");
+    out.extend_from_slice(&(members.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(members.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&cd_offset.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
+#[tokio::test]
+async fn hostile_archives_stay_inside_and_lose_special_bits() {
+    let root = tempfile_dir("wasbox-hostile");
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("evil.tar"),
+        tar_of(&[
+            ("../outside.txt", 0o644, b"escaped\n", b'0', ""),
+            ("a/../../up.txt", 0o644, b"escaped\n", b'0', ""),
+            ("/abs.txt", 0o644, b"absolute\n", b'0', ""),
+            ("suid", 0o4755, b"#!/bin/sh\n", b'0', ""),
+            ("dev", 0o644, b"", b'3', ""),
+            ("ok.txt", 0o644, b"fine\n", b'0', ""),
+        ]),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("evil.zip"),
+        zip_of(&[("../zipslip.txt", b"escaped\n"), ("good.txt", b"good\n")]),
+    )
+    .unwrap();
+    let out = sh_in(
+        &ws,
+        "tar xf evil.tar; echo tar=$?; ls; stat -c %a suid; unzip -q evil.zip; echo unzip=$?; cat good.txt",
+    )
+    .await;
+    assert_eq!(
+        out.stdout, "tar=2\nabs.txt\nevil.tar\nevil.zip\nok.txt\nsuid\n755\nunzip=1\ngood\n",
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("Member name contains '..'"), "{out:?}");
+    assert!(out.stderr.contains("skipped \"../\""), "{out:?}");
+    for escaped in ["outside.txt", "up.txt", "zipslip.txt"] {
+        assert!(
+            !root.join(escaped).exists(),
+            "{escaped} escaped the workspace"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn tempfile_dir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
