@@ -8,14 +8,88 @@ use brush_parser::ast::{
 
 use crate::shell::Shell;
 
+thread_local! {
+    /// Elements of associative arrays named in the expression being evaluated, each
+    /// standing in it as a variable `__wasbox_assoc_N` (their subscripts are strings, not
+    /// arithmetic).
+    static ASSOC_REFS: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+const ASSOC_PREFIX: &str = "__wasbox_assoc_";
+
 pub fn eval_str(sh: &mut Shell, text: &str) -> Result<i64, String> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(0);
     }
-    let expr = brush_parser::arithmetic::parse(text)
-        .map_err(|_| format!("{text}: syntax error in expression"))?;
-    eval(sh, &expr)
+    let mark = ASSOC_REFS.with(|r| r.borrow().len());
+    let rewritten = assoc_refs(sh, text);
+    let result = brush_parser::arithmetic::parse(&rewritten)
+        .map_err(|_| format!("{text}: syntax error in expression"))
+        .and_then(|expr| eval(sh, &expr));
+    ASSOC_REFS.with(|r| r.borrow_mut().truncate(mark));
+    result
+}
+
+/// Replaces `NAME[KEY]` of every associative array NAME by a stand-in variable, the key
+/// taken as text (quotes removed), as bash reads `((count[$k]++))`.
+fn assoc_refs(sh: &Shell, text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let starts_name = (c.is_ascii_alphabetic() || c == '_')
+            && (i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_'));
+        if !starts_name {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '_') {
+            j += 1;
+        }
+        let name: String = chars[i..j].iter().collect();
+        if j < chars.len() && chars[j] == '[' && sh.is_assoc(&name) {
+            let mut depth = 0;
+            let mut k = j;
+            while k < chars.len() {
+                match chars[k] {
+                    '[' => depth += 1,
+                    ']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                k += 1;
+            }
+            if k < chars.len() {
+                let raw: String = chars[j + 1..k].iter().collect();
+                let key = raw.trim();
+                let key = key
+                    .strip_prefix('"')
+                    .and_then(|k| k.strip_suffix('"'))
+                    .or_else(|| key.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')))
+                    .unwrap_or(key)
+                    .to_string();
+                let n = ASSOC_REFS.with(|r| {
+                    let mut r = r.borrow_mut();
+                    r.push((name.clone(), key));
+                    r.len() - 1
+                });
+                out.push_str(&format!("{ASSOC_PREFIX}{n}"));
+                i = k + 1;
+                continue;
+            }
+        }
+        out.push_str(&name);
+        i = j;
+    }
+    out
 }
 
 /// A variable or an array element named in an expression.
@@ -26,6 +100,16 @@ enum Slot {
 
 fn slot(sh: &mut Shell, t: &ArithmeticTarget) -> Result<Slot, String> {
     Ok(match t {
+        ArithmeticTarget::Variable(n) if n.starts_with(ASSOC_PREFIX) => {
+            let found = n[ASSOC_PREFIX.len()..]
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| ASSOC_REFS.with(|r| r.borrow().get(i).cloned()));
+            match found {
+                Some((name, key)) => Slot::Elem(name, key),
+                None => Slot::Var(n.clone()),
+            }
+        }
         ArithmeticTarget::Variable(n) => Slot::Var(n.clone()),
         ArithmeticTarget::ArrayElement(n, idx) => {
             let mut i = eval(sh, idx)?;

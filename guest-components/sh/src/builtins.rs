@@ -125,6 +125,17 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                     continue;
                 }
                 sh.make_local(k);
+                if args.iter().any(|a| a.starts_with('-') && a.contains('n')) {
+                    let target = v.unwrap_or_default().to_string();
+                    sh.vars.insert(
+                        k.to_string(),
+                        crate::shell::Var {
+                            nameref: Some(target),
+                            ..Default::default()
+                        },
+                    );
+                    continue;
+                }
                 if args.iter().any(|a| a == "-A" || a == "-a") {
                     let assoc = args.iter().any(|a| a == "-A");
                     sh.set_array(k, new_array(assoc));
@@ -588,27 +599,55 @@ fn read(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     let mut raw = false;
     let mut array: Option<String> = None;
     let mut names = Vec::new();
+    let mut delim = b'\n';
+    let mut max: Option<usize> = None;
     let mut i = 0;
+    // Options may be grouped (`-ra NAME`, `-rp PROMPT`); a value is the rest of the group
+    // or the next argument.
     while i < args.len() {
-        match args[i].as_str() {
-            "-r" => raw = true,
-            "-p" => {
-                i += 1;
-                if let Some(p) = args.get(i) {
-                    io.stderr.write_str(p);
+        let a = &args[i];
+        if !names.is_empty() || !a.starts_with('-') || a == "-" {
+            names.push(a.to_string());
+            i += 1;
+            continue;
+        }
+        if a == "--" {
+            names.extend(args[i + 1..].iter().cloned());
+            break;
+        }
+        let flags: Vec<char> = a[1..].chars().collect();
+        for (k, c) in flags.iter().enumerate() {
+            if matches!(c, 'p' | 'a' | 'd' | 'n' | 'N' | 't' | 'u') {
+                let rest: String = flags[k + 1..].iter().collect();
+                let value = if rest.is_empty() {
+                    i += 1;
+                    args.get(i).cloned().unwrap_or_default()
+                } else {
+                    rest
+                };
+                match c {
+                    'p' => {
+                        io.stderr.write_str(&value);
+                    }
+                    'a' => array = Some(value),
+                    'd' => delim = value.bytes().next().unwrap_or(0),
+                    'n' | 'N' => max = value.parse().ok().filter(|&n| n > 0),
+                    _ => {}
+                }
+                break;
+            }
+            match c {
+                'r' => raw = true,
+                's' | 'e' => {}
+                _ => {
+                    sh.error(io, &format!("read: -{c}: invalid option"));
+                    return 2;
                 }
             }
-            "-s" | "-e" => {}
-            "-a" => {
-                i += 1;
-                array = args.get(i).cloned();
-            }
-            "-t" | "-n" | "-N" | "-d" | "-u" => i += 1,
-            a => names.push(a.to_string()),
         }
         i += 1;
     }
-    let mut line = match read_line(&io.stdin) {
+    let mut line = match crate::io::read_until(&io.stdin, delim, max) {
         Some(l) => l,
         None => {
             for n in &names {
@@ -756,6 +795,16 @@ fn declare(sh: &mut Shell, args: &[String], io: &Io) -> Status {
         }
         if local {
             sh.make_local(&k);
+        }
+        if flags.contains('n') {
+            sh.vars.insert(
+                k.clone(),
+                crate::shell::Var {
+                    nameref: Some(v.clone().unwrap_or_default()),
+                    ..Default::default()
+                },
+            );
+            continue;
         }
         if flags.contains('A') && !sh.is_assoc(&k) {
             sh.set_array(&k, new_array(true));

@@ -368,7 +368,14 @@ impl Shell {
             WordPiece::AnsiCQuotedText(s) => f.literal(&ansi_c(s), true),
             WordPiece::DoubleQuotedSequence(inner)
             | WordPiece::GettextDoubleQuotedSequence(inner) => {
-                f.cur.quoted = true;
+                // `"$@"` (and `"${a[@]}"`) with no elements is no field at all.
+                let empty_list = matches!(inner.as_slice(), [only]
+                    if matches!(&only.piece, WordPiece::ParameterExpansion(
+                        PE::Parameter { parameter, indirect: false })
+                        if self.list_of(parameter).is_some_and(|(l, joined)| l.is_empty() && !joined)));
+                if !empty_list {
+                    f.cur.quoted = true;
+                }
                 for p in inner {
                     self.piece(&p.piece, f, true)?;
                 }

@@ -133,6 +133,12 @@ impl In {
 /// Reads one line (without its newline) from an input, a byte at a time so that nothing
 /// past the line is consumed; `None` at end of file.
 pub fn read_line(input: &In) -> Option<String> {
+    read_until(input, b'\n', None)
+}
+
+/// Reads up to `delim` (not kept) or `max` bytes; `None` at the end of input with nothing
+/// read.
+pub fn read_until(input: &In, delim: u8, max: Option<usize>) -> Option<String> {
     let mut line = Vec::new();
     let mut got_any = false;
     loop {
@@ -157,10 +163,13 @@ pub fn read_line(input: &In) -> Option<String> {
         };
         match byte {
             None => return got_any.then(|| String::from_utf8_lossy(&line).into_owned()),
-            Some(b'\n') => return Some(String::from_utf8_lossy(&line).into_owned()),
+            Some(b) if b == delim => return Some(String::from_utf8_lossy(&line).into_owned()),
             Some(b) => {
                 got_any = true;
-                line.push(b)
+                line.push(b);
+                if max.is_some_and(|m| line.len() >= m) {
+                    return Some(String::from_utf8_lossy(&line).into_owned());
+                }
             }
         }
     }

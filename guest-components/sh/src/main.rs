@@ -32,6 +32,7 @@ fn run(arg0: String, args: &[String]) -> i32 {
     let mut command_mode = false;
     let mut stdin_mode = false;
     let mut interactive = false;
+    let mut noexec = false;
     let mut opts = shell::Opts::default();
     let mut i = 0;
     while i < args.len() {
@@ -69,6 +70,7 @@ fn run(arg0: String, args: &[String]) -> i32 {
                     }
                 }
                 'i' => interactive = on,
+                'n' => noexec = on,
                 'l' | 'h' | 'v' | 'B' | 'H' | 'm' | 'p' | 'P' | 'E' | 'T' | 'b' | 'C' => {}
                 other => {
                     eprintln!("{}: -{other}: invalid option", short(&arg0));
@@ -112,6 +114,16 @@ fn run(arg0: String, args: &[String]) -> i32 {
     let mut sh = Shell::new(name, positional);
     sh.opts = opts;
     let io = Io::standard();
+    if noexec {
+        // `bash -n`: read and parse only; a syntax error is status 2.
+        return match shell::parse(&script) {
+            Ok(_) => 0,
+            Err(msg) => {
+                sh.error(&io, &msg);
+                2
+            }
+        };
+    }
     let status = match sh.run_script(&script, &io) {
         Ok(s) => s,
         Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,

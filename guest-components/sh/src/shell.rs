@@ -35,6 +35,8 @@ pub struct Var {
     pub value: String,
     pub exported: bool,
     pub array: Option<Array>,
+    /// `declare -n`/`local -n`: this variable names another one.
+    pub nameref: Option<String>,
 }
 
 /// An array variable: indexed (`a=(x y)`, sparse) or associative (`declare -A`).
@@ -241,6 +243,7 @@ impl Shell {
                     value: v,
                     exported: true,
                     array: None,
+                    nameref: None,
                 },
             );
         }
@@ -350,7 +353,22 @@ impl Shell {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 16
     }
 
+    /// The variable a name stands for: itself, or what its `-n` reference names (a chain
+    /// of at most 8).
+    pub fn resolve_ref(&self, name: &str) -> String {
+        let mut cur = name;
+        for _ in 0..8 {
+            match self.vars.get(cur).and_then(|v| v.nameref.as_deref()) {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+        cur.to_string()
+    }
+
     pub fn get_var(&self, name: &str) -> Option<String> {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         if let Some(v) = self.dynamic_var(name) {
             return Some(v);
         }
@@ -363,6 +381,8 @@ impl Shell {
     }
 
     pub fn set_var(&mut self, name: &str, value: String) {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         match self.vars.get_mut(name) {
             Some(Var {
                 array: Some(Array::Indexed(m)),
@@ -391,6 +411,8 @@ impl Shell {
 
     /// The array `name` (a scalar is a one-element array; unset is `None`).
     pub fn array(&self, name: &str) -> Option<Array> {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         let v = self.vars.get(name)?;
         Some(match &v.array {
             Some(a) => a.clone(),
@@ -399,6 +421,8 @@ impl Shell {
     }
 
     pub fn is_assoc(&self, name: &str) -> bool {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         matches!(
             self.vars.get(name),
             Some(Var {
@@ -410,6 +434,8 @@ impl Shell {
 
     /// Replaces `name` with an array (keeping its export flag).
     pub fn set_array(&mut self, name: &str, array: Array) {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         let v = self.vars.entry(name.to_string()).or_default();
         v.value.clear();
         v.array = Some(array);
@@ -435,6 +461,8 @@ impl Shell {
 
     /// Sets one element; `key` is already resolved (a number for indexed arrays).
     pub fn set_elem(&mut self, name: &str, key: &str, value: String) {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         let assoc = self.is_assoc(name);
         match self.array_mut(name, assoc) {
             Array::Indexed(m) => {
@@ -447,6 +475,8 @@ impl Shell {
     }
 
     pub fn get_elem(&self, name: &str, key: &str) -> Option<String> {
+        let resolved = self.resolve_ref(name);
+        let name = resolved.as_str();
         match &self.vars.get(name)?.array {
             Some(Array::Indexed(m)) => m.get(&key.parse().ok()?).cloned(),
             Some(Array::Assoc(m)) => m.get(key).cloned(),
@@ -787,9 +817,22 @@ impl Shell {
             self.in_condition -= 1;
         }
         let status = result?;
+        if p.seq.len() == 1 {
+            self.set_pipestatus(&[status]);
+        }
         let status = if p.bang { (status == 0) as i32 } else { status };
         self.last_status = status;
         Ok(status)
+    }
+
+    /// `PIPESTATUS`: the exit status of each command of the last pipeline.
+    fn set_pipestatus(&mut self, statuses: &[i32]) {
+        let m = statuses
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as i64, s.to_string()))
+            .collect();
+        self.set_array("PIPESTATUS", Array::Indexed(m));
     }
 
     /// A pipeline of two or more commands. External stages run concurrently as children;
@@ -880,6 +923,7 @@ impl Shell {
             self.finish_psubs(mark, &sio);
         }
         let statuses: Vec<i32> = statuses.into_iter().map(|s| s.unwrap_or(0)).collect();
+        self.set_pipestatus(&statuses);
         let last = *statuses.last().unwrap_or(&0);
         if self.opts.pipefail
             && let Some(&s) = statuses.iter().rev().find(|&&s| s != 0)
@@ -1326,6 +1370,24 @@ impl Shell {
             None => io.clone(),
         };
         let saved_positional = std::mem::replace(&mut self.positional, argv[1..].to_vec());
+        // FUNCNAME: this function first, then its callers.
+        let saved_funcname = self.vars.get("FUNCNAME").cloned();
+        let mut names = vec![argv[0].clone()];
+        names.extend(
+            self.array("FUNCNAME")
+                .map(|a| a.values())
+                .unwrap_or_default(),
+        );
+        self.set_array(
+            "FUNCNAME",
+            Array::Indexed(
+                names
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, n)| (i as i64, n))
+                    .collect(),
+            ),
+        );
         self.locals.push(Vec::new());
         for (k, v) in assigns {
             self.make_local(&k);
@@ -1347,6 +1409,14 @@ impl Shell {
             }
         }
         self.positional = saved_positional;
+        match saved_funcname {
+            Some(v) => {
+                self.vars.insert("FUNCNAME".into(), v);
+            }
+            None => {
+                self.vars.remove("FUNCNAME");
+            }
+        }
         match result {
             Err(Ctl::Return(s)) => Ok(s),
             other => other,
