@@ -68,7 +68,22 @@ enum Expr {
     Print(bool),
     Delete,
     Prune,
-    Exec { argv: Vec<String>, batch: bool },
+    Exec {
+        argv: Vec<String>,
+        batch: bool,
+    },
+    /// `-size`: comparison, count, unit in bytes (counts round up, as GNU find does).
+    Size(std::cmp::Ordering, u64, u64),
+    /// `-mtime`/`-mmin`/`-atime`/...: comparison, count, unit in seconds, access time.
+    Age(std::cmp::Ordering, u64, u64, bool),
+    /// `-newer FILE`: modified after this time.
+    Newer(std::time::SystemTime),
+    /// `-perm`: mode, and how (`=` exact, `-` all of these bits, `/` any of them).
+    Perm(u32, char),
+    Executable,
+    Regex(regex::Regex),
+    Printf(String),
+    Ls,
     Not(Box<Expr>),
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
@@ -165,6 +180,91 @@ impl Parser {
                 Expr::Delete
             }
             "-prune" => Expr::Prune,
+            "-size" => {
+                let v = self.arg(&t)?;
+                let (ord, rest) = comparison(&v);
+                let (digits, unit) = match rest.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+                    Some((i, _)) => (&rest[..i], &rest[i..]),
+                    None => (rest, ""),
+                };
+                let unit = match unit {
+                    "" | "b" => 512,
+                    "c" => 1,
+                    "w" => 2,
+                    "k" => 1024,
+                    "M" => 1 << 20,
+                    "G" => 1 << 30,
+                    _ => return Err(format!("invalid -size type `{unit}'")),
+                };
+                let n = digits
+                    .parse()
+                    .map_err(|_| format!("invalid argument `{v}' to `-size'"))?;
+                Expr::Size(ord, n, unit)
+            }
+            "-mtime" | "-atime" | "-ctime" | "-mmin" | "-amin" | "-cmin" => {
+                let v = self.arg(&t)?;
+                let (ord, rest) = comparison(&v);
+                let n = rest
+                    .parse()
+                    .map_err(|_| format!("invalid argument `{v}' to `{t}'"))?;
+                let unit = if t.ends_with("min") { 60 } else { 86_400 };
+                Expr::Age(ord, n, unit, t.starts_with("-a"))
+            }
+            "-newer" | "-anewer" | "-cnewer" => {
+                let f = self.arg(&t)?;
+                let m = std::fs::metadata(&f)
+                    .and_then(|m| m.modified())
+                    .map_err(|e| format!("'{f}': {}", reason(&e)))?;
+                Expr::Newer(m)
+            }
+            "-perm" => {
+                let v = self.arg(&t)?;
+                let (how, mode) = match v.chars().next() {
+                    Some(c @ ('-' | '/')) => (c, &v[1..]),
+                    _ => ('=', v.as_str()),
+                };
+                let bits = perm_bits(mode).ok_or_else(|| format!("invalid mode `{v}'"))?;
+                Expr::Perm(bits, how)
+            }
+            "-executable" => Expr::Executable,
+            "-regex" | "-iregex" => {
+                let v = self.arg(&t)?;
+                let pattern = format!("^(?s:{})$", emacs_regex(&v));
+                let re = regex::RegexBuilder::new(&pattern)
+                    .case_insensitive(t == "-iregex")
+                    .build()
+                    .map_err(|_| format!("invalid regular expression `{v}'"))?;
+                Expr::Regex(re)
+            }
+            "-printf" => {
+                self.has_action = true;
+                Expr::Printf(self.arg(&t)?)
+            }
+            "-ls" => {
+                self.has_action = true;
+                Expr::Ls
+            }
+            "-user" | "-group" | "-uid" | "-gid" => {
+                // A sandbox's files have one owner.
+                let _ = self.arg(&t)?;
+                Expr::True
+            }
+            "-readable"
+            | "-writable"
+            | "-nouser"
+            | "-nogroup"
+            | "-xdev"
+            | "-mount"
+            | "-depth"
+            | "-follow"
+            | "-noleaf"
+            | "-ignore_readdir_race" => {
+                if matches!(t.as_str(), "-nouser" | "-nogroup") {
+                    Expr::Not(Box::new(Expr::True))
+                } else {
+                    Expr::True
+                }
+            }
             "-true" => Expr::True,
             "-false" => Expr::Not(Box::new(Expr::True)),
             "-exec" => {
@@ -189,6 +289,9 @@ impl Parser {
 
 struct Walk<'a> {
     expr: &'a Expr,
+    /// The depth and starting point of the path being looked at (for `-printf`).
+    depth: usize,
+    root: String,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     status: i32,
     batch: Vec<String>,
@@ -258,6 +361,59 @@ impl Walk<'_> {
                 let _ = self.out.flush();
                 run(&argv, "find") == 0
             }
+            Expr::Size(ord, n, unit) => meta.len().div_ceil(*unit).cmp(n) == *ord,
+            Expr::Age(ord, n, unit, access) => {
+                let t = if *access {
+                    meta.accessed()
+                } else {
+                    meta.modified()
+                };
+                let age = t
+                    .ok()
+                    .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                    .map_or(0, |d| d.as_secs());
+                (age / unit).cmp(n) == *ord
+            }
+            Expr::Newer(t) => meta.modified().is_ok_and(|m| m > *t),
+            Expr::Perm(bits, how) => {
+                let mode = guest_support::file_mode(path).unwrap_or(0) & 0o7777;
+                match how {
+                    '-' => mode & bits == *bits,
+                    '/' => *bits == 0 || mode & bits != 0,
+                    _ => mode == *bits,
+                }
+            }
+            Expr::Executable => {
+                meta.is_dir() || guest_support::file_mode(path).is_some_and(|m| m & 0o111 != 0)
+            }
+            Expr::Regex(re) => re.is_match(path),
+            Expr::Printf(format) => {
+                let text = printf(format, path, meta, self.depth, &self.root);
+                let _ = self.out.write_all(text.as_bytes());
+                true
+            }
+            Expr::Ls => {
+                let mode = guest_support::file_mode(path).unwrap_or(0o644);
+                let kind = if meta.is_dir() {
+                    'd'
+                } else if meta.file_type().is_symlink() {
+                    'l'
+                } else {
+                    '-'
+                };
+                let line = format!(
+                    "{:>9} {:>6} {}{} {:>3} root     root     {:>8} {} {path}\n",
+                    0,
+                    meta.len().div_ceil(1024),
+                    kind,
+                    mode_string(mode),
+                    1,
+                    meta.len(),
+                    crate::ls::date(meta.modified().ok(), false),
+                );
+                let _ = self.out.write_all(line.as_bytes());
+                true
+            }
             Expr::Not(x) => !self.eval(x, path, meta, prune),
             Expr::And(a, b) => self.eval(a, path, meta, prune) && self.eval(b, path, meta, prune),
             Expr::Or(a, b) => self.eval(a, path, meta, prune) || self.eval(b, path, meta, prune),
@@ -274,6 +430,7 @@ impl Walk<'_> {
             }
         };
         let mut prune = false;
+        self.depth = depth;
         if depth >= p.mindepth {
             let expr = self.expr;
             self.eval(expr, path, &meta, &mut prune);
@@ -346,8 +503,11 @@ pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
         status: 0,
         batch: Vec::new(),
         batch_cmd: None,
+        depth: 0,
+        root: String::new(),
     };
     for r in &roots {
+        w.root = r.clone();
         w.visit(r, 0, &p);
     }
     let _ = w.out.flush();
@@ -360,6 +520,190 @@ pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
         }
     }
     w.status
+}
+
+/// `+N` (more than), `-N` (less than) or `N` (exactly), as find's numeric tests take them.
+fn comparison(v: &str) -> (std::cmp::Ordering, &str) {
+    match v.chars().next() {
+        Some('+') => (std::cmp::Ordering::Greater, &v[1..]),
+        Some('-') => (std::cmp::Ordering::Less, &v[1..]),
+        _ => (std::cmp::Ordering::Equal, v),
+    }
+}
+
+/// An octal mode, or a symbolic one (`u+x`, `g=rw,o=r`, `a+r`) applied to nothing.
+fn perm_bits(mode: &str) -> Option<u32> {
+    if !mode.is_empty() && mode.chars().all(|c| c.is_digit(8)) {
+        return u32::from_str_radix(mode, 8).ok();
+    }
+    let mut bits = 0;
+    for clause in mode.split(',') {
+        let op = clause.find(['+', '-', '='])?;
+        let (who, rest) = clause.split_at(op);
+        let perms = &rest[1..];
+        let mut what = 0;
+        for c in perms.chars() {
+            what |= match c {
+                'r' => 0o444,
+                'w' => 0o222,
+                'x' => 0o111,
+                's' => 0o6000,
+                't' => 0o1000,
+                _ => return None,
+            };
+        }
+        let mut mask = 0;
+        for c in if who.is_empty() {
+            "a".chars()
+        } else {
+            who.chars()
+        } {
+            mask |= match c {
+                'u' => 0o4700,
+                'g' => 0o2070,
+                'o' => 0o1007,
+                'a' => 0o7777,
+                _ => return None,
+            };
+        }
+        if !rest.starts_with('-') {
+            bits |= what & mask;
+        }
+    }
+    Some(bits)
+}
+
+/// An Emacs regular expression (find's default syntax) in Rust's syntax: `\(`, `\)`,
+/// `\|` and `\{` are the operators, the bare characters are literal.
+fn emacs_regex(re: &str) -> String {
+    let mut out = String::new();
+    let mut chars = re.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(o @ ('(' | ')' | '|' | '{' | '}')) => out.push(o),
+                Some(o) => {
+                    out.push('\\');
+                    out.push(o);
+                }
+                None => out.push_str("\\\\"),
+            },
+            '(' | ')' | '|' | '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn mode_string(mode: u32) -> String {
+    "rwxrwxrwx"
+        .chars()
+        .enumerate()
+        .map(|(i, c)| if mode & (1 << (8 - i)) != 0 { c } else { '-' })
+        .collect()
+}
+
+/// `-printf FORMAT`: the directives agents use (`%p %f %h %P %s %d %m %M %y %t %T@ %TY
+/// %Tm %Td %TH %TM %TS %u %g %n %k`) and backslash escapes.
+fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root: &str) -> String {
+    let mut out = String::new();
+    let mut chars = format.chars().peekable();
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .unwrap_or_default();
+    let (y, mo, d, h, mi, sec) = crate::civil(mtime.as_secs() as i64);
+    let mode = guest_support::file_mode(path).unwrap_or(0o644);
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('0') => out.push('\0'),
+                Some('\\') => out.push('\\'),
+                Some(o) => {
+                    out.push('\\');
+                    out.push(o);
+                }
+                None => out.push('\\'),
+            },
+            '%' => match chars.next() {
+                Some('%') => out.push('%'),
+                Some('p') => out.push_str(path),
+                Some('f') => out.push_str(
+                    &Path::new(path)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| path.to_string()),
+                ),
+                Some('h') => out.push_str(match path.rfind('/') {
+                    Some(0) => "/",
+                    Some(i) => &path[..i],
+                    None => ".",
+                }),
+                Some('P') => out.push_str(
+                    path.strip_prefix(root)
+                        .map(|r| r.trim_start_matches('/'))
+                        .unwrap_or(path),
+                ),
+                Some('s') => out.push_str(&meta.len().to_string()),
+                Some('k') => out.push_str(&meta.len().div_ceil(1024).to_string()),
+                Some('d') => out.push_str(&depth.to_string()),
+                Some('m') => out.push_str(&format!("{:o}", mode & 0o7777)),
+                Some('M') => {
+                    out.push(if meta.is_dir() {
+                        'd'
+                    } else if meta.file_type().is_symlink() {
+                        'l'
+                    } else {
+                        '-'
+                    });
+                    out.push_str(&mode_string(mode));
+                }
+                Some('y') => out.push(if meta.is_dir() {
+                    'd'
+                } else if meta.file_type().is_symlink() {
+                    'l'
+                } else {
+                    'f'
+                }),
+                Some('u') | Some('g') => out.push_str("root"),
+                Some('n') => out.push('1'),
+                Some('t') => out.push_str(&crate::inspect::ctime(mtime.as_secs() as i64)),
+                Some('T') => match chars.next() {
+                    Some('@') => out.push_str(&format!(
+                        "{}.{:010}",
+                        mtime.as_secs(),
+                        mtime.subsec_nanos() as u64 * 10
+                    )),
+                    Some('Y') => out.push_str(&format!("{y:04}")),
+                    Some('m') => out.push_str(&format!("{mo:02}")),
+                    Some('d') => out.push_str(&format!("{d:02}")),
+                    Some('H') => out.push_str(&format!("{h:02}")),
+                    Some('M') => out.push_str(&format!("{mi:02}")),
+                    Some('S') => out.push_str(&format!("{sec:02}")),
+                    Some('F') => out.push_str(&format!("{y:04}-{mo:02}-{d:02}")),
+                    Some('T') => out.push_str(&format!("{h:02}:{mi:02}:{sec:02}")),
+                    Some(o) => {
+                        out.push_str("%T");
+                        out.push(o);
+                    }
+                    None => out.push_str("%T"),
+                },
+                Some(o) => {
+                    out.push('%');
+                    out.push(o);
+                }
+                None => out.push('%'),
+            },
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Runs a program with this process's environment; its stdin is empty, as GNU does.

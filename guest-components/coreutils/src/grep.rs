@@ -490,10 +490,18 @@ pub fn rev(args: std::vec::IntoIter<OsString>) -> i32 {
         .collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut status = 0;
+    // Each line reversed, its newline kept where it was (a last line without one gets none).
     let mut each = |r: &mut dyn BufRead| {
-        for line in r.lines().map_while(Result::ok) {
-            let s: String = line.chars().rev().collect();
-            let _ = writeln!(out, "{s}");
+        let mut buf = Vec::new();
+        while r.read_until(b'\n', &mut buf).is_ok_and(|n| n > 0) {
+            let newline = buf.last() == Some(&b'\n');
+            let body = String::from_utf8_lossy(&buf[..buf.len() - newline as usize]);
+            let s: String = body.chars().rev().collect();
+            let _ = out.write_all(s.as_bytes());
+            if newline {
+                let _ = out.write_all(b"\n");
+            }
+            buf.clear();
         }
     };
     if files.is_empty() {

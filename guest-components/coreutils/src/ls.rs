@@ -84,7 +84,7 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// `Nov 22 04:33` within six months, `Nov 22  2025` otherwise (GNU, C locale, UTC).
-fn date(t: Option<SystemTime>, full: bool) -> String {
+pub fn date(t: Option<SystemTime>, full: bool) -> String {
     if full {
         return crate::diff::stamp(t);
     }

@@ -35,11 +35,11 @@ fn applet(name: &str) -> Option<Main> {
         "echo" => uu_echo::uumain,
         "head" => uu_head::uumain,
         "ls" => ls::main,
-        "ln" => uu_ln::uumain,
+        "ln" => own::ln,
         "mkdir" => own::mkdir,
         "mv" => own::mv,
         "pwd" => uu_pwd::uumain,
-        "rm" => uu_rm::uumain,
+        "rm" => |a| uu_rm::uumain(own::without_trailing_slashes(a)),
         "seq" => uu_seq::uumain,
         "sleep" => uu_sleep::uumain,
         "sort" => uu_sort::uumain,
@@ -63,7 +63,7 @@ fn applet(name: &str) -> Option<Main> {
         "printf" => uu_printf::uumain,
         "readlink" => uu_readlink::uumain,
         "realpath" => own::realpath,
-        "rmdir" => uu_rmdir::uumain,
+        "rmdir" => |a| uu_rmdir::uumain(own::without_trailing_slashes(a)),
         "sha256sum" => uu_sha256sum::uumain,
         "tac" => own::tac,
         "which" => inspect::which,
@@ -267,16 +267,6 @@ fn printenv(args: std::vec::IntoIter<OsString>) -> i32 {
 
 /// Seconds since the epoch as UTC (year, month, day, hour, minute, second).
 pub fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
+    let (y, mo, d, h, mi, s, _) = guest_support::civil_time(secs);
+    (y, mo as i64, d as i64, h as i64, mi as i64, s as i64)
 }

@@ -259,7 +259,22 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
 /// `realpath [-e|-m|-s] FILE...`: the absolute path, with `.` and `..` resolved (WASI has
 /// no `realpath(3)`; the components are resolved in the sandbox's path space).
 pub fn realpath(args: std::vec::IntoIter<OsString>) -> i32 {
-    let (flags, files) = flags_and_operands(strings(args), &[]);
+    // `--relative-to=DIR` / `--relative-to DIR`: print paths relative to DIR.
+    let mut relative_to = None;
+    let mut rest = Vec::new();
+    let mut it = strings(args).into_iter();
+    while let Some(a) = it.next() {
+        if let Some(d) = a.strip_prefix("--relative-to=") {
+            relative_to = Some(d.to_string());
+        } else if a == "--relative-to" {
+            relative_to = it.next();
+        } else if a == "--canonicalize-missing" {
+            rest.push("-m".to_string());
+        } else {
+            rest.push(a);
+        }
+    }
+    let (flags, files) = flags_and_operands(rest, &[]);
     let missing_ok = flags.iter().any(|(c, _)| *c == 'm');
     if files.is_empty() {
         eprintln!("realpath: missing operand\nTry 'realpath --help' for more information.");
@@ -289,9 +304,93 @@ pub fn realpath(args: std::vec::IntoIter<OsString>) -> i32 {
             status = 1;
             continue;
         }
-        println!("{resolved}");
+        match &relative_to {
+            Some(base) => println!("{}", guest_support::relative_path(base, &resolved)),
+            None => println!("{resolved}"),
+        }
     }
     status
+}
+
+/// `rm` and `rmdir` take `dir/` like GNU does (WASI refuses a trailing slash).
+pub fn without_trailing_slashes(
+    args: std::vec::IntoIter<OsString>,
+) -> std::vec::IntoIter<OsString> {
+    args.map(|a| {
+        let s = a.to_string_lossy();
+        if s.len() > 1 && s.ends_with('/') && !s.starts_with('-') {
+            let t = s.trim_end_matches('/');
+            OsString::from(if t.is_empty() { "/" } else { t })
+        } else {
+            a
+        }
+    })
+    .collect::<Vec<_>>()
+    .into_iter()
+}
+
+/// `ln`: an absolute target of a symbolic link is written relative to the link's
+/// directory (WASI refuses absolute link targets; the relative one reaches the same file
+/// inside the sandbox), then uutils does the rest.
+pub fn ln(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    let symbolic = args.iter().skip(1).any(|a| {
+        a == "--symbolic" || (a.starts_with('-') && !a.starts_with("--") && a.contains('s'))
+    });
+    let with_value = |a: &str| matches!(a, "-t" | "--target-directory" | "-S" | "--suffix");
+    let mut operands: Vec<usize> = Vec::new();
+    let mut target_dir: Option<String> = None;
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i];
+        if with_value(a) {
+            if a == "-t" || a == "--target-directory" {
+                target_dir = args.get(i + 1).cloned();
+            }
+            i += 2;
+            continue;
+        }
+        if let Some(d) = a.strip_prefix("--target-directory=") {
+            target_dir = Some(d.to_string());
+        } else if !a.starts_with('-') || a == "-" {
+            operands.push(i);
+        }
+        i += 1;
+    }
+    let mut args = args;
+    if symbolic && !operands.is_empty() {
+        // Where the links go: -t DIR, the last operand if it is a directory or there are
+        // two operands, else the working directory.
+        let (targets, dir): (Vec<usize>, String) = match &target_dir {
+            Some(d) => (operands.clone(), d.clone()),
+            None if operands.len() == 1 => (operands.clone(), ".".to_string()),
+            None => {
+                let last = args[*operands.last().unwrap_or(&0)].clone();
+                let into_dir = Path::new(&last).is_dir() || operands.len() > 2;
+                let dir = if into_dir {
+                    last
+                } else {
+                    Path::new(&last)
+                        .parent()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .filter(|p| !p.is_empty())
+                        .unwrap_or_else(|| ".".into())
+                };
+                (operands[..operands.len() - 1].to_vec(), dir)
+            }
+        };
+        for k in targets {
+            if args[k].starts_with('/') {
+                args[k] = guest_support::relative_path(&dir, &args[k]);
+            }
+        }
+    }
+    uu_ln::uumain(
+        args.into_iter()
+            .map(OsString::from)
+            .collect::<Vec<_>>()
+            .into_iter(),
+    )
 }
 
 /// `tac [FILE]...`: lines in reverse order.

@@ -172,3 +172,35 @@ pub fn civil_time(t: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
         weekday,
     )
 }
+
+/// `path` made absolute against the working directory with `.` and `..` resolved by name
+/// (symbolic links are not followed).
+pub fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    let full = absolute(path);
+    for c in full.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The relative path from directory `from` to `to` (both normalized first), `.` if equal.
+pub fn relative_path(from: &str, to: &str) -> String {
+    let (from, to) = (normalize(from), normalize(to));
+    let a: Vec<&str> = from.split('/').filter(|c| !c.is_empty()).collect();
+    let b: Vec<&str> = to.split('/').filter(|c| !c.is_empty()).collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<&str> = vec![".."; a.len() - common];
+    parts.extend(&b[common..]);
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    }
+}
