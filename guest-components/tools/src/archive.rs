@@ -112,8 +112,20 @@ fn safe_member_path(name: &str) -> Option<PathBuf> {
     Some(out)
 }
 
+/// Makes a symbolic link; an absolute target is written relative to the link's directory
+/// (WASI refuses absolute targets; the relative one reaches the same sandbox path).
 fn symlink(target: &str, at: &Path) -> io::Result<()> {
-    rustix::fs::symlink(target, at).map_err(io::Error::from)
+    let target = if target.starts_with('/') {
+        let dir = at
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| ".".into());
+        guest_support::relative_path(&dir, target)
+    } else {
+        target.to_string()
+    };
+    rustix::fs::symlink(target.as_str(), at).map_err(io::Error::from)
 }
 
 // -- gzip ---------------------------------------------------------------------------------

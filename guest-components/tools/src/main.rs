@@ -1,9 +1,10 @@
 //! The multi-call program of the base image's larger tools, kept apart from `coreutils` so
 //! that a plain `ls` never loads a jq interpreter or a deflate codec: `jq`, `gzip`,
-//! `gunzip`, `zcat`, `tar`, `zip` and `unzip`. `argv[0]` names the applet; `tools APPLET
+//! `gunzip`, `zcat`, `tar`, `zip`, `unzip` and `bc`. `argv[0]` names the applet; `tools APPLET
 //! ARGS...` works too.
 
 mod archive;
+mod bc;
 mod jq;
 
 use std::io::ErrorKind;
@@ -20,6 +21,7 @@ fn main() {
     }
     let code = match name.as_str() {
         "jq" => jq::main(args),
+        "bc" => bc::main(args),
         "gzip" => archive::gzip(args, archive::GzipMode::Compress),
         "gunzip" => archive::gzip(args, archive::GzipMode::Decompress),
         "zcat" => archive::gzip(args, archive::GzipMode::Cat),
