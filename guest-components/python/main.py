@@ -21,6 +21,12 @@ import tempfile, textwrap, threading, time, timeit, token, tokenize, tomllib, tr
 import types, typing, unicodedata, unittest, unittest.mock, urllib, urllib.parse  # noqa: E401,F401
 import urllib.request, uuid, warnings, weakref, xml, xml.dom.minidom, xml.etree.ElementTree  # noqa: E401,F401
 import zipfile, zlib, zoneinfo, json.tool, encodings.idna, encodings.cp437  # noqa: E401,F401
+import _strptime, doctest, getpass, importlib.resources, pdb, cProfile, profile  # noqa: E401,F401
+import concurrent.futures, concurrent.futures.thread  # noqa: E401,F401
+try:  # wasm has no processes to fork; kept so that the import and cpu_count() work
+    import multiprocessing, multiprocessing.pool  # noqa: E401,F401
+except ImportError:
+    pass
 import encodings.latin_1, encodings.ascii, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
 
 from wit_world import exports
@@ -43,6 +49,101 @@ def _exit(code):
     _flush()
     if code:
         wasi_exit.exit_with_code(max(1, min(255, code)))
+
+
+# -- what a wasm sandbox does not have, refused clearly or done without ---------------------
+
+def _no_processes(*args, **kwargs):
+    raise OSError(38, "multiprocessing is not available in this sandbox (a wasm process "
+                      "cannot fork or start threads); run the work in this process or "
+                      "start programs with subprocess")
+
+
+try:
+    multiprocessing.Pool = _no_processes
+    multiprocessing.pool.Pool = _no_processes
+    multiprocessing.Process.start = _no_processes
+    multiprocessing.get_context = _no_processes
+    concurrent.futures.ProcessPoolExecutor = _no_processes
+except (NameError, AttributeError):
+    pass
+
+
+class _InlineExecutor(concurrent.futures.Executor):
+    """`ThreadPoolExecutor` without threads: each call runs when it is submitted, its
+    result (or exception) kept in its future, so `map`, `submit` and `as_completed` give
+    what they would with threads, one call after another."""
+
+    def __init__(self, max_workers=None, thread_name_prefix="", initializer=None,
+                 initargs=()):
+        if max_workers is not None and max_workers <= 0:
+            raise ValueError("max_workers must be greater than 0")
+        self._shutdown = False
+        if initializer is not None:
+            initializer(*initargs)
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self._shutdown:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:
+            future.set_exception(e)
+        return future
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self._shutdown = True
+
+
+concurrent.futures.ThreadPoolExecutor = _InlineExecutor
+concurrent.futures.thread.ThreadPoolExecutor = _InlineExecutor
+
+
+class _WaitOnlySelector(selectors.BaseSelector):
+    """An event loop selector with nothing to watch: `select(timeout)` sleeps. asyncio
+    then runs coroutines, tasks, timers and `asyncio.sleep`; sockets and pipes, which a
+    sandbox does not give, are refused when registered."""
+
+    def __init__(self):
+        self._map = {}
+
+    def register(self, fileobj, events, data=None):
+        raise OSError(38, "asyncio cannot watch files or sockets in this sandbox")
+
+    def unregister(self, fileobj):
+        raise KeyError(fileobj)
+
+    def select(self, timeout=None):
+        if timeout is None:
+            raise RuntimeError("the event loop has nothing to wait for")
+        if timeout > 0:
+            time.sleep(timeout)
+        return []
+
+    def get_map(self):
+        return self._map
+
+
+def _plain_loop():
+    loop = asyncio.SelectorEventLoop(_WaitOnlySelector())
+    return loop
+
+
+# The loop's self-pipe (a socket pair) only wakes it from other threads and signals,
+# which a sandbox process has none of.
+asyncio.selector_events.BaseSelectorEventLoop._make_self_pipe = lambda self: None
+asyncio.selector_events.BaseSelectorEventLoop._close_self_pipe = lambda self: None
+asyncio.selector_events.BaseSelectorEventLoop._write_to_self = lambda self: None
+asyncio.selector_events.BaseSelectorEventLoop._process_self_data = lambda self, data: None
+
+
+class _Policy(asyncio.DefaultEventLoopPolicy):
+    def new_event_loop(self):
+        return _plain_loop()
+
+
+asyncio.set_event_loop_policy(_Policy())
 
 
 # -- subprocess and os.system through the process host -----------------------------------
@@ -80,6 +181,14 @@ def _run_child(args, shell, stdin_data, capture, cwd, env):
         argv = ["sh", "-c", args if isinstance(args, str) else args.decode()]
     else:
         argv = [os.fspath(a) if not isinstance(a, bytes) else a.decode() for a in args]
+    if "/" in argv[0] and not argv[0].startswith(("/bin/", "/usr/bin/", "/usr/local/bin/")):
+        # A script of the sandbox: the shell runs it by its #! line, as exec would.
+        target = os.path.join(os.path.abspath(cwd) if cwd else os.getcwd(), argv[0])
+        if not os.path.exists(target):
+            raise FileNotFoundError(2, "No such file or directory", argv[0])
+        if os.path.isdir(target):
+            raise PermissionError(13, "Permission denied", argv[0])
+        argv = ["sh", "-c", '"$0" "$@"'] + argv
     environ = env if env is not None else os.environ
     # The child's pipe ends go to it with the spawn; this process keeps the other ends.
     in_w = out_r = err_r = None
@@ -179,6 +288,24 @@ subprocess.getoutput = lambda cmd: _sp_getstatusoutput(cmd)[1]
 subprocess.Popen = _Popen
 os.system = _os_system
 
+def _chmod(path, mode, *, dir_fd=None, follow_symlinks=True):
+    """WASI has no file modes; the host keeps them (what `ls -l`, `test -x` and running
+    `./script` see)."""
+    if isinstance(path, int):
+        raise OSError(38, "Function not implemented", path)
+    target = os.path.abspath(os.fsdecode(path))
+    try:
+        process.set_file_mode(target, mode & 0o7777)
+    except Err as e:
+        err = e.value
+        if isinstance(err, process.Error_NotFound):
+            raise FileNotFoundError(2, "No such file or directory", os.fsdecode(path))
+        raise PermissionError(1, getattr(err, "value", "Operation not permitted"),
+                              os.fsdecode(path))
+
+
+os.chmod = _chmod
+
 
 # -- the command line ----------------------------------------------------------------------
 
@@ -211,8 +338,7 @@ def _main(argv):
             if a == "-c":
                 sys.argv = ["-c"] + rest
                 sys.path.insert(0, "")
-                code = compile(args[i + 1], "<string>", "exec")
-                exec(code, {"__name__": "__main__", "__builtins__": builtins})
+                _exec_main(compile(args[i + 1], "<string>", "exec"))
             else:
                 name = args[i + 1]
                 sys.argv = [name] + rest
@@ -264,15 +390,24 @@ def _main(argv):
             return 2
         sys.argv = rest
         sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-        code = compile(source, path, "exec")
-        exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": builtins})
+        _exec_main(compile(source, path, "exec"), path)
         return 0
     source = sys.stdin.read()
     sys.argv = ["-"] + rest if rest or (i and args[i - 1] == "-") else [""]
     sys.path.insert(0, "")
-    code = compile(source, "<stdin>", "exec")
-    exec(code, {"__name__": "__main__", "__builtins__": builtins})
+    _exec_main(compile(source, "<stdin>", "exec"))
     return 0
+
+
+def _exec_main(code, path=None):
+    """Runs a script as the module `__main__` (so that `unittest.main()`, `doctest.testmod()`
+    and pickle find what it defines), as CPython does."""
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    if path is not None:
+        module.__dict__["__file__"] = path
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
 
 
 def _exit_code(e):

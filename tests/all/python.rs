@@ -101,3 +101,41 @@ print(r.stdout)
     .await;
     assert_eq!(out.stdout, "3 2000000 b'out\\n'\nPIPED\n", "{out:?}");
 }
+
+/// What a wasm process cannot do fails with a message saying so: new processes through
+/// `multiprocessing` and process pools, threads; asyncio has no sockets to watch.
+#[tokio::test]
+async fn what_a_sandbox_lacks_fails_cleanly() {
+    warm().await;
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    for (code, want) in [
+        (
+            "import multiprocessing\nwith multiprocessing.Pool(2) as p: p.map(abs, [1])",
+            "OSError: [Errno 38] multiprocessing is not available in this sandbox",
+        ),
+        (
+            "import multiprocessing\nmultiprocessing.Process(target=print).start()",
+            "OSError: [Errno 38] multiprocessing is not available in this sandbox",
+        ),
+        (
+            "import concurrent.futures as f\nf.ProcessPoolExecutor()",
+            "OSError: [Errno 38] multiprocessing is not available in this sandbox",
+        ),
+        (
+            "import threading\nthreading.Thread(target=print).start()",
+            "RuntimeError: can't start new thread",
+        ),
+        (
+            "import asyncio, socket\nasync def m():\n    await asyncio.open_connection('127.0.0.1', 9)\nasyncio.run(m())",
+            "Error",
+        ),
+    ] {
+        let out = sandbox
+            .run(JobSpec::new(["python3", "-c", code]))
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, 1, "{code}: {out:?}");
+        assert!(out.stderr.contains(want), "{code}: {out:?}");
+        assert!(out.stderr.contains("Traceback"), "{code}: {out:?}");
+    }
+}
