@@ -84,3 +84,35 @@ async fn a_memory_bomb_fails_its_own_job() {
     );
     assert_eq!(sh("node -p 2+2").await.stdout, "4\n");
 }
+
+/// ES modules: `.mjs` files and `.js` files with `import`/`export`, default, named,
+/// namespace and renamed bindings, Node's built-in modules, `import.meta.url` and
+/// top-level await in the entry module (outputs as Node 20 prints them).
+#[tokio::test]
+async fn es_modules_import_and_export() {
+    let out = sh(concat!(
+        "echo \"export const y = 7; export default function hi() { return 'hi' }\" > m.mjs\n",
+        "printf 'export function add(a, b) { return a + b }\\nexport class K { v() { return 1 } }\\nconst z = 5;\\nexport { z as zed };\\nexport * from \"./m.mjs\";\\n' > lib.js\n",
+        "printf \"import hi, {y} from './m.mjs';\\nimport fs from 'fs';\\nimport * as path from 'node:path';\\nimport { add, K, zed, y as y2 } from './lib.js';\\n",
+        "const t = await Promise.resolve(3);\\n",
+        "console.log(y, hi(), t, typeof fs.readFileSync, path.basename('/a/b.txt'), import.meta.url.startsWith('file://'), add(1, 2), new K().v(), zed, y2);\\n\" > main.mjs\n",
+        "node main.mjs"
+    ))
+    .await;
+    assert_eq!(
+        out.stdout, "7 hi 3 function b.txt true 3 1 5 7\n",
+        "{out:?}"
+    );
+    assert_eq!(out.exit_code, 0, "{out:?}");
+}
+
+/// A promise rejected with no handler ends the program with status 1 and the error on
+/// stderr, as in Node; one handled later in the same turn does not.
+#[tokio::test]
+async fn unhandled_rejections_end_the_program() {
+    let out = sh("node -e \"(async () => { throw new Error('lost') })(); setTimeout(() => console.log('never'), 50)\"; echo status=$?").await;
+    assert_eq!(out.stdout, "status=1\n", "{out:?}");
+    assert!(out.stderr.contains("Error: lost"), "{out:?}");
+    let out = sh("node -e \"const p = Promise.reject(new Error('x')); p.catch(e => console.log('handled', e.message))\"; echo status=$?").await;
+    assert_eq!(out.stdout, "handled x\nstatus=0\n", "{out:?}");
+}

@@ -332,8 +332,128 @@ fn main() {
     guest_support::exit(code);
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
+fn digest_of(alg: &str, data: &[u8]) -> Option<Vec<u8>> {
+    use sha2::Digest;
+    Some(match alg {
+        "sha256" => sha2::Sha256::digest(data).to_vec(),
+        "sha224" => sha2::Sha224::digest(data).to_vec(),
+        "sha384" => sha2::Sha384::digest(data).to_vec(),
+        "sha512" => sha2::Sha512::digest(data).to_vec(),
+        "sha1" => sha1::Sha1::digest(data).to_vec(),
+        "md5" => md5::Md5::digest(data).to_vec(),
+        _ => return None,
+    })
+}
+
+/// `__wasbox_hash(alg, hexData)`: the digest, in hex (for `crypto.createHash`).
+fn hash(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let alg = arg_string(args, 0, ctx)?
+        .to_ascii_lowercase()
+        .replace('-', "");
+    let data = unhex(&arg_string(args, 1, ctx)?);
+    match digest_of(&alg, &data) {
+        Some(d) => Ok(text(&hex(&d))),
+        None => Err(JsNativeError::error()
+            .with_message("ERR_OSSL_EVP_UNSUPPORTED|Digest method not supported")
+            .into()),
+    }
+}
+
+/// `__wasbox_hmac(alg, hexKey, hexData)`: the HMAC, in hex (for `crypto.createHmac`).
+fn hmac(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    use hmac::{Hmac, Mac};
+    let alg = arg_string(args, 0, ctx)?
+        .to_ascii_lowercase()
+        .replace('-', "");
+    let key = unhex(&arg_string(args, 1, ctx)?);
+    let data = unhex(&arg_string(args, 2, ctx)?);
+    macro_rules! mac {
+        ($t:ty) => {{
+            let mut m = <Hmac<$t>>::new_from_slice(&key).expect("HMAC takes any key length");
+            m.update(&data);
+            m.finalize().into_bytes().to_vec()
+        }};
+    }
+    let out = match alg.as_str() {
+        "sha256" => mac!(sha2::Sha256),
+        "sha512" => mac!(sha2::Sha512),
+        "sha384" => mac!(sha2::Sha384),
+        "sha1" => mac!(sha1::Sha1),
+        "md5" => mac!(md5::Md5),
+        _ => {
+            return Err(JsNativeError::error()
+                .with_message("ERR_OSSL_EVP_UNSUPPORTED|Invalid digest")
+                .into());
+        }
+    };
+    Ok(text(&hex(&out)))
+}
+
+/// `__wasbox_random(n)`: n random bytes from the host, in hex.
+fn random(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let n = args
+        .first()
+        .map(|v| v.to_number(ctx))
+        .transpose()?
+        .unwrap_or(0.0)
+        .clamp(0.0, 65536.0) as u64;
+    Ok(text(&hex(&wasip2::random::random::get_random_bytes(n))))
+}
+
+/// Promises rejected with no handler, as Node tracks them: a rejection still unhandled when
+/// the promise jobs have run ends the program like an uncaught exception.
+#[derive(Default)]
+struct RejectionTracker {
+    unhandled:
+        std::cell::RefCell<Vec<boa_engine::JsObject<boa_engine::builtins::promise::Promise>>>,
+}
+
+impl boa_engine::context::HostHooks for RejectionTracker {
+    fn promise_rejection_tracker(
+        &self,
+        promise: &boa_engine::JsObject<boa_engine::builtins::promise::Promise>,
+        operation: boa_engine::builtins::promise::OperationType,
+        _: &mut Context,
+    ) {
+        use boa_engine::builtins::promise::OperationType;
+        let mut list = self.unhandled.borrow_mut();
+        match operation {
+            OperationType::Reject => list.push(promise.clone()),
+            OperationType::Handle => {
+                let handled = promise.clone().upcast();
+                list.retain(|p| !boa_engine::JsObject::equals(&p.clone().upcast(), &handled));
+            }
+        }
+    }
+}
+
+impl RejectionTracker {
+    /// The reason of the first rejection nobody handled, if any.
+    fn take_unhandled(&self) -> Option<JsValue> {
+        let first = self.unhandled.borrow_mut().drain(..).next()?;
+        let promise = boa_engine::object::builtins::JsPromise::from_object(first.upcast()).ok()?;
+        match promise.state() {
+            boa_engine::builtins::promise::PromiseState::Rejected(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
 fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
-    let mut ctx = Context::default();
+    let tracker = std::rc::Rc::new(RejectionTracker::default());
+    let Ok(mut ctx) = Context::builder().host_hooks(tracker.clone()).build() else {
+        return 70;
+    };
     let natives: &[(
         &str,
         usize,
@@ -355,6 +475,9 @@ fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 
         ("sleep", 1, sleep),
         ("now", 0, now),
         ("run", 2, run),
+        ("hash", 2, hash),
+        ("hmac", 3, hmac),
+        ("random", 1, random),
     ];
     for (name, len, f) in natives {
         let name = JsString::from(format!("__wasbox_{name}").as_str());
@@ -403,6 +526,10 @@ fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 
     while failed.is_none() {
         if let Err(e) = ctx.run_jobs() {
             failed = Some(e);
+            break;
+        }
+        if let Some(reason) = tracker.take_unhandled() {
+            failed = Some(JsError::from_opaque(reason));
             break;
         }
         match call(&mut ctx, "tick", &[]) {

@@ -166,6 +166,10 @@
       const own = Object.keys(v).filter((k) => k !== 'stack' && k !== 'message');
       if (!own.length) return s.replace(/\n+$/, '');
     }
+    if (g.Buffer && v instanceof g.Buffer) {
+      const shown = Array.from(v.subarray(0, 50), (b) => b.toString(16).padStart(2, '0')).join(' ');
+      return `<Buffer${shown ? ' ' + shown : ''}${v.length > 50 ? ` ... ${v.length - 50} more bytes` : ''}>`;
+    }
     if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();
     if (v instanceof RegExp) return String(v);
     if (typeof Promise !== 'undefined' && v instanceof Promise) return 'Promise { <pending> }';
@@ -174,7 +178,7 @@
     let base = '';
     let isArray = false;
     let output = [];
-    if (depth > 2) {
+    if (depth > ctx.maxDepth) {
       if (Array.isArray(v)) return '[Array]';
       return `[${name === null ? 'Object: null prototype' : name || 'Object'}]`;
     }
@@ -204,6 +208,14 @@
       ctx.extra = v.length > 100;
       if (ctx.extra) output.push(`... ${v.length - 100} more item${v.length - 100 > 1 ? 's' : ''}`);
       extraKeys = Object.keys(v).filter((k) => !/^\d+$/.test(k));
+    } else if (ArrayBuffer.isView(v) && !(v instanceof DataView)) {
+      isArray = true;
+      braces = [`${name}(${v.length}) [`, ']'];
+      const max = Math.min(v.length, 100);
+      for (let i = 0; i < max; i++) output.push(sub(v[i]));
+      ctx.extra = v.length > 100;
+      if (ctx.extra) output.push(`... ${v.length - 100} more item${v.length - 100 > 1 ? 's' : ''}`);
+      extraKeys = [];
     } else if (v instanceof Map) {
       braces = [`Map(${v.size}) {`, '}'];
       for (const [k, x] of v) output.push(`${sub(k)} => ${sub(x)}`);
@@ -243,8 +255,12 @@
     return res;
   }
 
-  function inspect(v) {
-    const ctx = { seen: [], indent: 0, deepest: 0, extra: false };
+  function inspect(v, opts) {
+    let maxDepth = 2;
+    if (opts && typeof opts === 'object' && 'depth' in opts) {
+      maxDepth = opts.depth === null || opts.depth === Infinity ? Infinity : Number(opts.depth);
+    }
+    const ctx = { seen: [], indent: 0, deepest: 0, extra: false, maxDepth };
     return formatValue(ctx, v, 0, true);
   }
 
@@ -429,22 +445,212 @@
       isFIFO: () => false, isSocket: () => false, isCharacterDevice: () => false, isBlockDevice: () => false,
     };
   }
-  function data(d) {
-    return typeof d === 'string' ? d : d && d.__wasboxBuffer ? d.text : String(d);
+  // -- text encodings and Buffer (a Uint8Array, as in Node) ------------------------------
+  function utf8Encode(str) {
+    const out = [];
+    for (let i = 0; i < str.length; i++) {
+      let c = str.charCodeAt(i);
+      if (c >= 0xd800 && c < 0xdc00 && i + 1 < str.length) {
+        const d = str.charCodeAt(i + 1);
+        if (d >= 0xdc00 && d < 0xe000) {
+          c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+          i++;
+        } else c = 0xfffd;
+      } else if (c >= 0xd800 && c < 0xe000) c = 0xfffd;
+      if (c < 0x80) out.push(c);
+      else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+      else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+      else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    }
+    return new Uint8Array(out);
   }
-  function Buffer(text) {
-    this.__wasboxBuffer = true;
-    this.text = text;
-    this.length = text.length;
+  function utf8Decode(bytes) {
+    let out = '';
+    for (let i = 0; i < bytes.length;) {
+      const b = bytes[i];
+      let c = 0xfffd;
+      let n = 1;
+      if (b < 0x80) c = b;
+      else if (b >= 0xc2 && b < 0xe0 && i + 1 < bytes.length && (bytes[i + 1] & 0xc0) === 0x80) {
+        c = ((b & 31) << 6) | (bytes[i + 1] & 63);
+        n = 2;
+      } else if (b >= 0xe0 && b < 0xf0 && i + 2 < bytes.length && (bytes[i + 1] & 0xc0) === 0x80 && (bytes[i + 2] & 0xc0) === 0x80) {
+        c = ((b & 15) << 12) | ((bytes[i + 1] & 63) << 6) | (bytes[i + 2] & 63);
+        n = 3;
+      } else if (b >= 0xf0 && b < 0xf5 && i + 3 < bytes.length && (bytes[i + 1] & 0xc0) === 0x80 && (bytes[i + 2] & 0xc0) === 0x80 && (bytes[i + 3] & 0xc0) === 0x80) {
+        c = ((b & 7) << 18) | ((bytes[i + 1] & 63) << 12) | ((bytes[i + 2] & 63) << 6) | (bytes[i + 3] & 63);
+        n = 4;
+      }
+      out += String.fromCodePoint(c);
+      i += n;
+    }
+    return out;
   }
-  Buffer.prototype.toString = function () { return this.text; };
-  Buffer.from = (s) => new Buffer(String(s));
-  Buffer.isBuffer = (b) => !!(b && b.__wasboxBuffer);
+  const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  function base64Encode(bytes, url) {
+    let out = '';
+    for (let i = 0; i < bytes.length; i += 3) {
+      const n = (bytes[i] << 16) | ((bytes[i + 1] || 0) << 8) | (bytes[i + 2] || 0);
+      out += B64[(n >> 18) & 63] + B64[(n >> 12) & 63];
+      out += i + 1 < bytes.length ? B64[(n >> 6) & 63] : url ? '' : '=';
+      out += i + 2 < bytes.length ? B64[n & 63] : url ? '' : '=';
+    }
+    return url ? out.replace(/\+/g, '-').replace(/\//g, '_') : out;
+  }
+  function base64Decode(str) {
+    const clean = String(str).replace(/-/g, '+').replace(/_/g, '/').replace(/[^A-Za-z0-9+/]/g, '');
+    const out = [];
+    for (let i = 0; i < clean.length; i += 4) {
+      const chunk = clean.slice(i, i + 4);
+      const n = [...chunk].reduce((a, ch, k) => a | (B64.indexOf(ch) << (18 - 6 * k)), 0);
+      out.push((n >> 16) & 255);
+      if (chunk.length > 2) out.push((n >> 8) & 255);
+      if (chunk.length > 3) out.push(n & 255);
+    }
+    return new Uint8Array(out);
+  }
+  function normEnc(e) {
+    const x = String(e || 'utf8').toLowerCase().replace('-', '');
+    if (x === 'utf8' || x === 'hex' || x === 'base64' || x === 'base64url' || x === 'ascii' || x === 'latin1' || x === 'binary' || x === 'ucs2' || x === 'utf16le') return x;
+    const err = new TypeError(`Unknown encoding: ${e}`);
+    err.code = 'ERR_UNKNOWN_ENCODING';
+    throw err;
+  }
+  function encodeString(str, enc) {
+    switch (normEnc(enc)) {
+      case 'hex': {
+        const out = [];
+        for (let i = 0; i + 1 < str.length; i += 2) {
+          const b = parseInt(str.slice(i, i + 2), 16);
+          if (Number.isNaN(b)) break;
+          out.push(b);
+        }
+        return new Uint8Array(out);
+      }
+      case 'base64': case 'base64url': return base64Decode(str);
+      case 'ascii': case 'latin1': case 'binary': return Uint8Array.from(str, (c) => c.charCodeAt(0) & 255);
+      case 'ucs2': case 'utf16le': {
+        const out = new Uint8Array(str.length * 2);
+        for (let i = 0; i < str.length; i++) { out[2 * i] = str.charCodeAt(i) & 255; out[2 * i + 1] = str.charCodeAt(i) >> 8; }
+        return out;
+      }
+      default: return utf8Encode(str);
+    }
+  }
+  class Buffer extends Uint8Array {
+    static from(v, enc, len) {
+      if (typeof v === 'string') return Buffer.of_(encodeString(v, enc));
+      if (v instanceof ArrayBuffer) return new Buffer(v, enc || 0, len === undefined ? v.byteLength - (enc || 0) : len);
+      if (v && typeof v === 'object' && v.type === 'Buffer' && Array.isArray(v.data)) return Buffer.of_(Uint8Array.from(v.data));
+      if (v && typeof v.length === 'number') return Buffer.of_(Uint8Array.from(v, (x) => Number(x) & 255));
+      throw new TypeError('The first argument must be of type string or an instance of Buffer, ArrayBuffer, or Array or an Array-like Object.');
+    }
+    static of_(u8) {
+      const b = new Buffer(u8.length);
+      b.set(u8);
+      return b;
+    }
+    static alloc(n, fill) {
+      const b = new Buffer(n);
+      if (fill !== undefined) b.fill(typeof fill === 'string' ? fill.charCodeAt(0) : fill);
+      return b;
+    }
+    static allocUnsafe(n) { return new Buffer(n); }
+    static isBuffer(b) { return b instanceof Buffer; }
+    static isEncoding(e) { try { normEnc(e); return true; } catch (_) { return false; } }
+    static byteLength(v, enc) { return typeof v === 'string' ? encodeString(v, enc).length : v.byteLength; }
+    static concat(list, total) {
+      const len = total === undefined ? list.reduce((a, b) => a + b.length, 0) : total;
+      const out = Buffer.alloc(len);
+      let at = 0;
+      for (const b of list) {
+        if (at >= len) break;
+        out.set(b.subarray(0, len - at), at);
+        at += b.length;
+      }
+      return out;
+    }
+    static compare(a, b) { return a.compare(b); }
+    toString(enc, start = 0, end = this.length) {
+      const bytes = this.subarray(start, end);
+      switch (normEnc(enc)) {
+        case 'hex': return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+        case 'base64': return base64Encode(bytes, false);
+        case 'base64url': return base64Encode(bytes, true);
+        case 'ascii': return Array.from(bytes, (b) => String.fromCharCode(b & 127)).join('');
+        case 'latin1': case 'binary': return Array.from(bytes, (b) => String.fromCharCode(b)).join('');
+        case 'ucs2': case 'utf16le': {
+          let out = '';
+          for (let i = 0; i + 1 < bytes.length; i += 2) out += String.fromCharCode(bytes[i] | (bytes[i + 1] << 8));
+          return out;
+        }
+        default: return utf8Decode(bytes);
+      }
+    }
+    toJSON() { return { type: 'Buffer', data: Array.from(this) }; }
+    equals(o) { return this.compare(o) === 0; }
+    compare(o) {
+      const n = Math.min(this.length, o.length);
+      for (let i = 0; i < n; i++) if (this[i] !== o[i]) return this[i] < o[i] ? -1 : 1;
+      return this.length === o.length ? 0 : this.length < o.length ? -1 : 1;
+    }
+    slice(s, e) { return this.subarray(s, e); }
+    subarray(s, e) {
+      const u = Uint8Array.prototype.subarray.call(this, s, e);
+      return new Buffer(u.buffer, u.byteOffset, u.length);
+    }
+    write(str, offset = 0, enc) {
+      const bytes = encodeString(str, typeof offset === 'string' ? offset : enc);
+      const at = typeof offset === 'number' ? offset : 0;
+      const n = Math.min(bytes.length, this.length - at);
+      this.set(bytes.subarray(0, n), at);
+      return n;
+    }
+    indexOf(v, from = 0) {
+      const needle = typeof v === 'number' ? [v] : typeof v === 'string' ? encodeString(v) : v;
+      outer: for (let i = from; i <= this.length - needle.length; i++) {
+        for (let k = 0; k < needle.length; k++) if (this[i + k] !== needle[k]) continue outer;
+        return i;
+      }
+      return -1;
+    }
+    includes(v, from) { return this.indexOf(v, from) !== -1; }
+    readUInt8(o = 0) { return this[o]; }
+    readUInt16LE(o = 0) { return this[o] | (this[o + 1] << 8); }
+    readUInt16BE(o = 0) { return (this[o] << 8) | this[o + 1]; }
+    readUInt32LE(o = 0) { return (this[o] | (this[o + 1] << 8) | (this[o + 2] << 16)) + this[o + 3] * 0x1000000; }
+    readUInt32BE(o = 0) { return this[o] * 0x1000000 + ((this[o + 1] << 16) | (this[o + 2] << 8) | this[o + 3]); }
+    readInt8(o = 0) { return (this[o] << 24) >> 24; }
+    readInt32LE(o = 0) { return this[o] | (this[o + 1] << 8) | (this[o + 2] << 16) | (this[o + 3] << 24); }
+    writeUInt8(v, o = 0) { this[o] = v; return o + 1; }
+    writeUInt32BE(v, o = 0) { this[o] = v >>> 24; this[o + 1] = v >>> 16; this[o + 2] = v >>> 8; this[o + 3] = v; return o + 4; }
+    writeUInt32LE(v, o = 0) { this[o] = v; this[o + 1] = v >>> 8; this[o + 2] = v >>> 16; this[o + 3] = v >>> 24; return o + 4; }
+  }
   g.Buffer = Buffer;
+  class TextEncoder {
+    get encoding() { return 'utf-8'; }
+    encode(s = '') { return utf8Encode(String(s)); }
+  }
+  class TextDecoder {
+    constructor(enc = 'utf-8') { this.encoding = String(enc).toLowerCase(); }
+    decode(b) {
+      if (b === undefined) return '';
+      const u = b instanceof ArrayBuffer ? new Uint8Array(b) : new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+      return this.encoding === 'latin1' ? Array.from(u, (x) => String.fromCharCode(x)).join('') : utf8Decode(u);
+    }
+  }
+  g.TextEncoder = TextEncoder;
+  g.TextDecoder = TextDecoder;
+  g.btoa = (s) => base64Encode(Uint8Array.from(String(s), (c) => c.charCodeAt(0) & 255), false);
+  g.atob = (s) => Array.from(base64Decode(s), (b) => String.fromCharCode(b)).join('');
+  function data(d) {
+    return typeof d === 'string' ? d : d instanceof Uint8Array ? utf8Decode(d) : String(d);
+  }
+  const textBuffer = (t) => Buffer.from(t, 'utf8');
   const fs = {
     readFileSync(p, o) {
       const t = sys('open', (q) => N.read(q))(p === 0 ? '0' : p);
-      return encodingOf(o) ? t : new Buffer(t);
+      return encodingOf(o) ? t : textBuffer(t);
     },
     writeFileSync: (p, d, o) => sys('open', (q) => N.writeFile(q, data(d), !!(o && o.flag === 'a')))(p),
     appendFileSync: (p, d) => sys('open', (q) => N.writeFile(q, data(d), true))(p),
@@ -553,10 +759,56 @@
     memoryUsage: () => ({ rss: 0, heapTotal: 0, heapUsed: 0, external: 0 }),
     stdout: { write: (s) => { N.write(1, typeof s === 'string' ? s : data(s)); return true; }, isTTY: false },
     stderr: { write: (s) => { N.write(2, typeof s === 'string' ? s : data(s)); return true; }, isTTY: false },
-    stdin: { isTTY: false },
+    stdin: makeStdin(),
   };
   process.removeListener = process.off;
   process.addListener = process.on;
+  // Standard input as a readable stream: it is read when a listener asks for it, after
+  // the script's own code has run, and given as one 'data' chunk, then 'end'.
+  function makeStdin() {
+    const ev = {};
+    let encoding = null;
+    let started = false;
+    let text = null;
+    const emit = (e, ...a) => { for (const f of [...(ev[e] || [])]) f.apply(s, a); };
+    const load = () => { if (text === null) text = N.read('0'); return text; };
+    const chunk = (t) => (encoding ? t : textBuffer(t));
+    function start() {
+      if (started) return;
+      started = true;
+      ticks.push([() => {
+        const t = load();
+        if (t.length) emit('data', chunk(t));
+        emit('end');
+        emit('close');
+      }, []]);
+    }
+    const s = {
+      isTTY: false,
+      fd: 0,
+      readable: true,
+      setEncoding(e) { encoding = e || 'utf8'; return s; },
+      on(e, f) {
+        (ev[e] = ev[e] || []).push(f);
+        if (e === 'data' || e === 'end' || e === 'readable') start();
+        return s;
+      },
+      once(e, f) { const w = (...a) => { s.off(e, w); f(...a); }; return s.on(e, w); },
+      off(e, f) { ev[e] = (ev[e] || []).filter((x) => x !== f); return s; },
+      resume() { start(); return s; },
+      pause() { return s; },
+      read() { if (started && text !== null) return null; started = true; const t = load(); return t.length ? chunk(t) : null; },
+      pipe(dest) { ticks.push([() => { const t = load(); if (t.length) dest.write(t); if (dest.end && dest !== process.stdout && dest !== process.stderr) dest.end(); }, []]); return dest; },
+      [Symbol.asyncIterator]() {
+        let given = false;
+        return { next: () => { if (given) return Promise.resolve({ done: true, value: undefined }); given = true; const t = load(); return Promise.resolve(t.length ? { done: false, value: chunk(t) } : { done: true, value: undefined }); } };
+      },
+    };
+    s.addListener = s.on;
+    s.removeListener = s.off;
+    return s;
+  }
+
   function emitEvent(ev, ...a) {
     for (const f of listeners[ev] || []) f(...a);
   }
@@ -612,14 +864,14 @@
         e.stderr = r.stderr;
         throw e;
       }
-      return encodingOf(o) ? r.stdout : new Buffer(r.stdout);
+      return encodingOf(o) ? r.stdout : textBuffer(r.stdout);
     },
     spawnSync(cmd, args, o) {
       const q = (s) => "'" + String(s).replace(/'/g, "'\\''") + "'";
       const line = [cmd, ...(args || [])].map(q).join(' ');
       const r = execResult(line, o && o.input);
       const enc = encodingOf(o);
-      return { status: r.status, signal: null, stdout: enc ? r.stdout : new Buffer(r.stdout), stderr: enc ? r.stderr : new Buffer(r.stderr), output: [null, r.stdout, r.stderr] };
+      return { status: r.status, signal: null, stdout: enc ? r.stdout : textBuffer(r.stdout), stderr: enc ? r.stderr : textBuffer(r.stderr), output: [null, r.stdout, r.stderr] };
     },
   };
   child_process.execFileSync = (f, a, o) => {
@@ -654,6 +906,270 @@
   EventEmitter.prototype.removeListener = EventEmitter.prototype.off;
   EventEmitter.EventEmitter = EventEmitter;
   builtins.events = EventEmitter;
+
+  // -- readline: lines of a stream, with question() and async iteration -----------------
+  function createInterface(input, output) {
+    if (input && !input.on && input.input) {
+      output = input.output;
+      input = input.input;
+    }
+    const rl = new EventEmitter();
+    let buf = '';
+    const queue = [];
+    const waiting = [];
+    const questions = [];
+    let closed = false;
+    let prompt = '> ';
+    function deliver(line) {
+      if (questions.length) return questions.shift()(line);
+      if (waiting.length) return waiting.shift()({ done: false, value: line });
+      if (rl.listenerCount('line') > 0) rl.emit('line', line);
+      else queue.push(line);
+    }
+    rl.close = () => {
+      if (closed) return;
+      closed = true;
+      rl.closed = true;
+      while (waiting.length) waiting.shift()({ done: true, value: undefined });
+      rl.emit('close');
+    };
+    rl.question = (q, opts, cb) => {
+      cb = typeof opts === 'function' ? opts : cb;
+      if (output && output.write) output.write(q);
+      questions.push(cb);
+    };
+    rl.setPrompt = (p) => { prompt = p; };
+    rl.getPrompt = () => prompt;
+    rl.prompt = () => { if (output && output.write) output.write(prompt); };
+    rl.write = (d) => { if (output && output.write) output.write(d); };
+    rl.pause = () => rl;
+    rl.resume = () => rl;
+    rl[Symbol.asyncIterator] = () => ({
+      next() {
+        if (queue.length) return Promise.resolve({ done: false, value: queue.shift() });
+        if (closed) return Promise.resolve({ done: true, value: undefined });
+        return new Promise((res) => waiting.push(res));
+      },
+      return() { rl.close(); return Promise.resolve({ done: true, value: undefined }); },
+    });
+    input.on('data', (c) => {
+      buf += typeof c === 'string' ? c : data(c);
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i).replace(/\r$/, '');
+        buf = buf.slice(i + 1);
+        deliver(line);
+      }
+    });
+    input.on('end', () => {
+      if (buf) deliver(buf);
+      buf = '';
+      rl.close();
+    });
+    return rl;
+  }
+  const readline = { createInterface, Interface: EventEmitter, clearLine: () => true, cursorTo: () => true, emitKeypressEvents: () => {} };
+  builtins.readline = readline;
+  builtins['readline/promises'] = {
+    createInterface(...a) {
+      const rl = createInterface(...a);
+      const q = rl.question;
+      rl.question = (text) => new Promise((res) => q(text, res));
+      return rl;
+    },
+  };
+
+  // -- crypto: hashes and HMACs computed by the host, random bytes from WASI -----------
+  function toBytes(d, enc) {
+    return typeof d === 'string' ? encodeString(d, enc) : d instanceof Uint8Array ? d : new Uint8Array(d.buffer || d);
+  }
+  const hexOf = (u8) => Array.from(u8, (b) => b.toString(16).padStart(2, '0')).join('');
+  const cryptoError = (e) => {
+    const m = /^([A-Z_]+)\|(.*)$/.exec(e && e.message);
+    if (!m) return e;
+    const err = new Error(m[2]);
+    err.code = m[1];
+    return err;
+  };
+  function hasher(compute) {
+    const parts = [];
+    const h = {
+      update(d, enc) { parts.push(toBytes(d, enc)); return h; },
+      digest(enc) {
+        let out;
+        try { out = Buffer.from(compute(hexOf(Buffer.concat(parts))), 'hex'); } catch (e) { throw cryptoError(e); }
+        return enc ? out.toString(enc) : out;
+      },
+      copy() { const c = hasher(compute); parts.forEach((p) => c.update(p)); return c; },
+    };
+    return h;
+  }
+  function randomBytes(n, cb) {
+    const b = Buffer.from(N.random(Number(n)), 'hex');
+    if (typeof cb === 'function') { ticks.push([() => cb(null, b), []]); return undefined; }
+    return b;
+  }
+  function randomUUID() {
+    const b = randomBytes(16);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = b.toString('hex');
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  }
+  const crypto = {
+    createHash(alg) {
+      try { N.hash(String(alg), ''); } catch (e) { throw cryptoError(e); }
+      return hasher((hx) => N.hash(String(alg), hx));
+    },
+    createHmac(alg, key) {
+      const k = hexOf(toBytes(key));
+      return hasher((hx) => N.hmac(String(alg), k, hx));
+    },
+    getHashes: () => ['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512'],
+    randomBytes,
+    randomUUID,
+    randomInt(min, max, cb) {
+      if (max === undefined || typeof max === 'function') { cb = max; max = min; min = 0; }
+      const range = max - min;
+      const b = randomBytes(6);
+      const v = min + Math.floor((b.readUInt32BE(0) * 65536 + b.readUInt16BE(4)) / 2 ** 48 * range);
+      if (typeof cb === 'function') { ticks.push([() => cb(null, v), []]); return undefined; }
+      return v;
+    },
+    getRandomValues(arr) {
+      const b = randomBytes(arr.byteLength);
+      new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength).set(b);
+      return arr;
+    },
+    timingSafeEqual(a, b) {
+      if (a.length !== b.length) throw new RangeError('Input buffers must have the same byte length');
+      let d = 0;
+      for (let i = 0; i < a.length; i++) d |= a[i] ^ b[i];
+      return d === 0;
+    },
+  };
+  crypto.webcrypto = { getRandomValues: crypto.getRandomValues, randomUUID };
+  builtins.crypto = crypto;
+  if (!g.crypto) g.crypto = { getRandomValues: crypto.getRandomValues, randomUUID };
+
+  // -- URL and URLSearchParams (the parts scripts use) ----------------------------------
+  class URLSearchParams {
+    constructor(init) {
+      this._list = [];
+      if (typeof init === 'string') {
+        for (const part of init.replace(/^\?/, '').split('&')) {
+          if (!part) continue;
+          const i = part.indexOf('=');
+          const dec = (x) => decodeURIComponent(x.replace(/\+/g, ' '));
+          this._list.push(i < 0 ? [dec(part), ''] : [dec(part.slice(0, i)), dec(part.slice(i + 1))]);
+        }
+      } else if (init && typeof init[Symbol.iterator] === 'function') {
+        for (const [k, v] of init) this._list.push([String(k), String(v)]);
+      } else if (init && typeof init === 'object') {
+        for (const k of Object.keys(init)) this._list.push([k, String(init[k])]);
+      }
+    }
+    get size() { return this._list.length; }
+    append(k, v) { this._list.push([String(k), String(v)]); this._update(); }
+    delete(k) { this._list = this._list.filter(([x]) => x !== k); this._update(); }
+    get(k) { const e = this._list.find(([x]) => x === k); return e ? e[1] : null; }
+    getAll(k) { return this._list.filter(([x]) => x === k).map(([, v]) => v); }
+    has(k) { return this._list.some(([x]) => x === k); }
+    set(k, v) {
+      const i = this._list.findIndex(([x]) => x === k);
+      if (i < 0) this._list.push([String(k), String(v)]);
+      else { this._list[i] = [String(k), String(v)]; this._list = this._list.filter(([x], j) => x !== k || j === i); }
+      this._update();
+    }
+    sort() { this._list.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)); this._update(); }
+    forEach(f, t) { for (const [k, v] of this._list) f.call(t, v, k, this); }
+    keys() { return this._list.map(([k]) => k)[Symbol.iterator](); }
+    values() { return this._list.map(([, v]) => v)[Symbol.iterator](); }
+    entries() { return this._list.map((e) => [...e])[Symbol.iterator](); }
+    [Symbol.iterator]() { return this.entries(); }
+    toString() {
+      const enc = (x) => encodeURIComponent(x).replace(/%20/g, '+').replace(/[!'()~]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
+      return this._list.map(([k, v]) => `${enc(k)}=${enc(v)}`).join('&');
+    }
+    _update() { if (this._url) { const q = this.toString(); this._url._search = q ? '?' + q : ''; } }
+  }
+  const DEFAULT_PORTS = { 'http:': '80', 'https:': '443', 'ws:': '80', 'wss:': '443', 'ftp:': '21' };
+  class URL {
+    constructor(input, base) {
+      input = String(input).trim();
+      const abs = /^([a-zA-Z][a-zA-Z0-9+.-]*:)(.*)$/.exec(input);
+      if (!abs) {
+        if (base === undefined) throw Object.assign(new TypeError('Invalid URL'), { code: 'ERR_INVALID_URL', input });
+        const b = base instanceof URL ? base : new URL(base);
+        let rel = input;
+        let path;
+        if (rel.startsWith('//')) return new URL(b.protocol + rel);
+        const hashAt = rel.indexOf('#');
+        const hash = hashAt >= 0 ? rel.slice(hashAt) : '';
+        if (hashAt >= 0) rel = rel.slice(0, hashAt);
+        const qAt = rel.indexOf('?');
+        const search = qAt >= 0 ? rel.slice(qAt) : null;
+        if (qAt >= 0) rel = rel.slice(0, qAt);
+        if (rel === '') path = b.pathname;
+        else if (rel.startsWith('/')) path = rel;
+        else path = b.pathname.replace(/[^/]*$/, '') + rel;
+        return new URL(`${b.protocol}//${b.username ? b.username + (b.password ? ':' + b.password : '') + '@' : ''}${b.host}${path}${search === null ? (rel === '' ? b.search : '') : search}${hash}`);
+      }
+      this.protocol = abs[1].toLowerCase();
+      let rest = abs[2];
+      const hashAt = rest.indexOf('#');
+      this.hash = hashAt >= 0 && hashAt < rest.length - 1 ? rest.slice(hashAt) : '';
+      if (hashAt >= 0) rest = rest.slice(0, hashAt);
+      const qAt = rest.indexOf('?');
+      this._search = qAt >= 0 && qAt < rest.length - 1 ? rest.slice(qAt) : '';
+      if (qAt >= 0) rest = rest.slice(0, qAt);
+      this.username = '';
+      this.password = '';
+      this.hostname = '';
+      this.port = '';
+      if (rest.startsWith('//')) {
+        rest = rest.slice(2);
+        const slash = rest.indexOf('/');
+        let auth = slash >= 0 ? rest.slice(0, slash) : rest;
+        rest = slash >= 0 ? rest.slice(slash) : '';
+        const at = auth.lastIndexOf('@');
+        if (at >= 0) {
+          const [u, p] = auth.slice(0, at).split(':');
+          this.username = u || '';
+          this.password = p || '';
+          auth = auth.slice(at + 1);
+        }
+        const m = /^(\[[^\]]*\]|[^:]*)(?::(\d*))?$/.exec(auth);
+        if (!m) throw Object.assign(new TypeError('Invalid URL'), { code: 'ERR_INVALID_URL', input });
+        this.hostname = m[1].toLowerCase();
+        this.port = m[2] && m[2] !== DEFAULT_PORTS[this.protocol] ? String(Number(m[2])) : '';
+        if (!rest) rest = '/';
+      }
+      const segs = [];
+      for (const seg of rest.split('/').slice(1)) {
+        if (seg === '..') segs.pop();
+        else if (seg !== '.') segs.push(seg);
+      }
+      this.pathname = rest.startsWith('/') ? '/' + segs.join('/') : rest;
+      this.searchParams = new URLSearchParams(this._search);
+      this.searchParams._url = this;
+    }
+    get search() { return this._search; }
+    set search(v) { v = String(v); this._search = v && !v.startsWith('?') ? '?' + v : v === '?' ? '' : v; this.searchParams = new URLSearchParams(this._search); this.searchParams._url = this; }
+    get host() { return this.hostname + (this.port ? ':' + this.port : ''); }
+    get origin() { return this.hostname ? `${this.protocol}//${this.host}` : 'null'; }
+    get href() {
+      const auth = this.username ? this.username + (this.password ? ':' + this.password : '') + '@' : '';
+      const slashes = this.hostname || ['http:', 'https:', 'ws:', 'wss:', 'ftp:', 'file:'].includes(this.protocol) ? '//' : '';
+      return `${this.protocol}${slashes}${auth}${this.host}${this.pathname}${this._search}${this.hash}`;
+    }
+    toString() { return this.href; }
+    toJSON() { return this.href; }
+  }
+  g.URL = URL;
+  g.URLSearchParams = URLSearchParams;
+  builtins.url = { URL, URLSearchParams, parse: (u) => new URL(u), fileURLToPath: (u) => decodeURIComponent(new URL(String(u)).pathname), pathToFileURL: (p) => new URL('file://' + path.resolve(String(p))) };
+  builtins.string_decoder = { StringDecoder: class { constructor(e) { this.e = e || 'utf8'; } write(b) { return typeof b === 'string' ? b : Buffer.from(b).toString(this.e); } end(b) { return b ? this.write(b) : ''; } } };
   const cache = {};
 
   function makeRequire(dir) {
@@ -670,7 +1186,7 @@
         throw e;
       }
       const base = path.resolve(dir, bare);
-      const candidates = [base, base + '.js', base + '.json', base + '/index.js'];
+      const candidates = [base, base + '.js', base + '.mjs', base + '.cjs', base + '.json', base + '/index.js', base + '/index.mjs'];
       const file = candidates.find((c) => N.exists(c) && makeStats(N.stat(c, false)).isFile());
       if (!file) {
         const e = new Error(`Cannot find module '${name}'`);
@@ -691,13 +1207,58 @@
     return require;
   }
 
-  function runModule(src, file, module) {
+  // ES module syntax, as CommonJS: static imports become require() calls, exports
+  // become properties of module.exports (no live bindings). The entry module runs in an
+  // async function, so top-level await works there.
+  const ESM_SYNTAX = /^[ \t]*(import[ \t]*[\w{*'"]|export[ \t]+(default|const|let|var|function|async|class|\{|\*))/m;
+  function esmToCjs(src, entry) {
+    const names = [];
+    const req = (spec) => `__esmRequire(${spec})`;
+    // One import or export statement per line (`export const a = 1; export default f`).
+    let out = src
+      .replace(/;[ \t]*(?=(import|export)[ \t]*[\w{*'"])/g, ';\n')
+      .replace(/^[ \t]*import[ \t]+(['"][^'"]+['"])[ \t]*;?/gm, (_, m) => `${req(m)};`)
+      .replace(/^[ \t]*import[ \t]+\*[ \t]+as[ \t]+([\w$]+)[ \t]+from[ \t]+(['"][^'"]+['"])[ \t]*;?/gm, (_, n, m) => `const ${n} = ${req(m)};`)
+      .replace(/^[ \t]*import[ \t]+([\w$]+)[ \t]*,[ \t]*\{([^}]*)\}[ \t]*from[ \t]+(['"][^'"]+['"])[ \t]*;?/gm,
+        (_, d, list, m) => `const __m_${d} = ${req(m)}; const ${d} = __esmDefault(__m_${d}); const {${list.replace(/([\w$]+)[ \t]+as[ \t]+([\w$]+)/g, '$1: $2')}} = __m_${d};`)
+      .replace(/^[ \t]*import[ \t]+\{([^}]*)\}[ \t]*from[ \t]+(['"][^'"]+['"])[ \t]*;?/gm,
+        (_, list, m) => `const {${list.replace(/([\w$]+)[ \t]+as[ \t]+([\w$]+)/g, '$1: $2')}} = ${req(m)};`)
+      .replace(/^[ \t]*import[ \t]+([\w$]+)[ \t]+from[ \t]+(['"][^'"]+['"])[ \t]*;?/gm, (_, d, m) => `const ${d} = __esmDefault(${req(m)});`)
+      .replace(/^([ \t]*)export[ \t]+default[ \t]+(async[ \t]+function|function|class)\b([ \t]*\*?[ \t]*)([\w$]*)/gm, (_, sp, kw, star, n) => {
+        const name = n || '__default';
+        names.push(['default', name]);
+        return `${sp}${kw}${star}${name}`;
+      })
+      .replace(/^([ \t]*)export[ \t]+default[ \t]+/gm, (_, sp) => `${sp}module.exports.default = `)
+      .replace(/^([ \t]*)export[ \t]+(const|let|var)[ \t]+([\w$]+)/gm, (_, sp, kw, n) => { names.push([n, n]); return `${sp}${kw} ${n}`; })
+      .replace(/^([ \t]*)export[ \t]+(async[ \t]+function|function|class)([ \t]*\*?[ \t]*)([\w$]+)/gm, (_, sp, kw, star, n) => { names.push([n, n]); return `${sp}${kw}${star}${n}`; })
+      .replace(/^[ \t]*export[ \t]*\*[ \t]*from[ \t]+(['"][^'"]+['"])[ \t]*;?/gm, (_, m) => `Object.assign(module.exports, ${req(m)});`)
+      .replace(/^[ \t]*export[ \t]*\{([^}]*)\}[ \t]*from[ \t]+(['"][^'"]+['"])[ \t]*;?/gm, (_, list, m) =>
+        `{ const __m = ${req(m)}; ${list.split(',').filter((x) => x.trim()).map((x) => { const [a, b] = x.trim().split(/[ \t]+as[ \t]+/); return `module.exports[${JSON.stringify(b || a)}] = __m[${JSON.stringify(a)}];`; }).join(' ')} }`)
+      .replace(/^[ \t]*export[ \t]*\{([^}]*)\}[ \t]*;?/gm, (_, list) => {
+        for (const x of list.split(',').filter((y) => y.trim())) {
+          const [a, b] = x.trim().split(/[ \t]+as[ \t]+/);
+          names.push([b || a, a]);
+        }
+        return '';
+      })
+      .replace(/\bimport\.meta\.url\b/g, '__importMetaUrl')
+      .replace(/\bimport\.meta\.(dirname|filename)\b/g, (_, k) => (k === 'dirname' ? '__dirname' : '__filename'));
+    const tail = names.map(([e, n]) => `module.exports[${JSON.stringify(e)}] = ${n};`).join(' ');
+    out = `Object.defineProperty(module.exports, '__esModule', { value: true }); ${out}\n;${tail}`;
+    return entry ? `return (async () => {\n${out}\n})();` : out;
+  }
+  const __esmDefault = (m) => (m && m.__esModule ? m.default : m);
+
+  function runModule(src, file, module, entry) {
     const dir = path.dirname(file);
-    const body = src.startsWith('#!') ? '//' + src : src;
-    const wrapper = (0, eval)(`(function (exports, require, module, __filename, __dirname) {${body}\n})`);
+    let body = src.startsWith('#!') ? '//' + src : src;
+    const esm = file.endsWith('.mjs') || (!file.endsWith('.cjs') && ESM_SYNTAX.test(body));
+    if (esm) body = esmToCjs(body, entry);
+    const wrapper = (0, eval)(`(function (exports, require, module, __filename, __dirname, __esmRequire, __esmDefault, __importMetaUrl) {${body}\n})`);
     const req = makeRequire(dir);
     req.main = module;
-    wrapper.call(module.exports, module.exports, req, module, file, dir);
+    wrapper.call(module.exports, module.exports, req, module, file, dir, req, __esmDefault, 'file://' + file);
   }
 
   function main(mode, filename, source, argv, version) {
@@ -708,7 +1269,7 @@
     if (mode === 'file') {
       const module = { exports: {}, filename, id: '.', loaded: false };
       cache[filename] = module;
-      runModule(source, filename, module);
+      runModule(source, filename, module, true);
       drainTicks();
       return;
     }
