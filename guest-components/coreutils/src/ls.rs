@@ -30,6 +30,8 @@ struct Opts {
     no_group: bool,
     follow: bool,
     full_time: bool,
+    /// `--time-style`: `long-iso`, `iso`, `+FORMAT` (`full-iso` is `full_time`).
+    time_style: Option<&'static str>,
     one_per_line: bool,
     size_blocks: bool,
 }
@@ -77,6 +79,117 @@ fn human(n: u64) -> String {
         }
     }
     format!("{}{}", v.ceil() as u64, UNITS[unit])
+}
+
+/// A time as `ls --time-style` shows it: `long-iso`, `iso` or `+FORMAT` (strftime, with a
+/// second format after a newline for recent files).
+fn styled_date(t: Option<SystemTime>, style: &str) -> String {
+    let secs = t
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs() as i64);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let recent = secs <= now + 60 && now - secs < 182 * 86_400 + 43_200;
+    let format = match style {
+        "long-iso" => "%Y-%m-%d %H:%M".to_string(),
+        "iso" if recent => "%m-%d %H:%M".to_string(),
+        "iso" => "%Y-%m-%d ".to_string(),
+        s => {
+            let f = s.strip_prefix('+').unwrap_or(s);
+            match f.split_once('\n') {
+                Some((old, new)) => (if recent { new } else { old }).to_string(),
+                None => f.to_string(),
+            }
+        }
+    };
+    strftime(&format, secs)
+}
+
+/// The strftime directives of the C locale, in UTC.
+pub fn strftime(format: &str, secs: i64) -> String {
+    const DAYS: [&str; 7] = [
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+    ];
+    const LONG_MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let (y, mo, d, h, mi, s, wd) = guest_support::civil_time(secs);
+    let yday = {
+        let jan1 = secs - secs.rem_euclid(86_400) - {
+            let mut days = 0i64;
+            for m in 1..mo {
+                days += match m {
+                    2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+                    2 => 28,
+                    4 | 6 | 9 | 11 => 30,
+                    _ => 31,
+                };
+            }
+            (days + d as i64 - 1) * 86_400
+        };
+        (secs - jan1) / 86_400 + 1
+    };
+    let mut out = String::new();
+    let mut it = format.chars();
+    while let Some(c) = it.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('Y') => out.push_str(&y.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", y.rem_euclid(100))),
+            Some('m') => out.push_str(&format!("{mo:02}")),
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('e') => out.push_str(&format!("{d:>2}")),
+            Some('H') => out.push_str(&format!("{h:02}")),
+            Some('I') => out.push_str(&format!("{:02}", if h % 12 == 0 { 12 } else { h % 12 })),
+            Some('M') => out.push_str(&format!("{mi:02}")),
+            Some('S') => out.push_str(&format!("{s:02}")),
+            Some('p') => out.push_str(if h < 12 { "AM" } else { "PM" }),
+            Some('b') | Some('h') => out.push_str(MONTHS[(mo - 1) as usize]),
+            Some('B') => out.push_str(LONG_MONTHS[(mo - 1) as usize]),
+            Some('a') => out.push_str(&DAYS[wd as usize][..3]),
+            Some('A') => out.push_str(DAYS[wd as usize]),
+            Some('j') => out.push_str(&format!("{yday:03}")),
+            Some('F') => out.push_str(&format!("{y}-{mo:02}-{d:02}")),
+            Some('T') => out.push_str(&format!("{h:02}:{mi:02}:{s:02}")),
+            Some('R') => out.push_str(&format!("{h:02}:{mi:02}")),
+            Some('D') => out.push_str(&format!("{mo:02}/{d:02}/{:02}", y.rem_euclid(100))),
+            Some('s') => out.push_str(&secs.to_string()),
+            Some('u') => out.push_str(&(if wd == 0 { 7 } else { wd }).to_string()),
+            Some('w') => out.push_str(&wd.to_string()),
+            Some('z') => out.push_str("+0000"),
+            Some('Z') => out.push_str("UTC"),
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
 }
 
 const MONTHS: [&str; 12] = [
@@ -230,7 +343,10 @@ fn print_entries(out: &mut impl Write, entries: &[Entry], o: &Opts, total: bool)
                 user.to_string(),
                 group.to_string(),
                 size,
-                date(e.meta.modified().ok(), o.full_time),
+                match o.time_style {
+                    Some(style) => styled_date(e.meta.modified().ok(), style),
+                    None => date(e.meta.modified().ok(), o.full_time),
+                },
             ]
         })
         .collect();
@@ -362,10 +478,17 @@ pub fn main(args: std::vec::IntoIter<OsString>) -> i32 {
                     o.full_time = true;
                     o.long = true;
                 }
+                "time-style" => match long.split_once('=').map(|(_, v)| v) {
+                    Some("full-iso") => o.full_time = true,
+                    Some("locale") | Some("default") | Some("posix-locale") | None => {}
+                    // The options live as long as the program.
+                    Some(v) => {
+                        o.time_style = Some(Box::leak(v.trim_start_matches("posix-").into()))
+                    }
+                },
                 "color"
                 | "colour"
                 | "group-directories-first"
-                | "time-style"
                 | "quoting-style"
                 | "literal"
                 | "show-control-chars"
