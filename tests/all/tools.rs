@@ -161,6 +161,11 @@ const CASES: &[(&str, &str, i32)] = &[
     ),
     ("unzip missing.zip; echo $?", "9\n", 0),
     (
+        "echo a > a && echo b > b && echo c > c && zip -q z.zip a b c && mkdir o && unzip -q z.zip -x a b -d o && ls o",
+        "c\n",
+        0,
+    ),
+    (
         "echo hello > b.txt && zip -q z.zip b.txt && unzip z.zip < /dev/null; echo $?",
         "Archive:  z.zip\n1\n",
         0,

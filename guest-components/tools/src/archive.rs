@@ -1484,9 +1484,11 @@ pub fn unzip(args: Vec<String>) -> i32 {
             after_x = true;
             continue;
         }
-        if after_x
-            && !a.starts_with('-')
-            && Some(a) != args.get(i.saturating_sub(1)).filter(|p| *p == "-d")
+        // The list after -x ends at the next option.
+        if a.starts_with('-') {
+            after_x = false;
+        } else if after_x
+            && args.get(i.saturating_sub(1)).map(String::as_str) != Some("-d")
             && !excludes.contains(a)
         {
             excludes.push(a.clone());
