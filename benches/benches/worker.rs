@@ -37,8 +37,29 @@ impl Conn {
         }
     }
 
-    /// One request on the kept-alive connection; returns the status and body.
+    /// One request on the kept-alive connection; returns the status and body. A connection
+    /// the server closed while it was idle (after `--header-timeout`, as any client pool
+    /// sees) is opened again and the request sent on the new one.
     async fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        // One poll of a peek, without a timer (a zero timeout still waits for the timer
+        // wheel's next millisecond): end of stream means the server closed it.
+        let mut probe = [0u8; 1];
+        let closed = {
+            use std::future::Future as _;
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let mut peek = std::pin::pin!(self.stream.get_mut().peek(&mut probe));
+            matches!(
+                peek.as_mut().poll(&mut cx),
+                std::task::Poll::Ready(Ok(0)) | std::task::Poll::Ready(Err(_))
+            )
+        };
+        if closed {
+            *self = Conn::connect(&self.addr).await;
+        }
+        self.call_once(method, path, body).await
+    }
+
+    async fn call_once(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
         let req = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
