@@ -72,39 +72,7 @@ fn value<'a>(opts: &'a [(String, Option<String>)], names: &[&str]) -> Option<&'a
 
 // -- modes ---------------------------------------------------------------------------
 
-/// `rwxr-xr-x` for the low nine bits (with s/t), after a type character.
-pub fn mode_string(mode: u32, kind: char) -> String {
-    let mut s = String::from(kind);
-    let bits = [
-        (0o400, 'r'),
-        (0o200, 'w'),
-        (0o100, 'x'),
-        (0o040, 'r'),
-        (0o020, 'w'),
-        (0o010, 'x'),
-        (0o004, 'r'),
-        (0o002, 'w'),
-        (0o001, 'x'),
-    ];
-    for (i, (bit, c)) in bits.iter().enumerate() {
-        let set = mode & bit != 0;
-        let special = match i {
-            2 => mode & 0o4000 != 0,
-            5 => mode & 0o2000 != 0,
-            8 => mode & 0o1000 != 0,
-            _ => false,
-        };
-        s.push(match (set, special, i) {
-            (true, true, 8) => 't',
-            (false, true, 8) => 'T',
-            (true, true, _) => 's',
-            (false, true, _) => 'S',
-            (true, false, _) => *c,
-            (false, false, _) => '-',
-        });
-    }
-    s
-}
+pub use guest_support::cli::mode_string;
 
 /// Applies a `chmod` mode (octal, or symbolic clauses like `u+x,go-w`) to `old`.
 fn apply_mode(spec: &str, old: u32, is_dir: bool) -> Option<u32> {
@@ -591,7 +559,8 @@ fn kind_name(m: &Metadata) -> &'static str {
     }
 }
 
-fn kind_char(m: &Metadata) -> char {
+/// The `ls -l` type character of a file: `l`, `d` or `-`.
+pub fn kind_char(m: &Metadata) -> char {
     let t = m.file_type();
     if t.is_symlink() {
         'l'

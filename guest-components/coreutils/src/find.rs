@@ -9,54 +9,9 @@ use guest_support::process::Stdio;
 
 use crate::own::reason;
 
-fn strings(args: std::vec::IntoIter<OsString>) -> Vec<String> {
-    args.skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect()
-}
+use crate::own::strings;
 
-/// Shell patterns: `*`, `?`, `[...]`, `\x`.
-pub fn glob(p: &str, s: &str) -> bool {
-    let p: Vec<char> = p.chars().collect();
-    let s: Vec<char> = s.chars().collect();
-    fn class(p: &[char], c: char) -> Option<(bool, usize)> {
-        let mut i = 1;
-        let neg = matches!(p.get(1), Some('!') | Some('^'));
-        if neg {
-            i += 1;
-        }
-        let mut hit = false;
-        let start = i;
-        while i < p.len() {
-            if p[i] == ']' && i > start {
-                return Some((hit != neg, i + 1));
-            }
-            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
-                hit |= p[i] <= c && c <= p[i + 2];
-                i += 3;
-            } else {
-                hit |= p[i] == c;
-                i += 1;
-            }
-        }
-        None
-    }
-    fn go(p: &[char], s: &[char]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some('*') => (0..=s.len()).any(|i| go(&p[1..], &s[i..])),
-            Some('?') => !s.is_empty() && go(&p[1..], &s[1..]),
-            Some('[') if !s.is_empty() => match class(p, s[0]) {
-                Some((true, used)) => go(&p[used..], &s[1..]),
-                Some((false, _)) => false,
-                None => s[0] == '[' && go(&p[1..], &s[1..]),
-            },
-            Some('\\') if p.len() > 1 => s.first() == Some(&p[1]) && go(&p[2..], &s[1..]),
-            Some(c) => s.first() == Some(c) && go(&p[1..], &s[1..]),
-        }
-    }
-    go(&p, &s)
-}
+pub use guest_support::cli::glob;
 
 #[derive(Debug, Clone)]
 enum Expr {
@@ -394,19 +349,11 @@ impl Walk<'_> {
             }
             Expr::Ls => {
                 let mode = guest_support::file_mode(path).unwrap_or(0o644);
-                let kind = if meta.is_dir() {
-                    'd'
-                } else if meta.file_type().is_symlink() {
-                    'l'
-                } else {
-                    '-'
-                };
                 let line = format!(
-                    "{:>9} {:>6} {}{} {:>3} root     root     {:>8} {} {path}\n",
+                    "{:>9} {:>6} {} {:>3} root     root     {:>8} {} {path}\n",
                     0,
                     meta.len().div_ceil(1024),
-                    kind,
-                    mode_string(mode),
+                    crate::files::mode_string(mode, crate::files::kind_char(meta)),
                     1,
                     meta.len(),
                     crate::ls::date(meta.modified().ok(), false),
@@ -598,14 +545,6 @@ fn emacs_regex(re: &str) -> String {
     out
 }
 
-fn mode_string(mode: u32) -> String {
-    "rwxrwxrwx"
-        .chars()
-        .enumerate()
-        .map(|(i, c)| if mode & (1 << (8 - i)) != 0 { c } else { '-' })
-        .collect()
-}
-
 /// `-printf FORMAT`: the directives agents use (`%p %f %h %P %s %d %m %M %y %t %T@ %TY
 /// %Tm %Td %TH %TM %TS %u %g %n %k`) and backslash escapes.
 fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root: &str) -> String {
@@ -654,16 +593,10 @@ fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root
                 Some('k') => out.push_str(&meta.len().div_ceil(1024).to_string()),
                 Some('d') => out.push_str(&depth.to_string()),
                 Some('m') => out.push_str(&format!("{:o}", mode & 0o7777)),
-                Some('M') => {
-                    out.push(if meta.is_dir() {
-                        'd'
-                    } else if meta.file_type().is_symlink() {
-                        'l'
-                    } else {
-                        '-'
-                    });
-                    out.push_str(&mode_string(mode));
-                }
+                Some('M') => out.push_str(&crate::files::mode_string(
+                    mode,
+                    crate::files::kind_char(meta),
+                )),
                 Some('y') => out.push(if meta.is_dir() {
                     'd'
                 } else if meta.file_type().is_symlink() {

@@ -6,86 +6,7 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 
-use crate::own::reason;
-
-/// One parsed command line: options (`-x`, `-xVALUE`, `-x VALUE`, `--name[=VALUE]`) and
-/// operands. Options listed in `with_value` take a value.
-struct Opts {
-    flags: Vec<(String, Option<String>)>,
-    operands: Vec<String>,
-}
-
-impl Opts {
-    fn parse(args: std::vec::IntoIter<OsString>, with_value: &[&str]) -> Opts {
-        let mut flags = Vec::new();
-        let mut operands = Vec::new();
-        let mut it = args.skip(1).map(|a| a.to_string_lossy().into_owned());
-        while let Some(a) = it.next() {
-            if a == "--" {
-                operands.extend(it.by_ref());
-                break;
-            }
-            if let Some(long) = a.strip_prefix("--") {
-                let (name, val) = match long.split_once('=') {
-                    Some((n, v)) => (n.to_string(), Some(v.to_string())),
-                    None => (long.to_string(), None),
-                };
-                let val = match val {
-                    None if with_value.contains(&name.as_str()) => it.next(),
-                    v => v,
-                };
-                flags.push((name, val));
-                continue;
-            }
-            if a.len() > 1 && a.starts_with('-') {
-                let chars: Vec<char> = a[1..].chars().collect();
-                for (k, c) in chars.iter().enumerate() {
-                    let name = c.to_string();
-                    if with_value.contains(&name.as_str()) {
-                        let rest: String = chars[k + 1..].iter().collect();
-                        let v = if rest.is_empty() {
-                            it.next()
-                        } else {
-                            Some(rest)
-                        };
-                        flags.push((name, v));
-                        break;
-                    }
-                    flags.push((name, None));
-                }
-                continue;
-            }
-            operands.push(a);
-        }
-        Opts { flags, operands }
-    }
-
-    fn has(&self, names: &[&str]) -> bool {
-        self.flags.iter().any(|(n, _)| names.contains(&n.as_str()))
-    }
-
-    /// The last value given to any of `names`.
-    fn value(&self, names: &[&str]) -> Option<&str> {
-        self.flags
-            .iter()
-            .rev()
-            .find(|(n, _)| names.contains(&n.as_str()))
-            .and_then(|(_, v)| v.as_deref())
-    }
-
-    /// The first option not in `known`, as the error GNU tools print.
-    fn unknown(&self, tool: &str, known: &[&str]) -> Option<String> {
-        let (n, _) = self
-            .flags
-            .iter()
-            .find(|(n, _)| !known.contains(&n.as_str()))?;
-        Some(if n.chars().count() == 1 {
-            format!("{tool}: invalid option -- '{n}'")
-        } else {
-            format!("{tool}: unrecognized option '--{n}'")
-        })
-    }
-}
+use guest_support::cli::{Opts, reason};
 
 /// A number as the tools take it: decimal, `0x` hexadecimal or `0` octal.
 fn number(s: &str) -> Option<u64> {
@@ -128,7 +49,7 @@ fn printable(b: u8) -> bool {
 
 /// `which [-a] [-s] NAME...`: where each command is found on `PATH`; status 1 if any is not.
 pub fn which(args: std::vec::IntoIter<OsString>) -> i32 {
-    let o = Opts::parse(args, &[]);
+    let o = Opts::parse(&crate::own::strings(args.into_iter()), &[]);
     if let Some(e) = o.unknown("which", &["a", "s"]) {
         eprintln!("{e}");
         return 2;
@@ -173,7 +94,10 @@ pub fn strings(args: std::vec::IntoIter<OsString>) -> i32 {
             }
         })
         .collect();
-    let o = Opts::parse(args.into_iter(), &["n", "bytes", "t", "radix"]);
+    let o = Opts::parse(
+        &crate::own::strings(args.into_iter()),
+        &["n", "bytes", "t", "radix"],
+    );
     if let Some(e) = o.unknown(
         "strings",
         &[
@@ -257,7 +181,7 @@ pub fn strings(args: std::vec::IntoIter<OsString>) -> i32 {
 /// `xxd [-p|-i|-b] [-c COLS] [-g BYTES] [-l LEN] [-s SEEK] [-u] [-r] [IN [OUT]]`.
 pub fn xxd(args: std::vec::IntoIter<OsString>) -> i32 {
     let o = Opts::parse(
-        args.into_iter(),
+        &crate::own::strings(args.into_iter()),
         &["c", "cols", "g", "groupsize", "l", "len", "s", "seek", "o"],
     );
     let known = [
@@ -484,7 +408,10 @@ pub fn hexdump(args: std::vec::IntoIter<OsString>) -> i32 {
     let canonical_name = args
         .first()
         .is_some_and(|a| a.to_string_lossy().rsplit('/').next() == Some("hd"));
-    let o = Opts::parse(args.into_iter(), &["n", "length", "s", "skip"]);
+    let o = Opts::parse(
+        &crate::own::strings(args.into_iter()),
+        &["n", "length", "s", "skip"],
+    );
     if let Some(e) = o.unknown(
         "hexdump",
         &[
@@ -583,7 +510,7 @@ pub fn hexdump(args: std::vec::IntoIter<OsString>) -> i32 {
 /// `file [-b] [-i|--mime|--mime-type] [-L] FILE...`: the type of each file from its
 /// content, as file(1)'s common magic names it.
 pub fn file(args: std::vec::IntoIter<OsString>) -> i32 {
-    let o = Opts::parse(args, &[]);
+    let o = Opts::parse(&crate::own::strings(args.into_iter()), &[]);
     if let Some(e) = o.unknown(
         "file",
         &[
@@ -981,16 +908,7 @@ fn gzip_description(d: &[u8]) -> String {
 
 /// `Tue Nov 24 08:40:40 2026` for seconds since the epoch (UTC, the sandbox's zone).
 pub fn ctime(t: i64) -> String {
-    let (year, month, day, h, m, sec, weekday) = guest_support::civil_time(t);
-    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{} {} {day:>2} {h:02}:{m:02}:{sec:02} {year}",
-        DAYS[weekday as usize],
-        MONTHS[(month - 1) as usize],
-    )
+    crate::ls::strftime("%a %b %e %H:%M:%S %Y", t)
 }
 
 /// Text files: what kind of text, or `None` if the bytes are not text.
@@ -1148,7 +1066,7 @@ fn is_csv(text: &str) -> bool {
 /// `column [-t] [-s SEP] [-o OUTSEP] [-c WIDTH] [-x] [-R COLS] [-N NAMES] [FILE...]`.
 pub fn column(args: std::vec::IntoIter<OsString>) -> i32 {
     let o = Opts::parse(
-        args,
+        &crate::own::strings(args.into_iter()),
         &[
             "s",
             "separator",

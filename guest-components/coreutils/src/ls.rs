@@ -7,7 +7,7 @@ use std::fs::Metadata;
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::files::mode_string;
+use crate::files::{kind_char, mode_string};
 use crate::own::reason;
 
 #[derive(Default)]
@@ -43,16 +43,6 @@ struct Entry {
     mode: u32,
 }
 
-fn kind_char(m: &Metadata) -> char {
-    if m.file_type().is_symlink() {
-        'l'
-    } else if m.is_dir() {
-        'd'
-    } else {
-        '-'
-    }
-}
-
 fn blocks_k(m: &Metadata) -> u64 {
     if m.file_type().is_symlink() {
         0
@@ -84,13 +74,7 @@ fn human(n: u64) -> String {
 /// A time as `ls --time-style` shows it: `long-iso`, `iso` or `+FORMAT` (strftime, with a
 /// second format after a newline for recent files).
 fn styled_date(t: Option<SystemTime>, style: &str) -> String {
-    let secs = t
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs() as i64);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let recent = secs <= now + 60 && now - secs < 182 * 86_400 + 43_200;
+    let (secs, recent) = age(t);
     let format = match style {
         "long-iso" => "%Y-%m-%d %H:%M".to_string(),
         "iso" if recent => "%m-%d %H:%M".to_string(),
@@ -132,21 +116,10 @@ pub fn strftime(format: &str, secs: i64) -> String {
         "December",
     ];
     let (y, mo, d, h, mi, s, wd) = guest_support::civil_time(secs);
-    let yday = {
-        let jan1 = secs - secs.rem_euclid(86_400) - {
-            let mut days = 0i64;
-            for m in 1..mo {
-                days += match m {
-                    2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-                    2 => 28,
-                    4 | 6 | 9 | 11 => 30,
-                    _ => 31,
-                };
-            }
-            (days + d as i64 - 1) * 86_400
-        };
-        (secs - jan1) / 86_400 + 1
-    };
+    // Day of the year: the days of the months before, and February 29th in a leap year.
+    const DAYS_BEFORE: [u32; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let yday = DAYS_BEFORE[(mo - 1) as usize] + d + (leap && mo > 2) as u32;
     let mut out = String::new();
     let mut it = format.chars();
     while let Some(c) = it.next() {
@@ -201,20 +174,20 @@ pub fn date(t: Option<SystemTime>, full: bool) -> String {
     if full {
         return crate::diff::stamp(t);
     }
+    let (secs, recent) = age(t);
+    strftime(if recent { "%b %e %H:%M" } else { "%b %e  %Y" }, secs)
+}
+
+/// Seconds since the epoch of a file time, and whether it is recent as `ls` counts it
+/// (within six months, not in the future): recent times show the clock, older the year.
+fn age(t: Option<SystemTime>) -> (i64, bool) {
     let secs = t
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs() as i64);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let (y, mo, d, h, mi, _) = crate::civil(secs);
-    let month = MONTHS[(mo - 1) as usize];
-    let recent = secs <= now + 60 && now - secs < 182 * 86_400 + 43_200;
-    if recent {
-        format!("{month} {d:>2} {h:02}:{mi:02}")
-    } else {
-        format!("{month} {d:>2}  {y}")
-    }
+    (secs, secs <= now + 60 && now - secs < 182 * 86_400 + 43_200)
 }
 
 fn entry(name: String, path: String, o: &Opts) -> std::io::Result<Entry> {

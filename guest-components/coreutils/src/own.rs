@@ -6,31 +6,14 @@ use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-fn strings(args: std::vec::IntoIter<OsString>) -> Vec<String> {
+/// The arguments after the program name, as text.
+pub fn strings(args: std::vec::IntoIter<OsString>) -> Vec<String> {
     args.skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
 }
 
-/// GNU's wording for an I/O error.
-pub fn reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        ErrorKind::NotFound => "No such file or directory".into(),
-        ErrorKind::PermissionDenied => "Permission denied".into(),
-        ErrorKind::AlreadyExists => "File exists".into(),
-        ErrorKind::NotADirectory => "Not a directory".into(),
-        ErrorKind::IsADirectory => "Is a directory".into(),
-        ErrorKind::DirectoryNotEmpty => "Directory not empty".into(),
-        _ => {
-            let s = e.to_string();
-            if s.contains("apabilit") {
-                "Permission denied".into()
-            } else {
-                s.split(" (os error").next().unwrap_or(&s).to_string()
-            }
-        }
-    }
-}
+pub use guest_support::cli::reason;
 
 /// Splits `-abc` style flags from operands; `--` ends options.
 fn flags_and_operands(

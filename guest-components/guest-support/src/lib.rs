@@ -12,6 +12,7 @@ mod bindings {
     });
 }
 
+pub mod cli;
 pub mod process;
 
 /// Call first in `main`: moves to the working directory the host gave

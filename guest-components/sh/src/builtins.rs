@@ -285,10 +285,7 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                     Some((t, _)) if terse => format!("{t}\n"),
                     Some((_, l)) => l,
                     None => match sh.path_lookup(a) {
-                        Some(found) if terse => {
-                            let _ = found;
-                            "file\n".to_string()
-                        }
+                        Some(_) if terse => "file\n".to_string(),
                         Some(found) if path_only || force_path => format!("{found}\n"),
                         Some(found) => format!("{a} is {found}\n"),
                         None => {
@@ -868,6 +865,21 @@ fn describe(sh: &Shell, name: &str) -> String {
     }
 }
 
+/// The process a job spec names for `wait` and `kill`: `%%`/`%+` (the last job), `%-`,
+/// `%N`, or a process id.
+fn job_pid(sh: &Shell, id: &str) -> Option<u32> {
+    match id {
+        "%%" | "%+" => sh.background.last().copied(),
+        "%-" => sh.background.iter().rev().nth(1).copied(),
+        j if j.starts_with('%') => j[1..]
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|n| sh.background.get(n).copied()),
+        p => p.parse::<u32>().ok(),
+    }
+}
+
 /// `mapfile`/`readarray [-t] [-n COUNT] [-s SKIP] [-d DELIM] [ARRAY]`.
 fn mapfile(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     let mut trim = false;
@@ -1026,16 +1038,7 @@ fn wait(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     }
     let mut pids = Vec::new();
     for id in &ids {
-        let pid = match id.as_str() {
-            "%%" | "%+" => sh.background.last().copied(),
-            "%-" => sh.background.iter().rev().nth(1).copied(),
-            j if j.starts_with('%') => j[1..]
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| n.checked_sub(1))
-                .and_then(|n| sh.background.get(n).copied()),
-            p => p.parse::<u32>().ok(),
-        };
+        let pid = job_pid(sh, id);
         match pid {
             Some(p) if sh.background.contains(&p) => pids.push(p),
             _ => {
@@ -1171,16 +1174,7 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     }
     let mut status = 0;
     for id in ids {
-        let pid = match id.as_str() {
-            "%%" | "%+" => sh.background.last().copied(),
-            "%-" => sh.background.iter().rev().nth(1).copied(),
-            j if j.starts_with('%') => j[1..]
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| n.checked_sub(1))
-                .and_then(|n| sh.background.get(n).copied()),
-            p => p.parse::<u32>().ok(),
-        };
+        let pid = job_pid(sh, id);
         match pid {
             Some(p) if sh.background.contains(&p) => {
                 if signal != 0 {

@@ -1434,14 +1434,7 @@ impl Shell {
         let mut argv = argv.to_vec();
         if argv[0].contains('/') && !is_bin_path(&argv[0]) {
             argv = self.script_argv(&argv, io)?;
-        } else if let Some(found) = {
-            // `PATH=dir cmd` looks in the PATH the command gets.
-            let path = match extra_env.iter().rev().find(|(k, _)| k == "PATH") {
-                Some((_, p)) => p.clone(),
-                None => self.get_var("PATH").unwrap_or_default(),
-            };
-            guest_support::path_lookup(&argv[0], &path, &self.cwd).filter(|p| !is_bin_path(p))
-        } {
+        } else if let Some(found) = self.sandbox_command(&argv[0], extra_env) {
             // A script of the sandbox found on PATH, run by its `#!` line like `./script`.
             argv[0] = found;
             argv = self.script_argv(&argv, io)?;
@@ -1522,17 +1515,36 @@ impl Shell {
         }
     }
 
+    /// The `PATH` a command gets: its own `PATH=dir cmd` assignment, else the shell's.
+    fn command_path(&self, extra_env: &[(String, String)]) -> String {
+        match extra_env.iter().rev().find(|(k, _)| k == "PATH") {
+            Some((_, p)) => p.clone(),
+            None => self.get_var("PATH").unwrap_or_default(),
+        }
+    }
+
+    /// An executable file of the sandbox that a command name without a slash finds on
+    /// `PATH` before any image program. With only the image's directories on `PATH` (the
+    /// default) there is nothing to look for, so the common case costs no host call.
+    fn sandbox_command(&self, name: &str, extra_env: &[(String, String)]) -> Option<String> {
+        let path = self.command_path(extra_env);
+        if path
+            .split(':')
+            .all(|d| guest_support::BIN_DIRS.contains(&d.trim_end_matches('/')))
+        {
+            return None;
+        }
+        guest_support::path_lookup(name, &path, &self.cwd).filter(|p| !is_bin_path(p))
+    }
+
     /// Whether a command name that was not found names a file on `$PATH` that is not
     /// executable (bash then answers "Permission denied", status 126).
     fn on_path_not_executable(&self, name: &str, extra_env: &[(String, String)]) -> bool {
         if name.contains('/') {
             return false;
         }
-        let path = match extra_env.iter().rev().find(|(k, _)| k == "PATH") {
-            Some((_, p)) => p.clone(),
-            None => self.get_var("PATH").unwrap_or_default(),
-        };
-        path.split(':')
+        self.command_path(extra_env)
+            .split(':')
             .filter(|d| !guest_support::BIN_DIRS.contains(&d.trim_end_matches('/')))
             .any(|d| {
                 let dir = if d.is_empty() { "." } else { d };

@@ -13,68 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 
-use crate::reason;
-
-/// Splits short option clusters and `--name=value`; `with_value` options take the next
-/// argument. Returns (options, operands).
-fn parse(args: &[String], with_value: &[&str]) -> (Vec<(String, Option<String>)>, Vec<String>) {
-    let mut flags = Vec::new();
-    let mut operands = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if a == "--" {
-            operands.extend(args[i..].iter().cloned());
-            break;
-        }
-        if let Some(long) = a.strip_prefix("--") {
-            let (n, v) = match long.split_once('=') {
-                Some((n, v)) => (n.to_string(), Some(v.to_string())),
-                None => (long.to_string(), None),
-            };
-            let v = if v.is_none() && with_value.contains(&n.as_str()) {
-                i += 1;
-                args.get(i - 1).cloned()
-            } else {
-                v
-            };
-            flags.push((n, v));
-        } else if a.len() > 1 && a.starts_with('-') {
-            let chars: Vec<char> = a[1..].chars().collect();
-            for (k, c) in chars.iter().enumerate() {
-                let n = c.to_string();
-                if with_value.contains(&n.as_str()) {
-                    let rest: String = chars[k + 1..].iter().collect();
-                    let v = if rest.is_empty() {
-                        i += 1;
-                        args.get(i - 1).cloned()
-                    } else {
-                        Some(rest)
-                    };
-                    flags.push((n, v));
-                    break;
-                }
-                flags.push((n, None));
-            }
-        } else {
-            operands.push(a.clone());
-        }
-    }
-    (flags, operands)
-}
-
-fn has(flags: &[(String, Option<String>)], names: &[&str]) -> bool {
-    flags.iter().any(|(n, _)| names.contains(&n.as_str()))
-}
-
-fn value<'a>(flags: &'a [(String, Option<String>)], names: &[&str]) -> Option<&'a str> {
-    flags
-        .iter()
-        .rev()
-        .find(|(n, _)| names.contains(&n.as_str()))
-        .and_then(|(_, v)| v.as_deref())
-}
+use guest_support::cli::{Opts, glob, mode_string, reason};
 
 fn mode_of(path: &Path) -> Option<u32> {
     guest_support::file_mode(&path.to_string_lossy())
@@ -143,7 +82,9 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
         GzipMode::Decompress => "gunzip",
         GzipMode::Cat => "zcat",
     };
-    let (flags, mut files) = parse(&args[1..], &["S", "suffix"]);
+    let o = Opts::parse(&args[1..], &["S", "suffix"]);
+    let flags = &o.flags;
+    let mut files = o.operands.clone();
     let known = [
         "c",
         "stdout",
@@ -187,35 +128,30 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
         "V",
         "version",
     ];
-    if let Some((n, _)) = flags.iter().find(|(n, _)| !known.contains(&n.as_str())) {
-        let shown = if n.len() == 1 {
-            format!("invalid option -- '{n}'")
-        } else {
-            format!("unrecognized option '--{n}'")
-        };
-        eprintln!("{tool}: {shown}\nTry `{tool} --help' for more information.");
+    if let Some(e) = o.unknown(tool, &known) {
+        eprintln!("{e}\nTry `{tool} --help' for more information.");
         return 1;
     }
-    if has(&flags, &["h", "help"]) {
+    if o.has(&["h", "help"]) {
         println!(
             "Usage: {tool} [OPTION]... [FILE]...\nCompress or uncompress FILEs (by default, compress FILES in-place).\n\n  -c, --stdout      write on standard output, keep original files unchanged\n  -d, --decompress  decompress\n  -f, --force       force overwrite of output file\n  -k, --keep        keep (don't delete) input files\n  -l, --list        list compressed file contents\n  -n, --no-name     do not save or restore the original name and timestamp\n  -q, --quiet       suppress all warnings\n  -r, --recursive   operate recursively on directories\n  -S, --suffix=SUF  use suffix SUF on compressed files\n  -t, --test        test compressed file integrity\n  -v, --verbose     verbose mode\n  -1, --fast        compress faster\n  -9, --best        compress better\n\nWith no FILE, or when FILE is -, read standard input."
         );
         return 0;
     }
-    if has(&flags, &["V", "version"]) {
+    if o.has(&["V", "version"]) {
         println!("gzip 1.12 (wasbox, flate2)");
         return 0;
     }
-    let decompress = mode != GzipMode::Compress || has(&flags, &["d", "decompress", "uncompress"]);
-    let to_stdout = mode == GzipMode::Cat || has(&flags, &["c", "stdout", "to-stdout"]);
-    let keep = has(&flags, &["k", "keep"]);
-    let force = has(&flags, &["f", "force"]);
-    let verbose = has(&flags, &["v", "verbose"]);
-    let quiet = has(&flags, &["q", "quiet"]);
-    let list = has(&flags, &["l", "list"]);
-    let test = has(&flags, &["t", "test"]);
-    let no_name = has(&flags, &["n", "no-name"]);
-    let suffix = value(&flags, &["S", "suffix"]).unwrap_or(".gz").to_string();
+    let decompress = mode != GzipMode::Compress || o.has(&["d", "decompress", "uncompress"]);
+    let to_stdout = mode == GzipMode::Cat || o.has(&["c", "stdout", "to-stdout"]);
+    let keep = o.has(&["k", "keep"]);
+    let force = o.has(&["f", "force"]);
+    let verbose = o.has(&["v", "verbose"]);
+    let quiet = o.has(&["q", "quiet"]);
+    let list = o.has(&["l", "list"]);
+    let test = o.has(&["t", "test"]);
+    let no_name = o.has(&["n", "no-name"]);
+    let suffix = o.value(&["S", "suffix"]).unwrap_or(".gz").to_string();
     let level = flags
         .iter()
         .rev()
@@ -226,7 +162,7 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
             _ => None,
         })
         .unwrap_or(6);
-    if has(&flags, &["r", "recursive"]) {
+    if o.has(&["r", "recursive"]) {
         let mut expanded = Vec::new();
         for f in files {
             if Path::new(&f).is_dir() {
@@ -492,7 +428,8 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         "format",
         "H",
     ];
-    let (flags, operands) = parse(&args[1..], &with_value);
+    let o = Opts::parse(&args[1..], &with_value);
+    let flags = &o.flags;
     let known = [
         "c",
         "create",
@@ -564,26 +501,21 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         "ignore-zeros",
         "i",
     ];
-    if let Some((n, _)) = flags.iter().find(|(n, _)| !known.contains(&n.as_str())) {
-        let shown = if n.len() == 1 {
-            format!("invalid option -- '{n}'")
-        } else {
-            format!("unrecognized option '--{n}'")
-        };
-        eprintln!("tar: {shown}\nTry 'tar --help' or 'tar --usage' for more information.");
+    if let Some(e) = o.unknown("tar", &known) {
+        eprintln!("{e}\nTry 'tar --help' or 'tar --usage' for more information.");
         return 2;
     }
-    if has(&flags, &["help"]) {
+    if o.has(&["help"]) {
         println!(
             "Usage: tar [OPTION...] [FILE]...\n  -c, --create               create a new archive\n  -x, --extract, --get       extract files from an archive\n  -t, --list                 list the contents of an archive\n  -f, --file=ARCHIVE         use archive file ARCHIVE (- is standard input/output)\n  -z, --gzip                 filter the archive through gzip\n  -a, --auto-compress        use archive suffix to determine the compression\n  -C, --directory=DIR        change to directory DIR\n  -v, --verbose              verbosely list files processed\n  -O, --to-stdout            extract files to standard output\n  -k, --keep-old-files       don't replace existing files when extracting\n      --strip-components=N   strip N leading components from file names\n      --exclude=PATTERN      exclude files, given as a PATTERN\n  -T, --files-from=FILE      get names to extract or create from FILE"
         );
         return 0;
     }
-    if has(&flags, &["version"]) {
+    if o.has(&["version"]) {
         println!("tar (GNU tar) 1.34\n(wasbox, tar crate)");
         return 0;
     }
-    if has(&flags, &["j", "J", "bzip2", "xz", "zstd", "lzma"]) {
+    if o.has(&["j", "J", "bzip2", "xz", "zstd", "lzma"]) {
         eprintln!("tar: only gzip compression (-z) is available in this sandbox");
         return 2;
     }
@@ -611,16 +543,16 @@ pub fn tar(mut args: Vec<String>) -> i32 {
             return 2;
         }
     };
-    let archive = value(&flags, &["f", "file"]).unwrap_or("-").to_string();
-    let auto = has(&flags, &["a", "auto-compress"])
-        && (archive.ends_with(".gz") || archive.ends_with(".tgz"));
-    let gz = has(&flags, &["z", "gzip", "gunzip", "ungzip"]) || auto;
+    let archive = o.value(&["f", "file"]).unwrap_or("-").to_string();
+    let auto =
+        o.has(&["a", "auto-compress"]) && (archive.ends_with(".gz") || archive.ends_with(".tgz"));
+    let gz = o.has(&["z", "gzip", "gunzip", "ungzip"]) || auto;
     let verbose = flags
         .iter()
         .filter(|(n, _)| n == "v" || n == "verbose")
         .count();
-    let dir = value(&flags, &["C", "directory"]).map(PathBuf::from);
-    let strip: usize = match value(&flags, &["strip-components"]).map(str::parse) {
+    let dir = o.value(&["C", "directory"]).map(PathBuf::from);
+    let strip: usize = match o.value(&["strip-components"]).map(str::parse) {
         None => 0,
         Some(Ok(n)) => n,
         Some(Err(_)) => {
@@ -633,8 +565,8 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         .filter(|(n, _)| n == "exclude")
         .filter_map(|(_, v)| v.clone())
         .collect();
-    let mut names = operands;
-    if let Some(list) = value(&flags, &["T", "files-from"]) {
+    let mut names = o.operands.clone();
+    if let Some(list) = o.value(&["T", "files-from"]) {
         match fs::read_to_string(list) {
             Ok(t) => names.extend(t.lines().filter(|l| !l.is_empty()).map(String::from)),
             Err(e) => {
@@ -648,10 +580,10 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         dir,
         strip,
         excludes,
-        to_stdout: has(&flags, &["O", "to-stdout"]),
-        keep_old: has(&flags, &["k", "keep-old-files", "skip-old-files"]),
-        touch: has(&flags, &["m", "touch"]),
-        recursion: !has(&flags, &["no-recursion"]),
+        to_stdout: o.has(&["O", "to-stdout"]),
+        keep_old: o.has(&["k", "keep-old-files", "skip-old-files"]),
+        touch: o.has(&["m", "touch"]),
+        recursion: !o.has(&["no-recursion"]),
         archive_on_stdout: archive == "-",
     };
     match mode {
@@ -679,44 +611,6 @@ impl TarOpts {
             .iter()
             .any(|pat| trimmed.split('/').any(|part| glob(pat, part)) || glob(pat, trimmed))
     }
-}
-
-/// Shell-style pattern match (`*`, `?`, `[...]`).
-fn glob(pat: &str, s: &str) -> bool {
-    let p: Vec<char> = pat.chars().collect();
-    let t: Vec<char> = s.chars().collect();
-    fn go(p: &[char], t: &[char]) -> bool {
-        match p.first() {
-            None => t.is_empty(),
-            Some('*') => (0..=t.len()).any(|k| go(&p[1..], &t[k..])),
-            Some('?') => !t.is_empty() && go(&p[1..], &t[1..]),
-            Some('[') => {
-                let Some(end) = p.iter().skip(1).position(|&c| c == ']').map(|e| e + 1) else {
-                    return t.first() == Some(&'[') && go(&p[1..], &t[1..]);
-                };
-                let Some(&c) = t.first() else { return false };
-                let set = &p[1..end];
-                let (neg, set) = match set.first() {
-                    Some('!') | Some('^') => (true, &set[1..]),
-                    _ => (false, set),
-                };
-                let mut hit = false;
-                let mut i = 0;
-                while i < set.len() {
-                    if i + 2 < set.len() && set[i + 1] == '-' {
-                        hit |= set[i] <= c && c <= set[i + 2];
-                        i += 3;
-                    } else {
-                        hit |= set[i] == c;
-                        i += 1;
-                    }
-                }
-                hit != neg && go(&p[end + 1..], &t[1..])
-            }
-            Some(&c) => t.first() == Some(&c) && go(&p[1..], &t[1..]),
-        }
-    }
-    go(&p, &t)
 }
 
 fn tar_create(archive: &str, gz: bool, names: &[String], o: &TarOpts) -> i32 {
@@ -854,14 +748,6 @@ fn append(
     }
 }
 
-fn mode_string(kind: char, mode: u32) -> String {
-    let mut s = String::from(kind);
-    for (i, c) in "rwxrwxrwx".chars().enumerate() {
-        s.push(if mode & (1 << (8 - i)) != 0 { c } else { '-' });
-    }
-    s
-}
-
 fn tar_read(archive: &str, extract: bool, names: &[String], o: &TarOpts) -> i32 {
     let mut data = Vec::new();
     let read = if archive == "-" {
@@ -887,22 +773,19 @@ fn tar_read(archive: &str, extract: bool, names: &[String], o: &TarOpts) -> i32 
         }
         data = out;
     }
-    if data.len() < 512
-        || data.get(257..262) != Some(b"ustar") && !data[..512].iter().all(|&b| b == 0)
-    {
-        let plausible = data.len() >= 512
-            && tar::Header::from_byte_slice(&data[..512]).cksum().is_ok()
-            && tar::Header::from_byte_slice(&data[..512])
-                .as_old()
-                .cksum
-                .iter()
-                .any(|&b| b != 0);
-        if !plausible {
-            eprintln!(
-                "tar: This does not look like a tar archive\ntar: Exiting with failure status due to previous errors"
-            );
-            return 2;
-        }
+    // A tar starts with a header block: ustar magic, an old-style header with a checksum,
+    // or the zero blocks of an empty archive.
+    let looks_like_tar = data.get(..512).is_some_and(|head| {
+        let h = tar::Header::from_byte_slice(head);
+        &head[257..262] == b"ustar"
+            || head.iter().all(|&b| b == 0)
+            || (h.as_old().cksum.iter().any(|&b| b != 0) && h.cksum().is_ok())
+    });
+    if !looks_like_tar {
+        eprintln!(
+            "tar: This does not look like a tar archive\ntar: Exiting with failure status due to previous errors"
+        );
+        return 2;
     }
     let base = o.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let mut ar = tar::Archive::new(&data[..]);
@@ -988,7 +871,7 @@ fn tar_read(archive: &str, extract: bool, names: &[String], o: &TarOpts) -> i32 
                 let width = 18usize.saturating_sub(ug.len()).max(1);
                 let mut l = format!(
                     "{} {ug} {size:>width$} {y:04}-{mo:02}-{d:02} {h:02}:{mi:02} {shown}",
-                    mode_string(if kc == 'h' { '-' } else { kc }, mode)
+                    mode_string(mode, if kc == 'h' { '-' } else { kc })
                 );
                 if let Some(t) = &link {
                     if kind.is_symlink() {
@@ -1119,7 +1002,8 @@ fn zip_time(secs: u64) -> zip::DateTime {
 }
 
 pub fn zip(args: Vec<String>) -> i32 {
-    let (flags, operands) = parse(&args[1..], &["x", "exclude", "i", "include"]);
+    let o = Opts::parse(&args[1..], &["x", "exclude", "i", "include"]);
+    let (flags, operands) = (&o.flags, &o.operands);
     let known = [
         "r",
         "recurse-paths",
@@ -1162,7 +1046,7 @@ pub fn zip(args: Vec<String>) -> i32 {
         eprintln!("zip error: Invalid command arguments (no such option: {n})");
         return 16;
     }
-    if has(&flags, &["h", "help"]) || operands.is_empty() {
+    if o.has(&["h", "help"]) || operands.is_empty() {
         println!(
             "Usage: zip [-options] zipfile list\n  -r   recurse into directories     -j   junk (don't record) directory names\n  -0   store only                   -1 .. -9  compression level\n  -q   quiet operation              -x   exclude the following names\n  -y   store symbolic links as the link\n  -d   delete entries in zipfile    -m   move into zipfile (delete OS files)\n  -D   do not add directory entries"
         );
@@ -1172,22 +1056,18 @@ pub fn zip(args: Vec<String>) -> i32 {
     if !zipname.contains('.') || Path::new(&zipname).extension().is_none() {
         zipname.push_str(".zip");
     }
-    let recurse = has(&flags, &["r", "recurse-paths"]);
-    let quiet = has(&flags, &["q", "quiet"]);
-    let junk = has(&flags, &["j", "junk-paths"]);
-    let symlinks = has(&flags, &["y", "symlinks"]);
-    let no_dirs = has(&flags, &["D", "no-dir-entries"]);
-    let delete = has(&flags, &["d", "delete"]);
-    let move_files = has(&flags, &["m", "move"]);
-    let store = has(&flags, &["0"]);
+    let recurse = o.has(&["r", "recurse-paths"]);
+    let quiet = o.has(&["q", "quiet"]);
+    let junk = o.has(&["j", "junk-paths"]);
+    let symlinks = o.has(&["y", "symlinks"]);
+    let no_dirs = o.has(&["D", "no-dir-entries"]);
+    let delete = o.has(&["d", "delete"]);
+    let move_files = o.has(&["m", "move"]);
+    let store = o.has(&["0"]);
     let excludes: Vec<String> = flags
         .iter()
         .filter(|(n, _)| n == "x" || n == "exclude")
         .filter_map(|(_, v)| v.clone())
-        .chain(
-            // `-x a b c` takes every following operand until the next option.
-            Vec::new(),
-        )
         .collect();
     let level: Option<i64> = flags.iter().rev().find_map(|(n, _)| {
         (n.len() == 1 && n.as_bytes()[0].is_ascii_digit()).then(|| n.parse().unwrap_or(6))
@@ -1425,7 +1305,8 @@ fn write_zip(
 }
 
 pub fn unzip(args: Vec<String>) -> i32 {
-    let (flags, operands) = parse(&args[1..], &["d", "x"]);
+    let o = Opts::parse(&args[1..], &["d", "x"]);
+    let (flags, operands) = (&o.flags, &o.operands);
     let known = [
         "l", "o", "n", "q", "qq", "d", "p", "t", "j", "v", "x", "Z", "1", "h", "hh", "a", "L", "X",
         "C",
@@ -1464,13 +1345,13 @@ pub fn unzip(args: Vec<String>) -> i32 {
         }
     };
     let quiet = flags.iter().filter(|(n, _)| n.starts_with('q')).count();
-    let list = has(&flags, &["l", "v", "Z", "1"]);
-    let pipe = has(&flags, &["p"]);
-    let test = has(&flags, &["t"]);
-    let overwrite = has(&flags, &["o"]);
-    let never = has(&flags, &["n"]);
-    let junk = has(&flags, &["j"]);
-    let dest = PathBuf::from(value(&flags, &["d"]).unwrap_or("."));
+    let list = o.has(&["l", "v", "Z", "1"]);
+    let pipe = o.has(&["p"]);
+    let test = o.has(&["t"]);
+    let overwrite = o.has(&["o"]);
+    let never = o.has(&["n"]);
+    let junk = o.has(&["j"]);
+    let dest = PathBuf::from(o.value(&["d"]).unwrap_or("."));
     let mut excludes: Vec<String> = flags
         .iter()
         .filter(|(n, _)| n == "x")

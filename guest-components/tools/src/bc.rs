@@ -1064,41 +1064,12 @@ impl Bc {
                     return self.exec(o);
                 }
             }
-            S::While(c, body) => {
-                let mut n = 0u64;
-                while self.eval(c)?.truthy() {
-                    n += 1;
-                    if n > 100_000_000 {
-                        return Err("loop limit reached".into());
-                    }
-                    match self.exec(body)? {
-                        Flow::Break => break,
-                        Flow::Return(v) => return Ok(Flow::Return(v)),
-                        Flow::Quit => return Ok(Flow::Quit),
-                        _ => {}
-                    }
+            S::While(c, body) => return self.run_loop(Some(c), None, body),
+            S::For(init, c, step, body) => {
+                if let Some(init) = init {
+                    self.eval(init)?;
                 }
-            }
-            S::For(a, c, step, body) => {
-                if let Some(a) = a {
-                    self.eval(a)?;
-                }
-                loop {
-                    if let Some(c) = c
-                        && !self.eval(c)?.truthy()
-                    {
-                        break;
-                    }
-                    match self.exec(body)? {
-                        Flow::Break => break,
-                        Flow::Return(v) => return Ok(Flow::Return(v)),
-                        Flow::Quit => return Ok(Flow::Quit),
-                        _ => {}
-                    }
-                    if let Some(step) = step {
-                        self.eval(step)?;
-                    }
-                }
+                return self.run_loop(c.as_ref(), step.as_ref(), body);
             }
             S::Block(list) => {
                 for s in list {
@@ -1130,6 +1101,29 @@ impl Bc {
             }
         }
         Ok(Flow::Normal)
+    }
+
+    /// `while` and `for`: the body while the condition holds (always without one), then the
+    /// step; `break` ends the loop, `return` and `quit` leave it. A loop is cut off after
+    /// 100,000,000 rounds.
+    fn run_loop(&mut self, cond: Option<&E>, step: Option<&E>, body: &S) -> Result<Flow, String> {
+        for _ in 0..100_000_000u64 {
+            if let Some(c) = cond
+                && !self.eval(c)?.truthy()
+            {
+                return Ok(Flow::Normal);
+            }
+            match self.exec(body)? {
+                Flow::Break => return Ok(Flow::Normal),
+                Flow::Return(v) => return Ok(Flow::Return(v)),
+                Flow::Quit => return Ok(Flow::Quit),
+                Flow::Normal | Flow::Continue => {}
+            }
+            if let Some(step) = step {
+                self.eval(step)?;
+            }
+        }
+        Err("loop limit reached".into())
     }
 
     /// Numbers longer than a line are split with `\` to lines of 70 characters, as bc does.

@@ -166,7 +166,10 @@ pub fn main(args: Vec<String>) -> i32 {
                         }
                     }
                     Err(e) => {
-                        return fail(&format!("Could not open {path}: {}", crate::reason(&e)), 2);
+                        return fail(
+                            &format!("Could not open {path}: {}", guest_support::cli::reason(&e)),
+                            2,
+                        );
                     }
                 },
                 Err(c) => return c,
@@ -218,7 +221,12 @@ pub fn main(args: Vec<String>) -> i32 {
             }
             match std::fs::read_to_string(path) {
                 Ok(c) => c,
-                Err(e) => return fail(&format!("Could not open {path}: {}", crate::reason(&e)), 2),
+                Err(e) => {
+                    return fail(
+                        &format!("Could not open {path}: {}", guest_support::cli::reason(&e)),
+                        2,
+                    );
+                }
             }
         }
         (None, Some(f)) => f,
@@ -239,7 +247,10 @@ pub fn main(args: Vec<String>) -> i32 {
             match std::fs::read(f) {
                 Ok(d) => data.extend_from_slice(&d),
                 Err(e) => {
-                    eprintln!("jq: error: Could not open {f}: {}", crate::reason(&e));
+                    eprintln!(
+                        "jq: error: Could not open {f}: {}",
+                        guest_support::cli::reason(&e)
+                    );
                     return 2;
                 }
             }
@@ -366,30 +377,22 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
         }
     };
 
-    let null_stream: Vec<Result<Val, String>> = Vec::new();
-    type Stream = Vec<Result<Val, String>>;
-    let (first, rest): (Stream, Stream) = if null_input {
+    // With -n the program runs once on null and `input`/`inputs` read the data; without,
+    // the main loop and `input`/`inputs` take from the same stream.
+    let (first, rest) = if null_input {
         (vec![Ok(Val::Null)], values)
     } else {
-        (values, null_stream)
+        (values, Vec::new())
     };
-    let inputs_iter = RcIter::new(rest.into_iter());
-    let inputs: Inputs<'_, Val> = &inputs_iter;
     let main_iter = RcIter::new(first.into_iter());
-    // Without -n, `input`/`inputs` take from the same stream as the main loop.
-    let (driver, shared): (&RcIter<_>, Inputs<'_, Val>) = if null_input {
-        (&main_iter, inputs)
-    } else {
-        let shared: Inputs<'_, Val> = &main_iter;
-        (&main_iter, shared)
-    };
+    let rest_iter = RcIter::new(rest.into_iter());
+    let shared: Inputs<'_, Val> = if null_input { &rest_iter } else { &main_iter };
 
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut status = 0;
     let mut last: Option<Val> = None;
     loop {
-        let mut d = driver;
-        let next = d.next();
+        let next = (&main_iter).next();
         let Some(input) = next else { break };
         let input = match input {
             Ok(v) => v,

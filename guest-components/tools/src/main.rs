@@ -7,8 +7,6 @@ mod archive;
 mod bc;
 mod jq;
 
-use std::io::ErrorKind;
-
 fn main() {
     guest_support::start();
     let mut args: Vec<String> = std::env::args_os()
@@ -39,21 +37,4 @@ fn main() {
 fn base_name(arg: Option<&String>) -> String {
     arg.map(|a| a.rsplit('/').next().unwrap_or_default().to_string())
         .unwrap_or_default()
-}
-
-/// GNU's wording for an I/O error.
-pub fn reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        ErrorKind::NotFound => "No such file or directory".into(),
-        ErrorKind::PermissionDenied => "Permission denied".into(),
-        ErrorKind::AlreadyExists => "File exists".into(),
-        ErrorKind::NotADirectory => "Not a directory".into(),
-        ErrorKind::IsADirectory => "Is a directory".into(),
-        ErrorKind::DirectoryNotEmpty => "Directory not empty".into(),
-        ErrorKind::StorageFull => "No space left on device".into(),
-        _ => {
-            let s = e.to_string();
-            s.split(" (os error").next().unwrap_or(&s).to_string()
-        }
-    }
 }
