@@ -139,8 +139,12 @@ fn print(rows: &[Row]) {
 
 /// Starts `bin serve` and measures jobs and session execs against it.
 fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &str) -> Vec<Row> {
+    // Its telemetry store in a directory of its own (by environment variable, which a
+    // baseline binary without a store ignores).
+    let state = tempfile::tempdir().expect("state dir");
     let mut server = Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
+        .env("WASBOX_STORAGE_STATE_DIR", state.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -319,13 +319,32 @@ impl std::error::Error for SessionRefused {}
 pub struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
     max: usize,
+    /// Told of every session that ends, whatever ended it (a request, its limits, shutdown).
+    on_end: std::sync::OnceLock<EndObserver>,
 }
+
+/// What [`Sessions::on_end`] calls: the session and why it ended.
+pub type EndObserver = Box<dyn Fn(&Session, &str) + Send + Sync>;
 
 impl Sessions {
     pub fn new(max: usize) -> Self {
         Sessions {
             map: Mutex::new(HashMap::new()),
             max,
+            on_end: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets the function told of every session that ends (once; later calls are ignored).
+    pub fn on_end(&self, f: impl Fn(&Session, &str) + Send + Sync + 'static) {
+        let _ = self.on_end.set(Box::new(f));
+    }
+
+    fn ended(&self, session: &Session, reason: &str) {
+        if session.end(reason)
+            && let Some(f) = self.on_end.get()
+        {
+            f(session, reason);
         }
     }
 
@@ -365,10 +384,15 @@ impl Sessions {
         self.len() == 0
     }
 
+    /// Every live session.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        lock(&self.map).values().cloned().collect()
+    }
+
     /// Removes a session and ends it.
     pub fn end(&self, id: &str, reason: &str) -> Option<Arc<Session>> {
         let session = lock(&self.map).remove(id)?;
-        session.end(reason);
+        self.ended(&session, reason);
         Some(session)
     }
 
@@ -376,7 +400,7 @@ impl Sessions {
     pub fn end_all(&self, reason: &str) {
         let all: Vec<_> = lock(&self.map).drain().map(|(_, s)| s).collect();
         for s in all {
-            s.end(reason);
+            self.ended(&s, reason);
         }
     }
 
@@ -394,7 +418,7 @@ impl Sessions {
                 .collect()
         };
         for (session, why) in expired {
-            session.end(why);
+            self.ended(&session, why);
         }
         let live: Vec<Arc<Session>> = lock(&self.map).values().cloned().collect();
         for s in live {

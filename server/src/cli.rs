@@ -1,8 +1,6 @@
 //! The command line: `wasbox serve`, `wasbox run`, `wasbox term ...`, `wasbox bench`. Each front-end owns its
 //! arguments; this module only dispatches and sets up logging.
 
-use std::io::IsTerminal;
-
 use clap::{Parser, Subcommand};
 
 /// A WebAssembly sandbox for AI agents and jobs.
@@ -51,7 +49,10 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
-    init_tracing();
+    // `wasbox serve` sets its logger up from its configuration (format and level).
+    if !matches!(cli.command, Command::Serve(_)) {
+        crate::logging::init(None, false);
+    }
     // Each live sandbox process holds directory handles: the usual soft limit of 1,024
     // open files would cap a node at a few hundred.
     let files = wasbox_runtime::capacity::raise_open_file_limit();
@@ -72,16 +73,6 @@ pub fn main() -> i32 {
             2
         }
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WASBOX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod bouvet;
 pub mod cli;
 pub mod http;
 mod ids;
+pub mod logging;
 pub mod problem;
 mod rfc3339;
 pub mod run;

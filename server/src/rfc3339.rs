@@ -17,6 +17,70 @@ pub fn format(t: SystemTime) -> String {
     )
 }
 
+/// Parses an RFC 3339 timestamp (`2026-02-16T12:00:00Z`, with optional fractions and a
+/// `Z` or `±HH:MM` offset); `None` when it is not one.
+pub fn parse(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos: u64 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 9 {
+                nanos = nanos * 10 + u64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        for _ in (i - start).min(9)..9 {
+            nanos *= 10;
+        }
+    }
+    let offset = match &s[i..] {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let v = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
+            if o.starts_with('-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo as u32, d as u32);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec.min(59) - offset;
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + std::time::Duration::from_secs(secs) + std::time::Duration::from_nanos(nanos))
+}
+
+/// (year, month, day) to days since 1970-01-01.
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -43,5 +107,34 @@ mod tests {
         assert_eq!(format(t), "2026-02-16T12:00:00.123Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_825_600); // 2000-02-29T12:00:00Z
         assert_eq!(format(leap), "2000-02-29T12:00:00.000Z");
+    }
+
+    #[test]
+    fn parse_round_trips_and_refuses_junk() {
+        for t in [
+            "2026-02-16T12:00:00.123Z",
+            "2000-02-29T12:00:00.000Z",
+            "1970-01-01T00:00:00.000Z",
+        ] {
+            assert_eq!(format(parse(t).unwrap()), t);
+        }
+        assert_eq!(
+            format(parse("2026-02-16T14:00:00+02:00").unwrap()),
+            "2026-02-16T12:00:00.000Z"
+        );
+        assert_eq!(
+            format(parse("2026-02-16T12:00:00.5Z").unwrap()),
+            "2026-02-16T12:00:00.500Z"
+        );
+        for bad in [
+            "",
+            "2026-02-16",
+            "2026-13-01T00:00:00Z",
+            "2026-02-16T12:00:00",
+            "x026-02-16T12:00:00Z",
+            "2026-02-16T12:00:00.Z",
+        ] {
+            assert!(parse(bad).is_none(), "{bad}");
+        }
     }
 }

@@ -21,6 +21,7 @@ mod shell;
 mod sidecar;
 mod soak;
 mod support;
+mod telemetry;
 mod term;
 mod tools;
 mod worker;

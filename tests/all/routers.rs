@@ -54,12 +54,14 @@ fn json_of(bytes: &[u8]) -> Value {
 }
 
 fn node() -> Arc<Node> {
+    let state = tempfile::tempdir().unwrap().keep();
     let flags = Flags {
         token: Some(TOKEN.into()),
+        state_dir: Some(state),
         ..Flags::default()
     };
     let config = load(flags, |_| None).unwrap();
-    Node::new(config, runtime().clone())
+    Node::new(config, runtime().clone()).unwrap()
 }
 
 fn problem(status: StatusCode, kind: &str, bytes: &[u8]) -> Value {

@@ -926,6 +926,8 @@ fn a_server_killed_under_load_restarts_clean() {
     let start = |log: &str| {
         let mut cmd = wasbox();
         cmd.args(["serve", "--listen", &listen, "--token", TOKEN])
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
             .env("WASBOX_SCRATCH_DIR", &scratch)
             .env("WASBOX_LOG", "info");
         let (child, line) = spawn_server(cmd, &dir.path().join(log));

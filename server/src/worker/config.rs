@@ -7,14 +7,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+use super::telemetry::Retention;
 
 /// Default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:12090";
-/// worker-api-node.md, timeout rules: node default when the YAML sets none.
-pub const NODE_DEFAULT_JOB_TIMEOUT_SECS: u64 = 900;
-/// worker-api-node.md, timeout rules: node maximum when the YAML sets none.
-pub const NODE_MAX_JOB_TIMEOUT_SECS: u64 = 3600;
+/// CyNodeAI's current worker API spec, timeout rules: the node default when the YAML sets
+/// none (1 hour; the older snapshot in docs/specs said 900 s).
+pub const NODE_DEFAULT_JOB_TIMEOUT_SECS: u64 = 3600;
+/// ...and the node maximum (3 hours; the snapshot said 3600 s).
+pub const NODE_MAX_JOB_TIMEOUT_SECS: u64 = 10800;
 /// worker-api-node.md, request size limits: 10 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 10 << 20;
 /// worker-api-node.md, capture limits: 256 KiB per stream.
@@ -55,11 +58,27 @@ pub struct ServeConfig {
     pub http: crate::http::Limits,
     pub images: Vec<ImageRule>,
     pub cache_dir: Option<PathBuf>,
+    /// Where the telemetry database and retained job results live (`storage.state_dir`).
+    pub state_dir: PathBuf,
+    /// The node's name in telemetry (`node.id`; the host name by default).
+    pub node_slug: String,
+    pub retention: Retention,
+    /// `/metrics` answers without the bearer token (`metrics.public`; off by default).
+    pub metrics_public: bool,
+    pub log: LogConfig,
+}
+
+/// Logging of `wasbox serve` (`logging.level`, `logging.format`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogConfig {
+    /// A tracing filter (`info`, `wasbox=debug`); `WASBOX_LOG` wins over it.
+    pub level: Option<String>,
+    pub json: bool,
 }
 
 /// Maps image references (`alpine:latest`) to wasbox images; the first match wins. A
 /// reference no rule matches is refused.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct ImageRule {
     /// A pattern with `*` wildcards, matched against the whole reference.
     #[serde(rename = "match")]
@@ -107,14 +126,69 @@ fn wildcard(pattern: &str, s: &str) -> bool {
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct StartupYaml {
+    node: NodeYaml,
     worker_api: WorkerApiYaml,
     sandbox: SandboxYaml,
+    storage: StorageYaml,
+    telemetry: TelemetryYaml,
+    logging: LoggingYaml,
+    metrics: MetricsYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct NodeYaml {
+    id: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct StorageYaml {
+    state_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    results: ResultsYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ResultsYaml {
+    max_age_hours: Option<u64>,
+    max_bytes: Option<u64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct TelemetryYaml {
+    retention: RetentionYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct RetentionYaml {
+    log_days: Option<u64>,
+    container_event_days: Option<u64>,
+    inventory_days: Option<u64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct LoggingYaml {
+    level: Option<String>,
+    format: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct MetricsYaml {
+    public: Option<bool>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct WorkerApiYaml {
     listen: Option<String>,
+    listen_host: Option<String>,
+    listen_port: Option<u16>,
     bearer_token: Option<String>,
     token: Option<String>,
     max_request_bytes: Option<usize>,
@@ -131,6 +205,7 @@ struct WorkerApiYaml {
 struct SandboxYaml {
     timeouts: TimeoutsYaml,
     images: Option<Vec<ImageRule>>,
+    max_concurrency: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -163,6 +238,96 @@ pub struct Flags {
     pub header_timeout: Option<usize>,
     pub body_timeout: Option<usize>,
     pub cache_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub log_format: Option<String>,
+}
+
+/// Every key of the startup YAML wasbox reads, and whether its value is text (an
+/// environment variable for a text key is never read as a number). Each can also be set by
+/// `WASBOX_` and the key in capitals with `_` for `.` (`storage.state_dir` is
+/// `WASBOX_STORAGE_STATE_DIR`).
+pub const KEYS: &[(&str, bool)] = &[
+    ("node.id", true),
+    ("worker_api.listen", true),
+    ("worker_api.listen_host", true),
+    ("worker_api.listen_port", false),
+    ("worker_api.bearer_token", true),
+    ("worker_api.max_request_bytes", false),
+    ("worker_api.max_concurrent_jobs", false),
+    ("worker_api.max_sessions", false),
+    ("worker_api.max_instances", false),
+    ("worker_api.max_connections", false),
+    ("worker_api.header_timeout_seconds", false),
+    ("worker_api.body_timeout_seconds", false),
+    ("sandbox.max_concurrency", false),
+    ("sandbox.timeouts.default_seconds", false),
+    ("sandbox.timeouts.max_seconds", false),
+    ("sandbox.images", false),
+    ("storage.state_dir", true),
+    ("storage.cache_dir", true),
+    ("storage.results.max_age_hours", false),
+    ("storage.results.max_bytes", false),
+    ("telemetry.retention.log_days", false),
+    ("telemetry.retention.container_event_days", false),
+    ("telemetry.retention.inventory_days", false),
+    ("logging.level", true),
+    ("logging.format", true),
+    ("metrics.public", false),
+];
+
+/// The environment variable of a YAML key.
+pub fn env_name(key: &str) -> String {
+    format!("WASBOX_{}", key.replace('.', "_").to_ascii_uppercase())
+}
+
+/// Sets the keys given by environment variables in the YAML tree; returns the variables
+/// used.
+fn overlay_env(
+    tree: &mut serde_norway::Value,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<String>> {
+    use serde_norway::Value;
+    let mut used = Vec::new();
+    for (key, text) in KEYS {
+        let var = env_name(key);
+        let Some(raw) = env(&var) else { continue };
+        let value = if *text {
+            Value::String(raw)
+        } else {
+            serde_norway::from_str(&raw)
+                .with_context(|| format!("{var}=`{raw}` is not a valid value for {key}"))?
+        };
+        let mut at = &mut *tree;
+        let parts: Vec<&str> = key.split('.').collect();
+        for (i, part) in parts.iter().enumerate() {
+            if !matches!(at, Value::Mapping(_)) {
+                *at = Value::Mapping(Default::default());
+            }
+            let Value::Mapping(map) = at else {
+                unreachable!()
+            };
+            let k = Value::String(part.to_string());
+            if i + 1 == parts.len() {
+                map.insert(k, value);
+                break;
+            }
+            at = map.entry(k).or_insert(Value::Null);
+        }
+        used.push(format!("{var} ({key})"));
+    }
+    Ok(used)
+}
+
+/// The default state directory: `$XDG_STATE_HOME/wasbox`, else `~/.local/state/wasbox`,
+/// else `/var/lib/wasbox`.
+fn default_state_dir(env: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(x) = env("XDG_STATE_HOME").filter(|v| v.starts_with('/')) {
+        return PathBuf::from(x).join("wasbox");
+    }
+    match env("HOME").filter(|v| v.starts_with('/') && v != "/") {
+        Some(h) => PathBuf::from(h).join(".local/state/wasbox"),
+        None => PathBuf::from("/var/lib/wasbox"),
+    }
 }
 
 /// A count from the flag, else the environment variable `var`, else the YAML.
@@ -191,11 +356,26 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         .config
         .clone()
         .or_else(|| env("WASBOX_CONFIG").map(PathBuf::from));
-    let yaml: StartupYaml = match &config_path {
-        Some(p) => serde_norway::from_str(&read(p)?)
-            .with_context(|| format!("{}: not a valid node startup YAML", p.display()))?,
-        None => StartupYaml::default(),
+    // The file is checked alone first, so that an error names its line.
+    let mut tree = match &config_path {
+        Some(p) => {
+            let text = read(p)?;
+            serde_norway::from_str::<StartupYaml>(&text)
+                .with_context(|| format!("{}: not a valid node startup YAML", p.display()))?;
+            serde_norway::from_str::<serde_norway::Value>(&text)?
+        }
+        None => serde_norway::Value::Null,
     };
+    if tree.is_null() {
+        tree = serde_norway::Value::Mapping(Default::default());
+    }
+    let used = overlay_env(&mut tree, &env)?;
+    let yaml: StartupYaml = serde_norway::from_value(tree).with_context(|| {
+        format!(
+            "the configuration with the environment's {} is not valid",
+            used.join(", ")
+        )
+    })?;
     let constraints_path = flags
         .constraints
         .clone()
@@ -206,10 +386,23 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         None => Constraints::default(),
     };
 
+    let host_port = match (&yaml.worker_api.listen_host, yaml.worker_api.listen_port) {
+        (None, None) => None,
+        (host, port) => {
+            let host = host.as_deref().unwrap_or("127.0.0.1");
+            let port = port.unwrap_or(12090);
+            Some(if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            })
+        }
+    };
     let listen = flags
         .listen
         .or_else(|| env("WASBOX_LISTEN"))
         .or(yaml.worker_api.listen)
+        .or(host_port)
         .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
     let listen: SocketAddr = listen
         .parse()
@@ -245,7 +438,9 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         flags.max_concurrent,
         &env,
         "WASBOX_MAX_CONCURRENT_JOBS",
-        yaml.worker_api.max_concurrent_jobs,
+        yaml.worker_api
+            .max_concurrent_jobs
+            .or(yaml.sandbox.max_concurrency),
     )?
     .unwrap_or(DEFAULT_MAX_CONCURRENT);
     if max_concurrent == 0 {
@@ -330,8 +525,92 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         images,
         cache_dir: flags
             .cache_dir
-            .or_else(|| env("WASBOX_CACHE_DIR").map(PathBuf::from)),
+            .or_else(|| env("WASBOX_CACHE_DIR").map(PathBuf::from))
+            .or(yaml.storage.cache_dir),
+        state_dir: flags
+            .state_dir
+            .or(yaml.storage.state_dir)
+            .unwrap_or_else(|| default_state_dir(&env)),
+        node_slug: yaml
+            .node
+            .id
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(super::telemetry::host::hostname),
+        retention: {
+            let d = Retention::default();
+            let r = &yaml.telemetry.retention;
+            let res = &yaml.storage.results;
+            // The spec's retention is a ceiling: a YAML may only make it stricter.
+            Retention {
+                log_days: r.log_days.unwrap_or(d.log_days).min(d.log_days),
+                container_event_days: r
+                    .container_event_days
+                    .unwrap_or(d.container_event_days)
+                    .min(d.container_event_days),
+                inventory_days: r
+                    .inventory_days
+                    .unwrap_or(d.inventory_days)
+                    .min(d.inventory_days),
+                result_hours: res.max_age_hours.unwrap_or(d.result_hours),
+                result_bytes: res.max_bytes.unwrap_or(d.result_bytes),
+            }
+        },
+        metrics_public: yaml.metrics.public.unwrap_or(false),
+        log: LogConfig {
+            level: yaml.logging.level,
+            json: match flags.log_format.or(yaml.logging.format).as_deref() {
+                None | Some("text") => false,
+                Some("json") => true,
+                Some(other) => bail!("log format `{other}` is neither `text` nor `json`"),
+            },
+        },
     })
+}
+
+/// The effective configuration in the startup YAML's shape (`wasbox serve --print-config`);
+/// the token is never shown.
+pub fn effective_yaml(c: &ServeConfig) -> String {
+    let v = serde_json::json!({
+        "node": { "id": c.node_slug },
+        "worker_api": {
+            "listen": c.listen.to_string(),
+            "bearer_token": if c.token_generated { "<generated at start>" } else { "<set, not shown>" },
+            "max_request_bytes": c.max_request_bytes,
+            "max_concurrent_jobs": c.max_concurrent,
+            "max_sessions": c.max_sessions,
+            "max_instances": c.max_instances,
+            "max_connections": c.http.max_connections,
+            "header_timeout_seconds": c.http.header_timeout.as_secs(),
+            "body_timeout_seconds": c.http.body_timeout.as_secs(),
+        },
+        "sandbox": {
+            "timeouts": {
+                "default_seconds": c.default_timeout_secs,
+                "max_seconds": c.max_timeout_secs,
+            },
+            "constraints_max_job_timeout_seconds": c.constraint_timeout_secs,
+            "images": c.images,
+        },
+        "storage": {
+            "state_dir": c.state_dir,
+            "cache_dir": c.cache_dir,
+            "results": {
+                "max_age_hours": c.retention.result_hours,
+                "max_bytes": c.retention.result_bytes,
+            },
+        },
+        "telemetry": { "retention": {
+            "log_days": c.retention.log_days,
+            "container_event_days": c.retention.container_event_days,
+            "inventory_days": c.retention.inventory_days,
+        }},
+        "logging": {
+            "level": c.log.level,
+            "format": if c.log.json { "json" } else { "text" },
+        },
+        "metrics": { "public": c.metrics_public },
+    });
+    serde_norway::to_string(&v).unwrap_or_default()
 }
 
 /// The first line of a token file, which must not be empty.
@@ -388,9 +667,9 @@ mod tests {
     #[test]
     fn timeout_rules() {
         let d = config("", None);
-        assert_eq!(d.job_timeout(None).as_secs(), 900);
+        assert_eq!(d.job_timeout(None).as_secs(), 3600);
         assert_eq!(d.job_timeout(Some(30)).as_secs(), 30);
-        assert_eq!(d.job_timeout(Some(5000)).as_secs(), 3600);
+        assert_eq!(d.job_timeout(Some(20_000)).as_secs(), 10800);
         let y = config(
             "sandbox:\n  timeouts:\n    default_seconds: 120\n    max_seconds: 600\n",
             None,
@@ -454,6 +733,82 @@ mod tests {
         let generated = load(Flags::default(), |_| None).unwrap();
         assert!(generated.token_generated);
         assert_eq!(generated.token.len(), 64);
+    }
+
+    /// Every YAML key can come from the environment, typed as the YAML would be, and an
+    /// environment variable wins over the file.
+    #[test]
+    fn every_key_has_an_environment_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let y = dir.path().join("node.yaml");
+        std::fs::write(
+            &y,
+            "node:\n  id: from-yaml\nworker_api:\n  max_sessions: 7\nstorage:\n  state_dir: /yaml\n",
+        )
+        .unwrap();
+        let flags = || Flags {
+            config: Some(y.clone()),
+            ..Flags::default()
+        };
+        let c = load(flags(), |_| None).unwrap();
+        assert_eq!((c.node_slug.as_str(), c.max_sessions), ("from-yaml", 7));
+        assert_eq!(c.state_dir, PathBuf::from("/yaml"));
+        let env = |k: &str| match k {
+            "WASBOX_NODE_ID" => Some("12345".to_string()),
+            "WASBOX_WORKER_API_MAX_SESSIONS" => Some("9".into()),
+            "WASBOX_STORAGE_STATE_DIR" => Some("/env".into()),
+            "WASBOX_SANDBOX_TIMEOUTS_MAX_SECONDS" => Some("60".into()),
+            "WASBOX_TELEMETRY_RETENTION_LOG_DAYS" => Some("2".into()),
+            "WASBOX_LOGGING_FORMAT" => Some("json".into()),
+            "WASBOX_SANDBOX_IMAGES" => Some(r#"[{"match": "py*", "image": "base"}]"#.into()),
+            _ => None,
+        };
+        let c = load(flags(), env).unwrap();
+        assert_eq!(c.node_slug, "12345", "a text key stays text");
+        assert_eq!(c.max_sessions, 9);
+        assert_eq!(c.state_dir, PathBuf::from("/env"));
+        assert_eq!(c.max_timeout_secs, 60);
+        assert_eq!(c.retention.log_days, 2);
+        assert!(c.log.json);
+        assert_eq!(c.image_for("python:3"), Some("base"));
+        assert_eq!(c.image_for("alpine"), None);
+        let bad = |k: &str| (k == "WASBOX_WORKER_API_MAX_SESSIONS").then(|| "many".to_string());
+        let e = format!("{:#}", load(flags(), bad).unwrap_err());
+        assert!(
+            e.contains("WASBOX_WORKER_API_MAX_SESSIONS") && e.contains("max_sessions"),
+            "{e}"
+        );
+        // The spec's retention is a ceiling.
+        let lax = |k: &str| (k == "WASBOX_TELEMETRY_RETENTION_LOG_DAYS").then(|| "90".to_string());
+        assert_eq!(load(flags(), lax).unwrap().retention.log_days, 7);
+        for (key, _) in KEYS {
+            assert!(env_name(key).starts_with("WASBOX_"));
+        }
+        let shown = effective_yaml(&load(flags(), env).unwrap());
+        assert!(
+            shown.contains("state_dir: /env") && !shown.contains("from-yaml"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_bad_file_is_named_with_its_key_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let y = dir.path().join("node.yaml");
+        std::fs::write(&y, "worker_api:\n  max_sessions: lots\n").unwrap();
+        let e = load(
+            Flags {
+                config: Some(y),
+                ..Flags::default()
+            },
+            |_| None,
+        )
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("worker_api.max_sessions") && e.contains("line 2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -84,9 +84,37 @@ impl JobTable {
         }
     }
 
-    pub(super) fn stop_all(&mut self) {
+    /// Stops every running job; returns how many.
+    pub(super) fn stop_all(&mut self) -> usize {
         for job in self.running.values() {
             job.stop.stop();
+        }
+        self.running.len()
+    }
+
+    pub(super) fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether `job_id` runs now, and for which task.
+    pub(super) fn running_task(&self, job_id: &str) -> Option<&str> {
+        self.running.get(job_id).map(|r| r.task_id.as_str())
+    }
+
+    /// The kept answer of a finished job.
+    pub(super) fn finished(&self, job_id: &str) -> Option<Arc<RunResponse>> {
+        self.finished.get(job_id).cloned()
+    }
+
+    /// Forgets a finished answer (the orchestrator has it).
+    pub(super) fn forget(&mut self, job_id: &str) -> bool {
+        match self.finished.remove(job_id) {
+            Some(r) => {
+                self.finished_bytes -= size(&r);
+                self.finished_order.retain(|j| j != job_id);
+                true
+            }
+            None => false,
         }
     }
 

@@ -1,19 +1,25 @@
-//! `POST /v1/worker/jobs:run` and `POST /v1/worker/jobs:stop`.
+//! Jobs: `POST /v1/worker/jobs:run` (synchronous), `POST /v1/worker/jobs:submit` with
+//! `GET`/`DELETE /v1/worker/jobs/{job_id}` (submit, poll, confirm), `POST
+//! /v1/worker/jobs:stop`, and the orchestrator's stop of all work. Every result is kept in
+//! the node's store (SQLite) until the orchestrator deletes it or retention drops it.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use tracing::Instrument as _;
 use wasbox_runtime::{JobSpec, Limits, SandboxConfig};
 
 use super::config::MAX_OUTPUT_BYTES;
 use super::job_table::Claim;
-use super::node::{SharedNode, check_version, lock, read_json, required};
+use super::metrics::Outcome;
+use super::node::{Node, SharedNode, check_version, lock, read_json, required};
+use super::telemetry;
 use super::wire::{
     RESERVED_ENV, ResultWire, RunResponse, SandboxSpec, check_network_policy, check_timeout,
 };
@@ -28,17 +34,104 @@ struct RunRequest {
 }
 
 pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
-    match run_inner(node, headers, body).await {
+    let started = match start(node, headers, body, false).await {
+        Ok(s) => s,
+        Err(p) => return p.into_response(),
+    };
+    match started.answer().await {
         Ok(answer) => Json(&*answer).into_response(),
         Err(p) => p.into_response(),
     }
 }
 
-async fn run_inner(
+/// `POST /v1/worker/jobs:submit`: the same request as `jobs:run`, answered `202 Accepted` as
+/// soon as the job has its sandbox (its status and result at `GET /v1/worker/jobs/{job_id}`),
+/// or 200 with the result when this job id already finished. The job is recorded in the
+/// store before the answer, so a restart of the node reports it rather than forgetting it.
+pub async fn submit(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
+    match start(node, headers, body, true).await {
+        Ok(Started::Done(answer)) => Json(&*answer).into_response(),
+        Ok(
+            Started::Running {
+                task_id, job_id, ..
+            }
+            | Started::Waiting {
+                task_id, job_id, ..
+            },
+        ) => {
+            let location = format!("/v1/worker/jobs/{job_id}");
+            let mut res = (
+                StatusCode::ACCEPTED,
+                Json(JobStatusWire {
+                    version: 1,
+                    task_id,
+                    job_id,
+                    status: "accepted",
+                }),
+            )
+                .into_response();
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                res.headers_mut().insert(header::LOCATION, v);
+            }
+            res
+        }
+        Err(p) => p.into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct JobStatusWire {
+    version: u32,
+    task_id: String,
+    job_id: String,
+    /// `accepted` or `in_progress` (terminal states carry the whole result instead).
+    status: &'static str,
+}
+
+/// What starting a job found.
+enum Started {
+    /// This request started it: the task that runs it.
+    Running {
+        task_id: String,
+        job_id: String,
+        task: tokio::task::JoinHandle<anyhow::Result<Arc<RunResponse>>>,
+    },
+    /// Another request runs it: its answer, when ready.
+    Waiting {
+        task_id: String,
+        job_id: String,
+        rx: tokio::sync::watch::Receiver<Option<Arc<RunResponse>>>,
+    },
+    Done(Arc<RunResponse>),
+}
+
+impl Started {
+    async fn answer(self) -> Result<Arc<RunResponse>, Problem> {
+        match self {
+            Started::Done(a) => Ok(a),
+            Started::Waiting { job_id, mut rx, .. } => {
+                let answer = rx
+                    .wait_for(Option::is_some)
+                    .await
+                    .map_err(|_| Problem::internal(&anyhow::anyhow!("job {job_id} vanished")))?;
+                Ok(answer.clone().expect("checked"))
+            }
+            Started::Running { task, .. } => match task.await {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(e)) => Err(Problem::internal(&e)),
+                Err(e) => Err(Problem::internal(&anyhow::anyhow!("job task failed: {e}"))),
+            },
+        }
+    }
+}
+
+/// Validates a job request and starts the job (or finds it running or finished).
+async fn start(
     node: SharedNode,
     headers: HeaderMap,
     body: Body,
-) -> Result<Arc<RunResponse>, Problem> {
+    durable: bool,
+) -> Result<Started, Problem> {
     node.accepting()?;
     let req: RunRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
     check_version(req.version)?;
@@ -47,7 +140,7 @@ async fn run_inner(
     let Some(sandbox) = req.sandbox else {
         return Err(Problem::bad_request("sandbox is required"));
     };
-    let image_ref = required("sandbox.image", &sandbox.image)?;
+    let image_ref = required("sandbox.image", &sandbox.image)?.to_string();
     let argv = match &sandbox.command {
         Some(c) if !c.is_empty() && !c[0].is_empty() => c.clone(),
         Some(_) => return Err(Problem::bad_request("sandbox.command must not be empty")),
@@ -55,7 +148,7 @@ async fn run_inner(
     };
     check_network_policy(&sandbox.network_policy)?;
     let requested = check_timeout(sandbox.timeout_seconds, "sandbox.timeout_seconds")?;
-    let Some(image) = node.config.image_for(image_ref).map(str::to_string) else {
+    let Some(image) = node.config.image_for(&image_ref).map(str::to_string) else {
         return Err(Problem::bad_request(format!(
             "image `{image_ref}` is not allowed on this node"
         )));
@@ -63,13 +156,13 @@ async fn run_inner(
 
     let claim = lock(&node.jobs).claim(&task_id, &job_id);
     let (tx, stop) = match claim {
-        Claim::Done(answer) => return Ok(answer),
-        Claim::Wait(mut rx) => {
-            let answer = rx
-                .wait_for(Option::is_some)
-                .await
-                .map_err(|_| Problem::internal(&anyhow::anyhow!("job {job_id} vanished")))?;
-            return Ok(answer.clone().expect("checked"));
+        Claim::Done(answer) => return Ok(Started::Done(answer)),
+        Claim::Wait(rx) => {
+            return Ok(Started::Waiting {
+                task_id,
+                job_id,
+                rx,
+            });
         }
         Claim::Run(tx, stop) => (tx, stop),
         Claim::Conflict => {
@@ -78,6 +171,12 @@ async fn run_inner(
             )));
         }
     };
+    // A result kept from before a restart of the node answers a retry of its job.
+    if let Some(answer) = stored_answer(&node, &job_id, Some(&task_id)) {
+        lock(&node.jobs).finish(&job_id, answer.clone());
+        let _ = tx.send(Some(answer.clone()));
+        return Ok(Started::Done(answer));
+    }
     let admitted = match node.slot() {
         Ok(slot) => node.admit().await.map(|a| (slot, a)),
         Err(p) => Err(p),
@@ -89,6 +188,12 @@ async fn run_inner(
             return Err(p);
         }
     };
+    if durable {
+        node.telemetry
+            .store()
+            .put_result(&job_id, &task_id, "accepted", None, true)
+            .await;
+    }
 
     let mut env: Vec<(String, String)> = sandbox
         .env
@@ -100,63 +205,201 @@ async fn run_inner(
     env.push(("CYNODE_JOB_ID".into(), job_id.clone()));
     env.push(("CYNODE_WORKSPACE_DIR".into(), "/workspace".into()));
     let timeout = node.config.job_timeout(requested);
+    let inventory = telemetry::Sandbox::job(&job_id, &task_id, &image_ref);
+    node.telemetry.started(&inventory);
+    node.metrics.jobs_started.inc();
 
     // The job runs in its own task: a client that disconnects does not cancel it, and its
     // answer still reaches a retry of the same job id.
     let task = {
         let node = node.clone();
         let (task_id, job_id) = (task_id.clone(), job_id.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            let started = Instant::now();
-            let limits = Limits::default()
-                .timeout(timeout)
-                .max_output_bytes(MAX_OUTPUT_BYTES);
-            let result = async {
-                let sandbox = node
-                    .runtime
-                    .sandbox(SandboxConfig::default().image(image).limits(limits))?;
-                let mut spec = JobSpec::new(argv)
+        tokio::spawn(
+            async move {
+                let _slot = slot;
+                let started = Instant::now();
+                let limits = Limits::default()
                     .timeout(timeout)
-                    .stop_signal(stop)
-                    .admission(admission);
-                spec.env = env;
-                sandbox.run(spec).await
-            }
-            .await;
-            let answer = result.map(|out| {
-                tracing::info!(
-                    task_id = %task_id,
-                    job_id = %job_id,
-                    status = out.status.as_str(),
-                    exit_code = out.exit_code,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "job finished"
-                );
-                Arc::new(RunResponse {
-                    version: 1,
-                    task_id: task_id.clone(),
-                    job_id: job_id.clone(),
-                    result: ResultWire::from(&out),
-                })
-            });
-            match &answer {
-                Ok(a) => {
-                    lock(&node.jobs).finish(&job_id, a.clone());
-                    let _ = tx.send(Some(a.clone()));
+                    .max_output_bytes(MAX_OUTPUT_BYTES);
+                let result = async {
+                    let sandbox = node
+                        .runtime
+                        .sandbox(SandboxConfig::default().image(image).limits(limits))?;
+                    let mut spec = JobSpec::new(argv)
+                        .timeout(timeout)
+                        .stop_signal(stop)
+                        .admission(admission);
+                    spec.env = env;
+                    sandbox.run(spec).await
                 }
-                Err(_) => {
-                    lock(&node.jobs).abandon(&job_id);
+                .await;
+                node.metrics
+                    .job_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                let answer = result.map(|out| {
+                    tracing::info!(
+                        task_id = %task_id,
+                        job_id = %job_id,
+                        status = out.status.as_str(),
+                        exit_code = out.exit_code,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "job finished"
+                    );
+                    Arc::new(RunResponse {
+                        version: 1,
+                        task_id: task_id.clone(),
+                        job_id: job_id.clone(),
+                        result: ResultWire::from(&out),
+                    })
+                });
+                match &answer {
+                    Ok(a) => {
+                        let status = a.result.status;
+                        node.metrics
+                            .jobs_finished
+                            .get_or_create(&Outcome { status })
+                            .inc();
+                        node.telemetry
+                            .output(&inventory, "stdout", &a.result.stdout);
+                        node.telemetry
+                            .output(&inventory, "stderr", &a.result.stderr);
+                        node.telemetry.stopped(
+                            &inventory,
+                            Some(i64::from(a.result.exit_code)),
+                            status,
+                        );
+                        let json = serde_json::to_string(&**a).unwrap_or_default();
+                        node.telemetry
+                            .store()
+                            .put_result(&job_id, &task_id, status, Some(json), durable)
+                            .await;
+                        lock(&node.jobs).finish(&job_id, a.clone());
+                        let _ = tx.send(Some(a.clone()));
+                    }
+                    Err(e) => {
+                        node.metrics
+                            .jobs_finished
+                            .get_or_create(&Outcome { status: "error" })
+                            .inc();
+                        node.telemetry
+                            .stopped(&inventory, None, &format!("error: {e:#}"));
+                        lock(&node.jobs).abandon(&job_id);
+                        if durable {
+                            node.telemetry.store().delete_result(&job_id).await;
+                        }
+                    }
                 }
+                answer
             }
-            answer
-        })
+            .in_current_span(),
+        )
     };
-    match task.await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(Problem::internal(&e)),
-        Err(e) => Err(Problem::internal(&anyhow::anyhow!("job task failed: {e}"))),
+    Ok(Started::Running {
+        task_id,
+        job_id,
+        task,
+    })
+}
+
+/// A finished result the store kept (from this boot or an earlier one), for `task_id`
+/// when given.
+fn stored_answer(node: &Node, job_id: &str, task_id: Option<&str>) -> Option<Arc<RunResponse>> {
+    let stored = match node.telemetry.store().result(job_id) {
+        Ok(s) => s?,
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "reading a kept job result");
+            return None;
+        }
+    };
+    if task_id.is_some_and(|t| t != stored.task_id) {
+        return None;
     }
+    RunResponse::from_json(stored.result_json.as_deref()?).map(Arc::new)
+}
+
+/// `GET /v1/worker/jobs/{job_id}`: `in_progress` while the job runs, its whole result once
+/// it has finished (until the orchestrator deletes it), 404 for a job the node does not know.
+pub async fn get(State(node): State<SharedNode>, Path(job_id): Path<String>) -> Response {
+    let running = lock(&node.jobs).running_task(&job_id).map(str::to_string);
+    if let Some(task_id) = running {
+        return Json(JobStatusWire {
+            version: 1,
+            task_id,
+            job_id,
+            status: "in_progress",
+        })
+        .into_response();
+    }
+    let finished = lock(&node.jobs).finished(&job_id);
+    match finished.or_else(|| stored_answer(&node, &job_id, None)) {
+        Some(answer) => Json(&*answer).into_response(),
+        None => {
+            Problem::not_found(format!("job `{job_id}` is not known on this node")).into_response()
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct DeletedWire {
+    version: u32,
+    job_id: String,
+    status: &'static str,
+}
+
+/// `DELETE /v1/worker/jobs/{job_id}`: the orchestrator has persisted the result; the node
+/// forgets it. 409 while the job runs (stop it first), 404 when unknown.
+pub async fn delete(State(node): State<SharedNode>, Path(job_id): Path<String>) -> Response {
+    if lock(&node.jobs).running_task(&job_id).is_some() {
+        return Problem::conflict(format!(
+            "job `{job_id}` is still running; stop it with jobs:stop first"
+        ))
+        .into_response();
+    }
+    let in_memory = lock(&node.jobs).forget(&job_id);
+    let stored = matches!(node.telemetry.store().result(&job_id), Ok(Some(_)));
+    if !in_memory && !stored {
+        return Problem::not_found(format!("job `{job_id}` is not known on this node"))
+            .into_response();
+    }
+    node.telemetry.store().delete_result(&job_id).await;
+    node.telemetry.store().flush().await;
+    Json(DeletedWire {
+        version: 1,
+        job_id,
+        status: "deleted",
+    })
+    .into_response()
+}
+
+#[derive(Serialize)]
+struct StopAllWire {
+    version: u32,
+    stopped_jobs: usize,
+    ended_sessions: usize,
+}
+
+/// `POST /v1/worker/admin/stop-all-orchestrator-directed`: the orchestrator is shutting
+/// down; every job it dispatched is stopped and every session ended (their results are kept
+/// as usual). The node keeps serving.
+pub async fn stop_all(State(node): State<SharedNode>) -> Response {
+    let (stopped_jobs, ended_sessions) = node.stop_all_work("stopped by the orchestrator");
+    tracing::info!(
+        stopped_jobs,
+        ended_sessions,
+        "orchestrator-directed stop of all work"
+    );
+    node.telemetry.service(
+        telemetry::WORKER_API,
+        "info",
+        "stop of all orchestrator-directed work",
+        serde_json::json!({ "stopped_jobs": stopped_jobs, "ended_sessions": ended_sessions }),
+    );
+    Json(StopAllWire {
+        version: 1,
+        stopped_jobs,
+        ended_sessions,
+    })
+    .into_response()
 }
 
 #[derive(Deserialize)]

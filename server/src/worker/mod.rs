@@ -6,28 +6,68 @@
 pub mod config;
 mod job_table;
 mod jobs;
+pub mod metrics;
 mod node;
 mod pty;
 pub mod serve;
 mod sessions;
+pub mod telemetry;
+mod telemetry_api;
 mod wire;
 
+use std::time::Instant;
+
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tracing::Instrument as _;
 
 pub use node::{Node, SharedNode};
 
 use crate::problem::Problem;
 
-/// The worker API: health checks without auth, everything under `/v1/` with it.
+/// The worker API: health checks without auth, everything under `/v1/` (and `/metrics`
+/// unless configured public) with it, a request id on every answer.
 pub fn router(node: SharedNode) -> Router {
+    {
+        // Every end of a session (a request, its limits, shutdown) is a stop event.
+        let telemetry = node.telemetry.clone();
+        node.sessions().on_end(move |s, reason| {
+            telemetry.stopped(&sessions::sandbox_of(s), None, reason);
+        });
+    }
     let api = Router::new()
         .route("/v1/worker/jobs:run", post(jobs::run))
+        .route("/v1/worker/jobs:submit", post(jobs::submit))
+        .route(
+            "/v1/worker/jobs/{job_id}",
+            get(jobs::get).delete(jobs::delete),
+        )
         .route("/v1/worker/jobs:stop", post(jobs::stop))
+        .route(
+            "/v1/worker/admin/stop-all-orchestrator-directed",
+            post(jobs::stop_all),
+        )
+        .route(
+            "/v1/worker/telemetry/node:info",
+            get(telemetry_api::node_info),
+        )
+        .route(
+            "/v1/worker/telemetry/node:stats",
+            get(telemetry_api::node_stats),
+        )
+        .route(
+            "/v1/worker/telemetry/containers",
+            get(telemetry_api::containers),
+        )
+        .route(
+            "/v1/worker/telemetry/containers/{id}",
+            get(telemetry_api::container),
+        )
+        .route("/v1/worker/telemetry/logs", get(telemetry_api::logs))
         .route("/v1/worker/sessions", post(sessions::create))
         .route("/v1/worker/sessions/{id}", get(sessions::get))
         .route("/v1/worker/sessions/{id}/exec", post(sessions::exec))
@@ -40,15 +80,107 @@ pub fn router(node: SharedNode) -> Router {
         .route("/v1/worker/sessions/{id}/pty:send", post(pty::send))
         .route("/v1/worker/sessions/{id}/pty:recv", get(pty::recv))
         .route("/v1/worker/sessions/{id}/pty:resize", post(pty::resize))
-        .route("/v1/worker/sessions/{id}/pty:close", post(pty::close))
-        .route_layer(middleware::from_fn_with_state(node.clone(), auth));
+        .route("/v1/worker/sessions/{id}/pty:close", post(pty::close));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .merge(api)
+        .route_layer(middleware::from_fn(tag_route))
         .fallback(|| async { Problem::not_found("no such endpoint") })
+        .layer(middleware::from_fn_with_state(node.clone(), auth))
         .layer(middleware::from_fn(problem_bodies))
+        .layer(middleware::from_fn_with_state(node.clone(), observe))
         .with_state(node)
+}
+
+/// Hands the route a request matched (its pattern, never the raw path with ids) to
+/// [`observe`] through the response.
+async fn tag_route(req: Request, next: Next) -> Response {
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let mut res = next.run(req).await;
+    if let Some(m) = matched {
+        res.extensions_mut().insert(m);
+    }
+    res
+}
+
+/// `GET /metrics`: the Prometheus text format.
+async fn metrics(State(node): State<SharedNode>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        node.metrics_text(),
+    )
+        .into_response()
+}
+
+/// The id of a request: the client's `X-Request-Id` when it is a short token of safe
+/// characters, else one made here (unique in the process, from a random prefix).
+fn request_id(req: &Request) -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    if let Some(v) = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        })
+    {
+        return v.to_string();
+    }
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let prefix = PREFIX.get_or_init(crate::ids::hex::<6>);
+    format!("{prefix}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Gives each request an id (echoed in `X-Request-Id`, carried by every log line of the
+/// request as the span field `request_id`) and counts it in the metrics.
+async fn observe(State(node): State<SharedNode>, req: Request, next: Next) -> Response {
+    let id = request_id(&req);
+    let method = req.method().clone();
+    let span = tracing::info_span!("request", request_id = %id, method = %method, path = %req.uri().path());
+    let started = Instant::now();
+    let mut res = next.run(req).instrument(span.clone()).await;
+    let route = res
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let code = res.status().as_u16();
+    let elapsed = started.elapsed();
+    span.in_scope(|| {
+        tracing::info!(
+            status = code,
+            elapsed_us = elapsed.as_micros() as u64,
+            "answered"
+        );
+    });
+    let m = &node.metrics;
+    m.requests
+        .get_or_create(&metrics::RouteLabels {
+            method: method.as_str().to_string(),
+            route: route.clone(),
+            code,
+        })
+        .inc();
+    m.request_seconds
+        .get_or_create(&metrics::RouteOnly { route })
+        .observe(elapsed.as_secs_f64());
+    if code >= 400 {
+        m.rejected_with(code);
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        res.headers_mut().insert("x-request-id", v);
+    }
+    res
 }
 
 /// Every error the API answers is a problem: what axum's extractors refuse on their own (a
@@ -80,6 +212,9 @@ async fn problem_bodies(req: Request, next: Next) -> Response {
         detail
     };
     let mut out = Problem::with_status(status, detail).into_response();
+    if let Some(m) = parts.extensions.get::<MatchedPath>() {
+        out.extensions_mut().insert(m.clone());
+    }
     if let Some(allow) = parts.headers.get(axum::http::header::ALLOW) {
         out.headers_mut()
             .insert(axum::http::header::ALLOW, allow.clone());
@@ -98,10 +233,15 @@ async fn readyz(State(node): State<SharedNode>) -> Response {
     }
 }
 
-/// Checks the bearer token before anything reads the body. The comparison takes the same
-/// time wherever the tokens differ.
+/// Checks the bearer token of everything under `/v1/` (a path that does not exist too: 401
+/// comes before 404) and of `/metrics` unless it is public, before anything reads the body.
+/// The comparison takes the same time wherever the tokens differ.
 async fn auth(State(node): State<SharedNode>, req: Request, next: Next) -> Response {
-    if !crate::auth::bearer_matches(req.headers(), &node.config.token) {
+    let path = req.uri().path();
+    let guarded = path.starts_with("/v1/")
+        || path == "/v1"
+        || (path == "/metrics" && !node.config.metrics_public);
+    if guarded && !crate::auth::bearer_matches(req.headers(), &node.config.token) {
         return Problem::unauthorized().into_response();
     }
     next.run(req).await

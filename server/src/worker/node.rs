@@ -13,6 +13,8 @@ use wasbox_runtime::{Admission, Runtime, Session, Sessions};
 
 use super::config::{ADMISSION_WAIT, ServeConfig};
 use super::job_table::JobTable;
+use super::metrics::Metrics;
+use super::telemetry::{self, Telemetry};
 use crate::problem::Problem;
 
 /// Everything the worker API handlers share.
@@ -26,21 +28,48 @@ pub struct Node {
     pub(super) jobs: Mutex<JobTable>,
     pub(super) sessions: Arc<Sessions>,
     shutting_down: AtomicBool,
+    /// The telemetry store (SQLite under the state directory) and its recorder.
+    pub telemetry: Arc<Telemetry>,
+    pub metrics: Metrics,
 }
 
 pub type SharedNode = Arc<Node>;
 
 impl Node {
-    pub fn new(config: ServeConfig, runtime: Runtime) -> SharedNode {
-        Arc::new(Node {
+    /// A node on `runtime`; opens the telemetry store under the configured state directory.
+    pub fn new(config: ServeConfig, runtime: Runtime) -> anyhow::Result<SharedNode> {
+        let telemetry = Arc::new(Telemetry::open(
+            &config.state_dir,
+            &config.node_slug,
+            config.retention,
+        )?);
+        let sessions = Arc::new(Sessions::new(config.max_sessions));
+        Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
-            sessions: Arc::new(Sessions::new(config.max_sessions)),
+            sessions,
             config,
             runtime,
             ready: AtomicBool::new(false),
             not_ready_reason: Mutex::new("the sandbox image is still loading".into()),
             jobs: Mutex::new(JobTable::default()),
             shutting_down: AtomicBool::new(false),
+            telemetry,
+            metrics: Metrics::new(),
+        }))
+    }
+
+    /// What `/metrics` reports at this moment.
+    pub fn metrics_text(&self) -> String {
+        let ptys = self.sessions.all().iter().map(|s| s.pty_count()).sum();
+        self.metrics.encode(super::metrics::Snapshot {
+            sessions: self.sessions.len(),
+            sessions_max: self.sessions.max(),
+            ptys,
+            jobs_running: lock(&self.jobs).running(),
+            instances: self.runtime.instances_in_use(),
+            memory: self.runtime.memory_in_use(),
+            resident_bytes: telemetry::host::resident_bytes(),
+            telemetry_dropped: self.telemetry.store().dropped(),
         })
     }
 
@@ -51,9 +80,21 @@ impl Node {
             Ok(()) => {
                 self.ready.store(true, Ordering::Release);
                 tracing::info!("node ready");
+                self.telemetry.service(
+                    telemetry::WORKER_API,
+                    "info",
+                    "worker API ready: sandbox image loaded",
+                    serde_json::json!({}),
+                );
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot load the sandbox image");
+                self.telemetry.service(
+                    telemetry::WORKER_API,
+                    "error",
+                    "the sandbox image failed to load",
+                    serde_json::json!({ "error": format!("{e:#}") }),
+                );
                 *lock(&self.not_ready_reason) = "the sandbox image failed to load".into();
             }
         }
@@ -75,6 +116,15 @@ impl Node {
 
     /// Stops accepting work, stops every running job (when `stop_jobs`) and ends every
     /// session.
+    /// Stops every running job and ends every session, and keeps serving (the
+    /// orchestrator's stop-all when it shuts down). Returns how many of each.
+    pub fn stop_all_work(&self, reason: &str) -> (usize, usize) {
+        let jobs = lock(&self.jobs).stop_all();
+        let sessions = self.sessions.len();
+        self.sessions.end_all(reason);
+        (jobs, sessions)
+    }
+
     pub fn shut_down(&self, stop_jobs: bool) {
         self.shutting_down.store(true, Ordering::Release);
         self.ready.store(false, Ordering::Release);

@@ -10,6 +10,7 @@ use clap::Args;
 use wasbox_runtime::Runtime;
 
 use super::config::{self, Flags, JOB_DRAIN_GRACE, ServeConfig};
+use super::telemetry::{NODE_MANAGER, WORKER_API};
 use super::{Node, router};
 
 /// Every option can also come from the environment (named beside it) or the node startup
@@ -64,6 +65,18 @@ pub struct ServeArgs {
     /// Where compiled programs are cached [env: WASBOX_CACHE_DIR] [default: ~/.cache/wasbox].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Where the telemetry database and kept job results live (storage.state_dir)
+    /// [env: WASBOX_STORAGE_STATE_DIR] [default: ~/.local/state/wasbox].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Log lines as `text` or one JSON object per line (logging.format)
+    /// [env: WASBOX_LOGGING_FORMAT] [default: text]. The level is WASBOX_LOG or logging.level.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// Print the effective configuration (files, environment and flags together; the token
+    /// never shown) as YAML, and exit.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
 pub fn main(args: ServeArgs) -> Result<i32> {
@@ -80,8 +93,15 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         cache_dir: args.cache_dir,
+        state_dir: args.state_dir,
+        log_format: args.log_format,
     };
     let config = config::load(flags, |k| std::env::var(k).ok())?;
+    if args.print_config {
+        print!("{}", config::effective_yaml(&config));
+        return Ok(0);
+    }
+    crate::logging::init(config.log.level.as_deref(), config.log.json);
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(config))
 }
@@ -112,7 +132,37 @@ async fn serve(config: ServeConfig) -> Result<i32> {
     }
     tracing::info!(%addr, "worker API listening");
 
-    let node = Node::new(config, runtime);
+    let node = Node::new(config, runtime)?;
+    let telemetry = node.telemetry.clone();
+    let boot = telemetry.boot().clone();
+    telemetry.service(
+        NODE_MANAGER,
+        "info",
+        "node start: wasbox serve booted",
+        serde_json::json!({ "boot_id": boot.boot_id, "build_version": boot.build_version }),
+    );
+    telemetry.service(
+        WORKER_API,
+        "info",
+        &format!("worker API start: listening on {addr}"),
+        serde_json::json!({ "listen": addr.to_string() }),
+    );
+    tracing::info!(state_dir = %telemetry.state_dir().display(), db = %telemetry.store().path().display(), "telemetry store open");
+    // Retention at least hourly, VACUUM daily (the telemetry spec).
+    tokio::spawn({
+        let telemetry = telemetry.clone();
+        async move {
+            let mut hours = 0u64;
+            loop {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                hours += 1;
+                telemetry.store().enforce_retention();
+                if hours.is_multiple_of(24) {
+                    telemetry.store().vacuum();
+                }
+            }
+        }
+    });
     tokio::spawn({
         let node = node.clone();
         async move { node.prepare().await }
@@ -129,6 +179,12 @@ async fn serve(config: ServeConfig) -> Result<i32> {
         async move {
             crate::shutdown::signal().await;
             tracing::info!("shutting down: no new work; running jobs may finish");
+            node.telemetry.service(
+                NODE_MANAGER,
+                "info",
+                "node shutdown requested: draining",
+                serde_json::json!({ "grace_seconds": JOB_DRAIN_GRACE.as_secs() }),
+            );
             node.shut_down(false);
             // Jobs still running after the grace period are stopped, so that their
             // requests answer and the server can exit.
@@ -143,6 +199,19 @@ async fn serve(config: ServeConfig) -> Result<i32> {
         .await
         .context("serving the worker API")?;
     node.shut_down(true);
+    telemetry.service(
+        WORKER_API,
+        "info",
+        "worker API shutdown: stopped",
+        serde_json::json!({}),
+    );
+    telemetry.service(
+        NODE_MANAGER,
+        "info",
+        "node shutdown complete",
+        serde_json::json!({ "boot_id": boot.boot_id }),
+    );
+    telemetry.store().flush().await;
     tracing::info!("stopped");
     Ok(0)
 }

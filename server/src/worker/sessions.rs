@@ -17,6 +17,7 @@ use wasbox_runtime::{
 
 use super::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
 use super::node::{SharedNode, check_version, read_body, read_json, required, respond};
+use super::telemetry;
 use super::wire::{RESERVED_ENV, ResultWire, SandboxSpec, check_network_policy, check_timeout};
 use crate::problem::Problem;
 use crate::rfc3339;
@@ -26,6 +27,19 @@ pub(super) const TASK_ID: &str = "task_id";
 
 pub(super) fn task_id(session: &Session) -> &str {
     session.label(TASK_ID).unwrap_or_default()
+}
+
+/// The label a session keeps its image reference under.
+const IMAGE_REF: &str = "image_ref";
+
+/// A session as the telemetry inventory knows it.
+pub(super) fn sandbox_of(session: &Session) -> telemetry::Sandbox {
+    telemetry::Sandbox::session(
+        session.id(),
+        task_id(session),
+        session.label(IMAGE_REF).unwrap_or_default(),
+        session.created_at(),
+    )
 }
 
 #[derive(Serialize)]
@@ -115,6 +129,7 @@ async fn create_inner(
     config.idle = Duration::from_secs(idle);
     config.env = env;
     config.labels.insert(TASK_ID.into(), task_id.clone());
+    config.labels.insert(IMAGE_REF.into(), image_ref.clone());
     let limits = Limits::default()
         .timeout(Duration::from_secs(node.config.max_timeout_secs))
         .max_output_bytes(MAX_OUTPUT_BYTES);
@@ -132,6 +147,7 @@ async fn create_inner(
             SessionRefused::Sandbox(e) => Problem::internal(&e),
         })?;
     tracing::info!(task_id = %task_id, session_id = %session_id, lifetime, idle, "session created");
+    node.telemetry.started(&sandbox_of(&session));
     Ok(info(&session, "running"))
 }
 
@@ -233,6 +249,10 @@ async fn exec_inner(
         exit_code = out.exit_code,
         "session exec finished"
     );
+    let sandbox = sandbox_of(&session);
+    node.telemetry.seen(&sandbox);
+    node.telemetry.output(&sandbox, "stdout", &out.stdout);
+    node.telemetry.output(&sandbox, "stderr", &out.stderr);
     Ok(ExecResponse {
         version: 1,
         task_id: task_id(&session).to_string(),

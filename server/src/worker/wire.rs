@@ -52,6 +52,53 @@ pub struct RunResponse {
     pub result: ResultWire,
 }
 
+impl RunResponse {
+    /// A result as the telemetry store keeps it (the JSON of this type).
+    pub fn from_json(text: &str) -> Option<RunResponse> {
+        #[derive(Deserialize)]
+        struct Stored {
+            task_id: String,
+            job_id: String,
+            status: String,
+            exit_code: i32,
+            stdout: String,
+            stderr: String,
+            started_at: String,
+            ended_at: String,
+            truncated: StoredTruncated,
+        }
+        #[derive(Deserialize)]
+        struct StoredTruncated {
+            stdout: bool,
+            stderr: bool,
+        }
+        let s: Stored = serde_json::from_str(text).ok()?;
+        let status = match s.status.as_str() {
+            "completed" => "completed",
+            "failed" => "failed",
+            "timeout" => "timeout",
+            _ => return None,
+        };
+        Some(RunResponse {
+            version: 1,
+            task_id: s.task_id,
+            job_id: s.job_id,
+            result: ResultWire {
+                status,
+                exit_code: s.exit_code,
+                stdout: s.stdout,
+                stderr: s.stderr,
+                started_at: s.started_at,
+                ended_at: s.ended_at,
+                truncated: TruncatedWire {
+                    stdout: s.truncated.stdout,
+                    stderr: s.truncated.stderr,
+                },
+            },
+        })
+    }
+}
+
 #[derive(Serialize, Clone, Debug)]
 pub struct TruncatedWire {
     pub stdout: bool,

@@ -162,8 +162,12 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
         let mut cmd = wasbox();
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
-            .args(extra)
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN]);
+        // A state directory of its own unless the test gives one.
+        if !extra.contains(&"--state-dir") {
+            cmd.arg("--state-dir").arg(dir.path().join("state"));
+        }
+        cmd.args(extra)
             .env("WASBOX_LOG", "info")
             .envs(env.iter().copied());
         let (child, line) = spawn_server(cmd, &log);
@@ -224,6 +228,17 @@ impl Server {
         request(
             self.addr,
             "PUT",
+            path,
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            body,
+        )
+    }
+
+    /// An authenticated request of any method.
+    pub fn call(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        request(
+            self.addr,
+            method,
             path,
             &[("Authorization", &format!("Bearer {TOKEN}"))],
             body,

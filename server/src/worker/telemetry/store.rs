@@ -1,0 +1,747 @@
+//! The node's telemetry store: one SQLite database under `${state_dir}/telemetry/` with the
+//! schema of CyNodeAI's worker telemetry spec (V1) and wasbox's own table of retained job
+//! results.
+//!
+//! Writes never wait on the disk in a request: they go over a bounded channel to one writer
+//! thread, which commits them in batches (one transaction for all that queued while the last
+//! committed). Telemetry is best effort: when the queue is full a record is dropped and
+//! counted. A job result is not: its sender waits for room. Reads use their own connection
+//! (WAL lets them run beside the writer).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::rfc3339;
+
+/// Records queued for the writer at most; past it telemetry is dropped (and counted).
+const QUEUE: usize = 16_384;
+/// The longest message one log row keeps.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 10;
+
+/// The schema of the telemetry spec, word for word, and wasbox's result table.
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS schema_version (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  version INTEGER NOT NULL,
+  applied_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS node_boot (
+  boot_id TEXT PRIMARY KEY,
+  booted_at TEXT NOT NULL,
+  node_slug TEXT NOT NULL,
+  build_version TEXT NOT NULL,
+  platform_os TEXT NOT NULL,
+  platform_arch TEXT NOT NULL,
+  kernel_version TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS container_inventory (
+  container_id TEXT PRIMARY KEY,
+  container_name TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('managed', 'sandbox')),
+  runtime TEXT NOT NULL,
+  image_ref TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  last_seen_at TEXT NOT NULL,
+  status TEXT NOT NULL,
+  exit_code INTEGER,
+  task_id TEXT,
+  job_id TEXT,
+  labels_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_container_inventory_kind_status
+  ON container_inventory(kind, status);
+CREATE INDEX IF NOT EXISTS idx_container_inventory_task_job
+  ON container_inventory(task_id, job_id);
+CREATE TABLE IF NOT EXISTS container_event (
+  event_id TEXT PRIMARY KEY,
+  occurred_at TEXT NOT NULL,
+  container_id TEXT NOT NULL,
+  action TEXT NOT NULL,
+  status TEXT NOT NULL,
+  exit_code INTEGER,
+  task_id TEXT,
+  job_id TEXT,
+  details_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_container_event_container_time
+  ON container_event(container_id, occurred_at);
+CREATE INDEX IF NOT EXISTS idx_container_event_task_job
+  ON container_event(task_id, job_id);
+CREATE TABLE IF NOT EXISTS log_event (
+  log_id TEXT PRIMARY KEY,
+  occurred_at TEXT NOT NULL,
+  source_kind TEXT NOT NULL CHECK (source_kind IN ('service', 'container')),
+  source_name TEXT NOT NULL,
+  container_id TEXT,
+  stream TEXT CHECK (stream IN ('stdout', 'stderr')),
+  level TEXT,
+  message TEXT NOT NULL,
+  fields_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_log_event_source_time
+  ON log_event(source_kind, source_name, occurred_at);
+CREATE INDEX IF NOT EXISTS idx_log_event_container_time
+  ON log_event(container_id, occurred_at);
+CREATE TABLE IF NOT EXISTS wasbox_job_result (
+  job_id TEXT PRIMARY KEY,
+  task_id TEXT NOT NULL,
+  stored_at TEXT NOT NULL,
+  status TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  result_json TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_wasbox_job_result_stored
+  ON wasbox_job_result(stored_at);
+"#;
+const SCHEMA_VERSION: i64 = 1;
+
+/// How long each kind of record is kept, and how much result data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub log_days: u64,
+    pub container_event_days: u64,
+    pub inventory_days: u64,
+    /// Results the orchestrator never confirmed are dropped after this long...
+    pub result_hours: u64,
+    /// ...or, oldest first, when all of them together pass this many bytes.
+    pub result_bytes: u64,
+}
+
+impl Default for Retention {
+    /// The telemetry spec's required defaults (7 days of logs, 30 of events and
+    /// inventory); results for a week, 512 MiB.
+    fn default() -> Self {
+        Retention {
+            log_days: 7,
+            container_event_days: 30,
+            inventory_days: 30,
+            result_hours: 24 * 7,
+            result_bytes: 512 << 20,
+        }
+    }
+}
+
+/// A row of `log_event`.
+#[derive(Clone, Debug)]
+pub struct LogRow {
+    pub occurred_at: String,
+    pub source_kind: &'static str,
+    pub source_name: String,
+    pub container_id: Option<String>,
+    pub stream: Option<&'static str>,
+    pub level: Option<&'static str>,
+    pub message: String,
+    pub fields: serde_json::Value,
+}
+
+/// A row of `container_inventory`: what a sandbox is now.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ContainerRow {
+    pub container_id: String,
+    pub container_name: String,
+    pub kind: String,
+    pub runtime: String,
+    pub image_ref: String,
+    pub created_at: String,
+    pub last_seen_at: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    pub labels: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A row of `container_event`.
+#[derive(Clone, Debug)]
+pub struct EventRow {
+    pub occurred_at: String,
+    pub container_id: String,
+    pub action: &'static str,
+    pub status: &'static str,
+    pub exit_code: Option<i64>,
+    pub task_id: Option<String>,
+    pub job_id: Option<String>,
+    pub details: serde_json::Value,
+}
+
+/// A retained job: its result (JSON) once it has one.
+#[derive(Clone, Debug)]
+pub struct StoredResult {
+    pub task_id: String,
+    pub status: String,
+    pub result_json: Option<String>,
+}
+
+enum Op {
+    Log(LogRow),
+    Container(ContainerRow),
+    Event(EventRow),
+    Result {
+        job_id: String,
+        task_id: String,
+        status: String,
+        json: Option<String>,
+        done: Option<oneshot::Sender<()>>,
+    },
+    DeleteResult(String),
+    Retention,
+    Vacuum,
+    Flush(oneshot::Sender<()>),
+}
+
+/// Identity of this boot of the node, written to `node_boot`.
+#[derive(Clone, Debug)]
+pub struct Boot {
+    pub boot_id: String,
+    pub booted_at: String,
+    pub node_slug: String,
+    pub build_version: String,
+    pub os: String,
+    pub arch: String,
+    pub kernel_version: String,
+}
+
+pub struct Store {
+    path: PathBuf,
+    tx: mpsc::Sender<Op>,
+    read: Mutex<Connection>,
+    dropped: AtomicU64,
+}
+
+fn open(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+/// `telemetry/telemetry.db` under the state directory, which is made (mode 0700) when missing.
+pub fn db_path(state_dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = state_dir.join("telemetry");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating the state directory {}", dir.display()))?;
+    Ok(dir.join("telemetry.db"))
+}
+
+impl Store {
+    /// Opens (creating or migrating) the database, records this boot, marks results of
+    /// jobs that were running when the node last stopped as interrupted, applies retention,
+    /// and starts the writer thread.
+    pub fn open(state_dir: &Path, boot: &Boot, retention: Retention) -> Result<Store> {
+        let path = db_path(state_dir)?;
+        let mut conn = open(&path)?;
+        migrate(&mut conn)?;
+        conn.execute(
+            "INSERT OR REPLACE INTO node_boot VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                boot.boot_id,
+                boot.booted_at,
+                boot.node_slug,
+                boot.build_version,
+                boot.os,
+                boot.arch,
+                boot.kernel_version
+            ],
+        )?;
+        interrupt_unfinished(&conn, &boot.booted_at)?;
+        // Sandboxes of an earlier run of the node are gone with it.
+        conn.execute(
+            "UPDATE container_inventory SET status = 'exited', last_seen_at = ?1 \
+             WHERE status IN ('created', 'running')",
+            params![boot.booted_at],
+        )?;
+        apply_retention(&conn, retention, SystemTime::now())?;
+        let read = open(&path)?;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        std::thread::Builder::new()
+            .name("wasbox-telemetry".into())
+            .spawn(move || writer(conn, rx, retention))
+            .context("starting the telemetry writer")?;
+        Ok(Store {
+            path,
+            tx,
+            read: Mutex::new(read),
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Telemetry records dropped because the writer fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn offer(&self, op: Op) {
+        if self.tx.try_send(op).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn log(&self, row: LogRow) {
+        self.offer(Op::Log(row));
+    }
+
+    pub fn container(&self, row: ContainerRow) {
+        self.offer(Op::Container(row));
+    }
+
+    pub fn event(&self, row: EventRow) {
+        self.offer(Op::Event(row));
+    }
+
+    /// Records a job as accepted (no result yet) or its result. Never dropped: waits for
+    /// room in the queue, and with `durable` until the record is committed.
+    pub async fn put_result(
+        &self,
+        job_id: &str,
+        task_id: &str,
+        status: &str,
+        json: Option<String>,
+        durable: bool,
+    ) {
+        let (done, wait) = oneshot::channel();
+        let op = Op::Result {
+            job_id: job_id.into(),
+            task_id: task_id.into(),
+            status: status.into(),
+            json,
+            done: durable.then_some(done),
+        };
+        if self.tx.send(op).await.is_ok() && durable {
+            let _ = wait.await;
+        }
+    }
+
+    /// Forgets a result the orchestrator has confirmed.
+    pub async fn delete_result(&self, job_id: &str) {
+        let _ = self.tx.send(Op::DeleteResult(job_id.into())).await;
+    }
+
+    /// Waits until everything queued so far is committed.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Op::Flush(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    pub fn enforce_retention(&self) {
+        self.offer(Op::Retention);
+    }
+
+    pub fn vacuum(&self) {
+        self.offer(Op::Vacuum);
+    }
+
+    /// Runs `f` on the read connection.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let conn = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(f(&conn)?)
+    }
+
+    pub fn result(&self, job_id: &str) -> Result<Option<StoredResult>> {
+        self.read(|c| {
+            c.prepare_cached(
+                "SELECT task_id, status, result_json FROM wasbox_job_result WHERE job_id = ?1",
+            )?
+            .query_row(params![job_id], |r| {
+                Ok(StoredResult {
+                    task_id: r.get(0)?,
+                    status: r.get(1)?,
+                    result_json: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+    }
+
+    pub fn boot(&self) -> Result<Option<Boot>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT boot_id, booted_at, node_slug, build_version, platform_os, \
+                 platform_arch, kernel_version FROM node_boot ORDER BY booted_at DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(Boot {
+                        boot_id: r.get(0)?,
+                        booted_at: r.get(1)?,
+                        node_slug: r.get(2)?,
+                        build_version: r.get(3)?,
+                        os: r.get(4)?,
+                        arch: r.get(5)?,
+                        kernel_version: r.get(6)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute_batch(SCHEMA)?;
+    let have: Option<i64> = tx
+        .query_row("SELECT version FROM schema_version WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    match have {
+        None => {
+            tx.execute(
+                "INSERT INTO schema_version (id, version, applied_at) VALUES (1, ?1, ?2)",
+                params![SCHEMA_VERSION, rfc3339::format(SystemTime::now())],
+            )?;
+        }
+        Some(v) if v > SCHEMA_VERSION => anyhow::bail!(
+            "the telemetry database has schema version {v}, newer than this wasbox knows ({SCHEMA_VERSION})"
+        ),
+        Some(_) => {}
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The answer a job gets when the node stopped while it ran.
+fn interrupt_unfinished(conn: &Connection, now: &str) -> Result<()> {
+    let mut stmt =
+        conn.prepare("SELECT job_id, task_id FROM wasbox_job_result WHERE result_json IS NULL")?;
+    let rows: Vec<(String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (job_id, task_id) in rows {
+        let json = serde_json::json!({
+            "version": 1,
+            "task_id": task_id,
+            "job_id": job_id,
+            "status": "failed",
+            "exit_code": -1,
+            "stdout": "",
+            "stderr": "wasbox: the node stopped while this job ran; it did not finish\n",
+            "started_at": now,
+            "ended_at": now,
+            "truncated": {"stdout": false, "stderr": false},
+        })
+        .to_string();
+        conn.execute(
+            "UPDATE wasbox_job_result SET status = 'failed', result_json = ?2, bytes = ?3 \
+             WHERE job_id = ?1",
+            params![job_id, json, json.len() as i64],
+        )?;
+    }
+    Ok(())
+}
+
+fn ago(now: SystemTime, d: Duration) -> String {
+    rfc3339::format(now.checked_sub(d).unwrap_or(SystemTime::UNIX_EPOCH))
+}
+
+const DAY: u64 = 86_400;
+
+fn apply_retention(conn: &Connection, r: Retention, now: SystemTime) -> Result<()> {
+    conn.execute(
+        "DELETE FROM log_event WHERE occurred_at < ?1",
+        params![ago(now, Duration::from_secs(r.log_days * DAY))],
+    )?;
+    conn.execute(
+        "DELETE FROM container_event WHERE occurred_at < ?1",
+        params![ago(now, Duration::from_secs(r.container_event_days * DAY))],
+    )?;
+    conn.execute(
+        "DELETE FROM container_inventory WHERE last_seen_at < ?1 \
+         AND status NOT IN ('created', 'running')",
+        params![ago(now, Duration::from_secs(r.inventory_days * DAY))],
+    )?;
+    conn.execute(
+        "DELETE FROM wasbox_job_result WHERE stored_at < ?1 AND result_json IS NOT NULL",
+        params![ago(now, Duration::from_secs(r.result_hours * 3600))],
+    )?;
+    trim_results(conn, r.result_bytes)?;
+    Ok(())
+}
+
+/// Drops the oldest finished results until all together fit in `max` bytes.
+fn trim_results(conn: &Connection, max: u64) -> Result<()> {
+    let total: i64 = conn.query_row(
+        "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
+        [],
+        |r| r.get(0),
+    )?;
+    if total as u64 <= max {
+        return Ok(());
+    }
+    let mut over = total as u64 - max;
+    let mut stmt = conn.prepare(
+        "SELECT job_id, bytes FROM wasbox_job_result WHERE result_json IS NOT NULL \
+         ORDER BY stored_at",
+    )?;
+    let rows: Vec<(String, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, bytes) in rows {
+        if over == 0 {
+            break;
+        }
+        conn.execute(
+            "DELETE FROM wasbox_job_result WHERE job_id = ?1",
+            params![id],
+        )?;
+        over = over.saturating_sub(bytes as u64);
+    }
+    Ok(())
+}
+
+fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Op>, retention: Retention) {
+    let mut result_bytes: u64 = conn
+        .query_row(
+            "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap_or(0) as u64;
+    let mut batch = Vec::with_capacity(256);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < 4096 {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = commit(&mut conn, &mut batch, retention, &mut result_bytes) {
+            tracing::warn!(error = %format!("{e:#}"), "telemetry write failed");
+        }
+        batch.clear();
+    }
+}
+
+fn commit(
+    conn: &mut Connection,
+    batch: &mut Vec<Op>,
+    retention: Retention,
+    result_bytes: &mut u64,
+) -> Result<()> {
+    let mut acks = Vec::new();
+    let mut after = Vec::new();
+    // Several updates of one sandbox in a batch become one row write.
+    let mut containers: HashMap<String, ContainerRow> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let tx = conn.transaction()?;
+    {
+        let mut log =
+            tx.prepare_cached("INSERT INTO log_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?;
+        let mut event = tx.prepare_cached(
+            "INSERT INTO container_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        let mut result = tx.prepare_cached(
+            "INSERT INTO wasbox_job_result (job_id, task_id, stored_at, status, bytes, result_json) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(job_id) DO UPDATE SET \
+             task_id = excluded.task_id, stored_at = excluded.stored_at, \
+             status = excluded.status, bytes = excluded.bytes, result_json = excluded.result_json",
+        )?;
+        for op in batch.drain(..) {
+            match op {
+                Op::Log(r) => {
+                    log.execute(params![
+                        crate::ids::uuid_v4(),
+                        r.occurred_at,
+                        r.source_kind,
+                        r.source_name,
+                        r.container_id,
+                        r.stream,
+                        r.level,
+                        r.message,
+                        r.fields.to_string()
+                    ])?;
+                }
+                Op::Event(r) => {
+                    event.execute(params![
+                        crate::ids::uuid_v4(),
+                        r.occurred_at,
+                        r.container_id,
+                        r.action,
+                        r.status,
+                        r.exit_code,
+                        r.task_id,
+                        r.job_id,
+                        r.details.to_string()
+                    ])?;
+                }
+                Op::Container(r) => match containers.get_mut(&r.container_id) {
+                    Some(prev) => {
+                        let created = std::mem::take(&mut prev.created_at);
+                        *prev = r;
+                        prev.created_at = created;
+                    }
+                    None => {
+                        order.push(r.container_id.clone());
+                        containers.insert(r.container_id.clone(), r);
+                    }
+                },
+                Op::Result {
+                    job_id,
+                    task_id,
+                    status,
+                    json,
+                    done,
+                } => {
+                    let bytes = json.as_ref().map_or(0, |j| j.len()) as u64;
+                    *result_bytes += bytes;
+                    result.execute(params![
+                        job_id,
+                        task_id,
+                        rfc3339::format(SystemTime::now()),
+                        status,
+                        bytes as i64,
+                        json
+                    ])?;
+                    acks.extend(done);
+                }
+                Op::DeleteResult(id) => {
+                    tx.execute(
+                        "DELETE FROM wasbox_job_result WHERE job_id = ?1",
+                        params![id],
+                    )?;
+                }
+                Op::Flush(done) => acks.push(done),
+                Op::Retention => after.push(false),
+                Op::Vacuum => after.push(true),
+            }
+        }
+        let mut upsert = tx.prepare_cached(
+            "INSERT INTO container_inventory VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+             ON CONFLICT(container_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, \
+             status = excluded.status, exit_code = excluded.exit_code",
+        )?;
+        for id in order {
+            let r = &containers[&id];
+            upsert.execute(params![
+                r.container_id,
+                r.container_name,
+                r.kind,
+                r.runtime,
+                r.image_ref,
+                r.created_at,
+                r.last_seen_at,
+                r.status,
+                r.exit_code,
+                r.task_id,
+                r.job_id,
+                serde_json::Value::Object(r.labels.clone()).to_string()
+            ])?;
+        }
+    }
+    if *result_bytes > retention.result_bytes {
+        trim_results(&tx, retention.result_bytes)?;
+        *result_bytes = tx.query_row(
+            "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
+            [],
+            |r| r.get::<_, i64>(0),
+        )? as u64;
+    }
+    tx.commit()?;
+    for vacuum in after {
+        apply_retention(conn, retention, SystemTime::now())?;
+        if vacuum {
+            conn.execute_batch("VACUUM")?;
+        }
+    }
+    for a in acks {
+        let _ = a.send(());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boot() -> Boot {
+        Boot {
+            boot_id: "b1".into(),
+            booted_at: rfc3339::format(SystemTime::now()),
+            node_slug: "n".into(),
+            build_version: "dev".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            kernel_version: "6".into(),
+        }
+    }
+
+    fn log_at(t: SystemTime) -> LogRow {
+        LogRow {
+            occurred_at: rfc3339::format(t),
+            source_kind: "service",
+            source_name: "worker_api".into(),
+            container_id: None,
+            stream: Some("stdout"),
+            level: Some("info"),
+            message: "m".into(),
+            fields: serde_json::json!({}),
+        }
+    }
+
+    fn count(s: &Store, table: &str) -> i64 {
+        s.read(|c| c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn retention_drops_old_rows_and_results_past_the_byte_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Retention {
+            result_bytes: 1000,
+            ..Retention::default()
+        };
+        let s = Store::open(dir.path(), &boot(), r).unwrap();
+        let old = SystemTime::now() - Duration::from_secs(8 * DAY);
+        s.log(log_at(old));
+        s.log(log_at(SystemTime::now()));
+        for i in 0..5 {
+            let json = format!("{{\"x\":\"{}\"}}", "a".repeat(300));
+            s.put_result(&format!("j{i}"), "t", "completed", Some(json), true)
+                .await;
+        }
+        s.flush().await;
+        assert_eq!(count(&s, "log_event"), 2);
+        let kept = count(&s, "wasbox_job_result");
+        assert!(kept <= 3, "results past 1000 bytes are trimmed: {kept}");
+        assert!(s.result("j4").unwrap().is_some(), "the newest is kept");
+        s.enforce_retention();
+        s.flush().await;
+        assert_eq!(count(&s, "log_event"), 1, "the 8-day-old log row is gone");
+    }
+
+    #[tokio::test]
+    async fn an_unfinished_job_reads_as_interrupted_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Store::open(dir.path(), &boot(), Retention::default()).unwrap();
+            s.put_result("j", "t", "accepted", None, true).await;
+        }
+        let s = Store::open(dir.path(), &boot(), Retention::default()).unwrap();
+        let r = s.result("j").unwrap().unwrap();
+        assert_eq!(r.status, "failed");
+        let v: serde_json::Value = serde_json::from_str(&r.result_json.unwrap()).unwrap();
+        assert_eq!(v["exit_code"], -1);
+        assert_eq!(v["job_id"], "j");
+    }
+}
