@@ -10,7 +10,9 @@
 //!   change times and content hash, sealed with a key only this user can read
 //!   (HMAC-SHA-256, `.key` in the directory, `0600`). An entry whose stamp is missing, does
 //!   not verify, or no longer matches the file (any rewrite changes its change time, which
-//!   no unprivileged process can set back) is compiled again, never loaded;
+//!   no unprivileged process can set back) is compiled again, never loaded, unless its
+//!   whole content still hashes to the sealed content hash (a cache copied into a
+//!   container image: new inodes, same bytes), checked once and stamped again;
 //! - entries are opened without following symlinks and must belong to this user and be
 //!   writable by no one else.
 //!
@@ -209,9 +211,23 @@ fn identity(meta: &std::fs::Metadata) -> String {
     )
 }
 
+/// A stamp: what the entry is (name, identity, content hash) sealed with the key, then a
+/// second seal over the name, size and content hash alone, which still holds after the
+/// cache is copied elsewhere (a container image's layer: new device, inode and times).
 fn stamp_text(key: &[u8; 32], file_name: &str, meta: &std::fs::Metadata, content: &str) -> String {
-    let body = format!("wasbox-cache 1 {file_name} {} {content}", identity(meta));
-    format!("{body} {}\n", hex(&hmac(key, body.as_bytes())))
+    let body = format!("wasbox-cache 2 {file_name} {} {content}", identity(meta));
+    format!(
+        "{body} {} {}\n",
+        hex(&hmac(key, body.as_bytes())),
+        hex(&hmac(
+            key,
+            portable_body(file_name, meta.len(), content).as_bytes()
+        ))
+    )
+}
+
+fn portable_body(file_name: &str, len: u64, content: &str) -> String {
+    format!("wasbox-cache-content 2 {file_name} {len} {content}")
 }
 
 fn stamp_path(entry: &Path) -> PathBuf {
@@ -247,7 +263,42 @@ fn trusted(dir: &CacheDir, path: &Path) -> bool {
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let expected = stamp_text(&dir.key, &file_name, &meta, content);
-    constant_time_eq(expected.as_bytes(), stamp.as_bytes())
+    if constant_time_eq(expected.as_bytes(), stamp.as_bytes()) {
+        return true;
+    }
+    // The file is not where the stamp was written (a copied or unpacked cache): trusted
+    // only when its whole content still hashes to the sealed content hash. Costs a hash of
+    // the file; a writable cache gets a fresh stamp so that the next start is cheap again.
+    let Some(portable) = stamp.split_whitespace().nth(10) else {
+        return false;
+    };
+    let seal = hex(&hmac(
+        &dir.key,
+        portable_body(&file_name, meta.len(), content).as_bytes(),
+    ));
+    if !constant_time_eq(seal.as_bytes(), portable.as_bytes()) {
+        return false;
+    }
+    let mut hasher = Sha256::new();
+    let mut file = file;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(_) => return false,
+        }
+    }
+    if !constant_time_eq(hex(&hasher.finalize()).as_bytes(), content.as_bytes()) {
+        return false;
+    }
+    let fresh = stamp_text(&dir.key, &file_name, &meta, content);
+    let _ = tempfile::NamedTempFile::new_in(&dir.path).and_then(|mut t| {
+        t.write_all(fresh.as_bytes())?;
+        t.persist(stamp_path(path)).map_err(|e| e.error)?;
+        Ok(())
+    });
+    true
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -386,11 +437,19 @@ mod tests {
         let entry = dir.path.join("prog-0123.cwasm");
         store(dir, &entry, b"compiled code").unwrap();
         assert!(trusted(dir, &entry));
-        // Rewritten in place (same bytes even): its change time moved, the stamp no longer
-        // matches.
+        // Rewritten in place with other bytes: refused.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        std::fs::write(&entry, b"compiled code").unwrap();
+        std::fs::write(&entry, b"planted code!").unwrap();
         assert!(!trusted(dir, &entry));
+        // Copied (a new inode and times) with the same bytes, as a container image's layer
+        // does: trusted by its sealed content hash, and stamped again.
+        store(dir, &entry, b"compiled code").unwrap();
+        let copy = dir.path.join("copy");
+        std::fs::copy(&entry, &copy).unwrap();
+        std::fs::rename(&copy, &entry).unwrap();
+        assert!(trusted(dir, &entry));
+        let restamped = std::fs::read_to_string(stamp_path(&entry)).unwrap();
+        assert!(restamped.contains(&std::fs::metadata(&entry).unwrap().ino().to_string()));
         // A file dropped in with no stamp, or with a stamp from another key.
         store(dir, &entry, b"compiled code").unwrap();
         let other = CacheDir {

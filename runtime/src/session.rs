@@ -318,7 +318,7 @@ impl std::error::Error for SessionRefused {}
 /// The live sessions of a front-end, bounded in number.
 pub struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
-    max: usize,
+    max: std::sync::atomic::AtomicUsize,
     /// Told of every session that ends, whatever ended it (a request, its limits, shutdown).
     on_end: std::sync::OnceLock<EndObserver>,
 }
@@ -330,7 +330,7 @@ impl Sessions {
     pub fn new(max: usize) -> Self {
         Sessions {
             map: Mutex::new(HashMap::new()),
-            max,
+            max: std::sync::atomic::AtomicUsize::new(max),
             on_end: std::sync::OnceLock::new(),
         }
     }
@@ -349,7 +349,12 @@ impl Sessions {
     }
 
     pub fn max(&self) -> usize {
-        self.max
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Changes the limit; sessions beyond a lowered limit live on, new ones wait for room.
+    pub fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::Relaxed);
     }
 
     /// Makes a session whose sandbox `make` creates (only when the id is free and the
@@ -363,8 +368,9 @@ impl Sessions {
         if map.contains_key(&config.id) {
             return Err(SessionRefused::Exists(config.id));
         }
-        if map.len() >= self.max {
-            return Err(SessionRefused::Full(self.max));
+        let max = self.max();
+        if map.len() >= max {
+            return Err(SessionRefused::Full(max));
         }
         let sandbox = make().map_err(SessionRefused::Sandbox)?;
         let session = Arc::new(Session::new(config, sandbox));

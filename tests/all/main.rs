@@ -11,6 +11,7 @@ mod cli;
 mod containment;
 mod coreutils;
 mod corpus;
+mod deploy;
 mod fuzz;
 mod limits;
 mod node;

@@ -783,3 +783,135 @@ fn cynode_worker_api_scripts_pass() {
     );
     assert!(passed >= 12, "{report}");
 }
+
+/// SIGHUP reads the configuration again: a rotated token file, image rules, limits and
+/// `/metrics` publicity take effect without a restart; a bad file is refused and the node
+/// keeps its old configuration.
+#[test]
+fn sighup_reloads_the_token_and_limits_and_keeps_the_old_config_when_the_new_is_bad() {
+    use crate::support::http::address_in;
+    use crate::support::runtime::spawn_server;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    let yaml = dir.path().join("node.yaml");
+    std::fs::write(&token, "first-token-0123456789\n").unwrap();
+    std::fs::write(&yaml, "worker_api:\n  max_sessions: 1\n").unwrap();
+    let mut cmd = wasbox();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .arg("--token-file")
+        .arg(&token)
+        .arg("--config")
+        .arg(&yaml)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .env("WASBOX_LOG", "warn");
+    let log = dir.path().join("log");
+    let (mut child, line) = spawn_server(cmd, &log);
+    let addr = address_in(&line);
+    let call = |token: &str, method: &str, path: &str, body: &Value| {
+        request(
+            addr,
+            method,
+            path,
+            &[("Authorization", &format!("Bearer {token}"))],
+            body.to_string().as_bytes(),
+        )
+    };
+    let session = |token: &str, id: &str| {
+        call(
+            token,
+            "POST",
+            "/v1/worker/sessions",
+            &json!({"version": 1, "task_id": "t", "session_id": id, "image": "bash:latest"}),
+        )
+        .status
+    };
+    eventually("ready", || {
+        (request(addr, "GET", "/readyz", &[], b"").status == 200).then_some(())
+    });
+    assert_eq!(session("first-token-0123456789", "a"), 200);
+    assert_eq!(
+        session("first-token-0123456789", "b"),
+        429,
+        "one session allowed"
+    );
+    assert_eq!(request(addr, "GET", "/metrics", &[], b"").status, 401);
+
+    std::fs::write(&token, "second-token-0123456789\n").unwrap();
+    std::fs::write(
+        &yaml,
+        "worker_api:\n  max_sessions: 2\n  max_connections: 7\nmetrics:\n  public: true\n",
+    )
+    .unwrap();
+    let hup = |child: &std::process::Child| {
+        std::process::Command::new("kill")
+            .args(["-HUP", &child.id().to_string()])
+            .status()
+            .unwrap();
+    };
+    hup(&child);
+    eventually("the new token works", || {
+        (call(
+            "second-token-0123456789",
+            "GET",
+            "/v1/worker/telemetry/node:info",
+            &json!({}),
+        )
+        .status
+            == 200)
+            .then_some(())
+    });
+    assert_eq!(
+        call(
+            "first-token-0123456789",
+            "GET",
+            "/v1/worker/telemetry/node:info",
+            &json!({})
+        )
+        .status,
+        401
+    );
+    assert_eq!(
+        session("second-token-0123456789", "b"),
+        200,
+        "two sessions now"
+    );
+    assert_eq!(request(addr, "GET", "/metrics", &[], b"").status, 200);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("max_connections"),
+        "a key that needs a restart is named: {logged}"
+    );
+
+    std::fs::write(&yaml, "worker_api:\n  max_sessions: [\n").unwrap();
+    hup(&child);
+    eventually("the bad file is refused", || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("not reloaded")
+            .then_some(())
+    });
+    assert_eq!(
+        call(
+            "second-token-0123456789",
+            "GET",
+            "/v1/worker/telemetry/node:info",
+            &json!({})
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        session("second-token-0123456789", "c"),
+        429,
+        "the old limit of two stays"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("second-token"),
+        "tokens are never logged"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -224,7 +224,7 @@ struct Constraints {
 }
 
 /// Values given on the command line (highest precedence).
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct Flags {
     pub listen: Option<String>,
     pub token: Option<String>,

@@ -2,7 +2,7 @@
 //! finished ones, so that an orchestrator retrying the same `job_id` never runs it twice and
 //! gets the same answer. Finished answers are kept up to a count and a number of bytes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -15,12 +15,20 @@ const KEEP_FINISHED: usize = 1024;
 /// ...and at most this many bytes of output together.
 const KEEP_FINISHED_BYTES: usize = 64 << 20;
 
+/// Ids remembered as "in the store only" at most (a retry of a job forgotten past this
+/// runs again).
+const KEEP_STORED_IDS: usize = 500_000;
+
 #[derive(Default)]
 pub(super) struct JobTable {
     running: HashMap<String, RunningJob>,
     finished: HashMap<String, Arc<RunResponse>>,
     finished_order: VecDeque<String>,
     finished_bytes: usize,
+    /// Finished jobs whose answers are no longer in memory but may be in the node's store
+    /// (from an earlier boot, or pushed out of memory since): only these cost a store
+    /// lookup when their id comes again.
+    stored: HashSet<String>,
 }
 
 struct RunningJob {
@@ -45,6 +53,19 @@ fn size(r: &RunResponse) -> usize {
 }
 
 impl JobTable {
+    /// A table that knows which job ids the store kept from earlier boots.
+    pub(super) fn with_stored(ids: impl IntoIterator<Item = String>) -> JobTable {
+        JobTable {
+            stored: ids.into_iter().take(KEEP_STORED_IDS).collect(),
+            ..JobTable::default()
+        }
+    }
+
+    /// Whether the store may hold an answer for `job_id` that memory does not.
+    pub(super) fn maybe_stored(&self, job_id: &str) -> bool {
+        self.stored.contains(job_id)
+    }
+
     /// Looks `job_id` up for `task_id`, and registers it as running when nobody runs it.
     pub(super) fn claim(&mut self, task_id: &str, job_id: &str) -> Claim {
         if let Some(done) = self.finished.get(job_id).filter(|d| d.task_id == task_id) {
@@ -108,6 +129,7 @@ impl JobTable {
 
     /// Forgets a finished answer (the orchestrator has it).
     pub(super) fn forget(&mut self, job_id: &str) -> bool {
+        self.stored.remove(job_id);
         match self.finished.remove(job_id) {
             Some(r) => {
                 self.finished_bytes -= size(&r);
@@ -136,6 +158,10 @@ impl JobTable {
             if let Some(r) = self.finished.remove(&old) {
                 self.finished_bytes -= size(&r);
             }
+            if self.stored.len() >= KEEP_STORED_IDS {
+                self.stored.clear();
+            }
+            self.stored.insert(old);
         }
     }
 }

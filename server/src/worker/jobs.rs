@@ -133,7 +133,7 @@ async fn start(
     durable: bool,
 ) -> Result<Started, Problem> {
     node.accepting()?;
-    let req: RunRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
+    let req: RunRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
     check_version(req.version)?;
     let task_id = required("task_id", &req.task_id)?.to_string();
     let job_id = required("job_id", &req.job_id)?.to_string();
@@ -148,7 +148,7 @@ async fn start(
     };
     check_network_policy(&sandbox.network_policy)?;
     let requested = check_timeout(sandbox.timeout_seconds, "sandbox.timeout_seconds")?;
-    let Some(image) = node.config.image_for(&image_ref).map(str::to_string) else {
+    let Some(image) = node.config().image_for(&image_ref).map(str::to_string) else {
         return Err(Problem::bad_request(format!(
             "image `{image_ref}` is not allowed on this node"
         )));
@@ -171,8 +171,13 @@ async fn start(
             )));
         }
     };
-    // A result kept from before a restart of the node answers a retry of its job.
-    if let Some(answer) = stored_answer(&node, &job_id, Some(&task_id)) {
+    // A result kept in the store (from before a restart, or pushed out of memory) answers
+    // a retry of its job.
+    let maybe_stored = lock(&node.jobs).maybe_stored(&job_id);
+    if let Some(answer) = maybe_stored
+        .then(|| stored_answer(&node, &job_id, Some(&task_id)))
+        .flatten()
+    {
         lock(&node.jobs).finish(&job_id, answer.clone());
         let _ = tx.send(Some(answer.clone()));
         return Ok(Started::Done(answer));
@@ -204,7 +209,7 @@ async fn start(
     env.push(("CYNODE_TASK_ID".into(), task_id.clone()));
     env.push(("CYNODE_JOB_ID".into(), job_id.clone()));
     env.push(("CYNODE_WORKSPACE_DIR".into(), "/workspace".into()));
-    let timeout = node.config.job_timeout(requested);
+    let timeout = node.config().job_timeout(requested);
     let inventory = telemetry::Sandbox::job(&job_id, &task_id, &image_ref);
     node.telemetry.started(&inventory);
     node.metrics.jobs_started.inc();
@@ -420,7 +425,7 @@ struct StopResponse {
 
 pub async fn stop(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        let req: StopRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
+        let req: StopRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
         check_version(req.version)?;
         let task_id = required("task_id", &req.task_id)?.to_string();
         let job_id = required("job_id", &req.job_id)?.to_string();

@@ -238,10 +238,10 @@ async fn readyz(State(node): State<SharedNode>) -> Response {
 /// The comparison takes the same time wherever the tokens differ.
 async fn auth(State(node): State<SharedNode>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    let guarded = path.starts_with("/v1/")
-        || path == "/v1"
-        || (path == "/metrics" && !node.config.metrics_public);
-    if guarded && !crate::auth::bearer_matches(req.headers(), &node.config.token) {
+    let config = node.config();
+    let guarded =
+        path.starts_with("/v1/") || path == "/v1" || (path == "/metrics" && !config.metrics_public);
+    if guarded && !crate::auth::bearer_matches(req.headers(), &config.token) {
         return Problem::unauthorized().into_response();
     }
     next.run(req).await

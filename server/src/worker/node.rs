@@ -3,7 +3,7 @@
 //! (body limits, JSON decoding, the protocol's version and required-field checks).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -19,7 +19,8 @@ use crate::problem::Problem;
 
 /// Everything the worker API handlers share.
 pub struct Node {
-    pub config: ServeConfig,
+    /// The configuration; what can change while the node runs is swapped on reload.
+    config: RwLock<Arc<ServeConfig>>,
     pub runtime: Runtime,
     ready: AtomicBool,
     not_ready_reason: Mutex<String>,
@@ -47,15 +48,80 @@ impl Node {
         Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
-            config,
+            config: RwLock::new(Arc::new(config)),
             runtime,
             ready: AtomicBool::new(false),
             not_ready_reason: Mutex::new("the sandbox image is still loading".into()),
-            jobs: Mutex::new(JobTable::default()),
+            jobs: Mutex::new(JobTable::with_stored(telemetry.store().result_ids()?)),
             shutting_down: AtomicBool::new(false),
             telemetry,
             metrics: Metrics::new(),
         }))
+    }
+
+    /// The configuration now.
+    pub fn config(&self) -> Arc<ServeConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Takes what can change while the node runs from `new` (the token, image rules, job
+    /// timeouts, the request size limit, the session limit, whether `/metrics` is public);
+    /// returns the keys that changed but need a restart (their old values stay).
+    pub fn reload(&self, new: ServeConfig) -> Vec<&'static str> {
+        let old = self.config();
+        let mut kept = Vec::new();
+        let mut next = (*old).clone();
+        // A token generated at start stays: a reload without a configured token must not
+        // lock every client out with a new random one.
+        if !new.token_generated {
+            next.token = new.token;
+            next.token_generated = false;
+        }
+        next.images = new.images;
+        next.default_timeout_secs = new.default_timeout_secs;
+        next.max_timeout_secs = new.max_timeout_secs;
+        next.constraint_timeout_secs = new.constraint_timeout_secs;
+        next.max_request_bytes = new.max_request_bytes;
+        next.max_sessions = new.max_sessions;
+        next.metrics_public = new.metrics_public;
+        self.sessions.set_max(new.max_sessions);
+        for (key, changed) in [
+            ("worker_api.listen", new.listen != old.listen),
+            (
+                "worker_api.max_concurrent_jobs",
+                new.max_concurrent != old.max_concurrent,
+            ),
+            (
+                "worker_api.max_instances",
+                new.max_instances != old.max_instances,
+            ),
+            (
+                "worker_api.max_connections",
+                new.http.max_connections != old.http.max_connections,
+            ),
+            (
+                "worker_api.header_timeout_seconds",
+                new.http.header_timeout != old.http.header_timeout,
+            ),
+            (
+                "worker_api.body_timeout_seconds",
+                new.http.body_timeout != old.http.body_timeout,
+            ),
+            ("storage.state_dir", new.state_dir != old.state_dir),
+            ("storage.cache_dir", new.cache_dir != old.cache_dir),
+            ("node.id", new.node_slug != old.node_slug),
+            ("telemetry.retention", new.retention != old.retention),
+            ("logging", new.log != old.log),
+        ] {
+            if changed {
+                kept.push(key);
+            }
+        }
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        kept
     }
 
     /// What `/metrics` reports at this moment.
@@ -147,7 +213,7 @@ impl Node {
         self.slots.clone().try_acquire_owned().map_err(|_| {
             Problem::busy(format!(
                 "the node is at its concurrency limit of {} running jobs",
-                self.config.max_concurrent
+                self.config().max_concurrent
             ))
             .retry_after(1)
         })

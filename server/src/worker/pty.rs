@@ -47,7 +47,7 @@ async fn decode<T: DeserializeOwned>(
     body: Body,
 ) -> Result<(Arc<Session>, PtyRequest<T>), Problem> {
     node.session(id)?;
-    let req: PtyRequest<T> = read_json(headers, body, node.config.max_request_bytes).await?;
+    let req: PtyRequest<T> = read_json(headers, body, node.config().max_request_bytes).await?;
     check_version(req.version)?;
     let session = checked(node, id, &req.task_id, &req.session_id)?;
     Ok((session, req))

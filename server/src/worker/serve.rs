@@ -77,6 +77,10 @@ pub struct ServeArgs {
     /// never shown) as YAML, and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Compile every program of the built-in image into the cache (--cache-dir), then exit:
+    /// a container image built with it starts ready, without compiling.
+    #[arg(long)]
+    pub warm_cache: bool,
 }
 
 pub fn main(args: ServeArgs) -> Result<i32> {
@@ -96,17 +100,68 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         state_dir: args.state_dir,
         log_format: args.log_format,
     };
-    let config = config::load(flags, |k| std::env::var(k).ok())?;
+    let config = config::load(flags.clone(), |k| std::env::var(k).ok())?;
     if args.print_config {
         print!("{}", config::effective_yaml(&config));
         return Ok(0);
     }
     crate::logging::init(config.log.level.as_deref(), config.log.json);
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(serve(config))
+    if args.warm_cache {
+        return rt.block_on(warm_cache(&config));
+    }
+    rt.block_on(serve(config, flags))
 }
 
-async fn serve(config: ServeConfig) -> Result<i32> {
+/// Reads the configuration again (files, environment, the same flags) and applies what can
+/// change while running; a bad configuration is logged and the old one kept.
+fn reload(node: &Node, flags: &Flags) {
+    match config::load(flags.clone(), |k| std::env::var(k).ok()) {
+        Ok(new) => {
+            let kept = node.reload(new);
+            if kept.is_empty() {
+                tracing::warn!("configuration reloaded");
+            } else {
+                tracing::warn!(needs_restart = ?kept, "configuration reloaded; these keys changed but take effect at the next start");
+            }
+            node.telemetry.service(
+                WORKER_API,
+                "info",
+                "configuration reloaded",
+                serde_json::json!({ "needs_restart": kept }),
+            );
+        }
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "configuration not reloaded: the new one is not valid; the old one stays");
+            node.telemetry.service(
+                WORKER_API,
+                "error",
+                "configuration not reloaded: invalid",
+                serde_json::json!({ "error": format!("{e:#}") }),
+            );
+        }
+    }
+}
+
+async fn warm_cache(config: &ServeConfig) -> Result<i32> {
+    let mut builder = Runtime::builder();
+    if let Some(dir) = &config.cache_dir {
+        builder = builder.cache_dir(dir);
+    }
+    let runtime = builder.build()?;
+    runtime
+        .preload()
+        .await
+        .context("compiling the image's programs")?;
+    let dir = config.cache_dir.clone().or_else(Runtime::default_cache_dir);
+    println!(
+        "wasbox: every program of the image is compiled in {}",
+        dir.map_or_else(|| "(no cache)".into(), |d| d.display().to_string())
+    );
+    Ok(0)
+}
+
+async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
     let mut builder = Runtime::builder()
         .max_instances(config.max_instances)
         .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2));
@@ -173,6 +228,20 @@ async fn serve(config: ServeConfig) -> Result<i32> {
             .reap_every(Duration::from_millis(250)),
     );
 
+    // SIGHUP reloads what can change while running (README: "Reloading").
+    tokio::spawn({
+        let node = node.clone();
+        async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                reload(&node, &flags);
+            }
+        }
+    });
+
     let app = router(node.clone());
     let shutdown = {
         let node = node.clone();
@@ -194,7 +263,7 @@ async fn serve(config: ServeConfig) -> Result<i32> {
             });
         }
     };
-    let limits = node.config.http;
+    let limits = node.config().http;
     crate::http::serve(listener, app, limits, shutdown)
         .await
         .context("serving the worker API")?;

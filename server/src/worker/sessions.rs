@@ -94,7 +94,7 @@ async fn create_inner(
     body: Body,
 ) -> Result<SessionInfo, Problem> {
     node.accepting()?;
-    let req: CreateRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
+    let req: CreateRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
     check_version(req.version)?;
     let task_id = required("task_id", &req.task_id)?.to_string();
     let session_id = required("session_id", &req.session_id)?.to_string();
@@ -105,7 +105,7 @@ async fn create_inner(
         .or(sandbox_spec.image)
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| Problem::bad_request("image is required"))?;
-    let Some(image) = node.config.image_for(&image_ref).map(str::to_string) else {
+    let Some(image) = node.config().image_for(&image_ref).map(str::to_string) else {
         return Err(Problem::bad_request(format!(
             "image `{image_ref}` is not allowed on this node"
         )));
@@ -131,7 +131,7 @@ async fn create_inner(
     config.labels.insert(TASK_ID.into(), task_id.clone());
     config.labels.insert(IMAGE_REF.into(), image_ref.clone());
     let limits = Limits::default()
-        .timeout(Duration::from_secs(node.config.max_timeout_secs))
+        .timeout(Duration::from_secs(node.config().max_timeout_secs))
         .max_output_bytes(MAX_OUTPUT_BYTES);
     let session = node
         .sessions
@@ -192,7 +192,7 @@ async fn exec_inner(
 ) -> Result<ExecResponse, Problem> {
     node.accepting()?;
     let session = node.session(&id)?;
-    let req: ExecRequest = read_json(&headers, body, node.config.max_request_bytes).await?;
+    let req: ExecRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
     check_version(req.version)?;
     if let Some(t) = req.task_id.as_deref().filter(|t| *t != task_id(&session)) {
         return Err(Problem::bad_request(format!(
@@ -214,7 +214,7 @@ async fn exec_inner(
         None => return Err(Problem::bad_request("command is required")),
     };
     let requested = check_timeout(req.timeout_seconds, "timeout_seconds")?;
-    let timeout = node.config.job_timeout(requested);
+    let timeout = node.config().job_timeout(requested);
     let slot = node.slot()?;
     let admission = node.admit().await?;
     let mut spec = JobSpec::new(argv).timeout(timeout).admission(admission);
@@ -274,7 +274,7 @@ pub async fn end(
     body: Body,
 ) -> Response {
     let result = async {
-        let bytes = read_body(&headers, body, node.config.max_request_bytes).await?;
+        let bytes = read_body(&headers, body, node.config().max_request_bytes).await?;
         if !bytes.is_empty() {
             let req: EndRequest = serde_json::from_slice(&bytes)
                 .map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))?;
@@ -315,7 +315,7 @@ pub async fn read_file(
         session.touch();
         session
             .sandbox()
-            .read_file_async(path, node.config.max_request_bytes as u64)
+            .read_file_async(path, node.config().max_request_bytes as u64)
             .await
             .map_err(file_problem)
     }
@@ -352,7 +352,7 @@ pub async fn write_file(
     let result = async {
         let session = node.session(&id)?;
         let path = required("path", &q.path)?.to_string();
-        let bytes = read_body(&headers, body, node.config.max_request_bytes).await?;
+        let bytes = read_body(&headers, body, node.config().max_request_bytes).await?;
         session.touch();
         let size = bytes.len();
         session

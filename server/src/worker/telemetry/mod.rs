@@ -169,8 +169,8 @@ impl Telemetry {
     /// A sandbox was made and its first process started.
     pub fn started(&self, s: &Sandbox) {
         self.store.container(s.row("running", None));
-        self.event(s, "create", "created", None, json!({}));
-        self.event(s, "start", "running", None, json!({}));
+        // Made and started at once: one event says both.
+        self.event(s, "start", "running", None, json!({ "created": true }));
     }
 
     /// A sandbox stopped (a job ended, a session ended) with `reason`.

@@ -182,6 +182,9 @@ pub struct StoredResult {
     pub result_json: Option<String>,
 }
 
+/// How long the writer lets records gather before a commit nobody waits for.
+const GATHER: Duration = Duration::from_millis(20);
+
 enum Op {
     Log(LogRow),
     Container(ContainerRow),
@@ -197,6 +200,13 @@ enum Op {
     Retention,
     Vacuum,
     Flush(oneshot::Sender<()>),
+}
+
+impl Op {
+    /// Whether a caller waits for this record to be committed.
+    fn awaited(&self) -> bool {
+        matches!(self, Op::Flush(_) | Op::Result { done: Some(_), .. })
+    }
 }
 
 /// Identity of this boot of the node, written to `node_boot`.
@@ -373,6 +383,15 @@ impl Store {
         })
     }
 
+    /// The job ids the store holds results for.
+    pub fn result_ids(&self) -> Result<Vec<String>> {
+        self.read(|c| {
+            c.prepare("SELECT job_id FROM wasbox_job_result")?
+                .query_map([], |r| r.get(0))?
+                .collect()
+        })
+    }
+
     pub fn boot(&self) -> Result<Option<Boot>> {
         self.read(|c| {
             c.query_row(
@@ -518,18 +537,51 @@ fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Op>, retention: Retention
         )
         .unwrap_or(0) as u64;
     let mut batch = Vec::with_capacity(256);
+    let mut ids = RowIds::new();
     while let Some(first) = rx.blocking_recv() {
+        // Unless someone waits for this record, let more gather first: a commit costs a
+        // write of every page it touches, so many small ones cost far more than one.
+        if !first.awaited() {
+            std::thread::sleep(GATHER);
+        }
         batch.push(first);
-        while batch.len() < 4096 {
+        while batch.len() < 8192 {
             match rx.try_recv() {
                 Ok(op) => batch.push(op),
                 Err(_) => break,
             }
         }
-        if let Err(e) = commit(&mut conn, &mut batch, retention, &mut result_bytes) {
+        if let Err(e) = commit(
+            &mut conn,
+            &mut batch,
+            retention,
+            &mut result_bytes,
+            &mut ids,
+        ) {
             tracing::warn!(error = %format!("{e:#}"), "telemetry write failed");
         }
         batch.clear();
+    }
+}
+
+/// Ids of the rows this process writes: the boot's random prefix and a sequence, so that
+/// new rows go to the end of the primary-key index instead of anywhere in it.
+struct RowIds {
+    prefix: String,
+    next: u64,
+}
+
+impl RowIds {
+    fn new() -> RowIds {
+        RowIds {
+            prefix: crate::ids::hex::<8>(),
+            next: 0,
+        }
+    }
+
+    fn next(&mut self) -> String {
+        self.next += 1;
+        format!("{}-{:012x}", self.prefix, self.next)
     }
 }
 
@@ -538,6 +590,7 @@ fn commit(
     batch: &mut Vec<Op>,
     retention: Retention,
     result_bytes: &mut u64,
+    ids: &mut RowIds,
 ) -> Result<()> {
     let mut acks = Vec::new();
     let mut after = Vec::new();
@@ -561,7 +614,7 @@ fn commit(
             match op {
                 Op::Log(r) => {
                     log.execute(params![
-                        crate::ids::uuid_v4(),
+                        ids.next(),
                         r.occurred_at,
                         r.source_kind,
                         r.source_name,
@@ -574,7 +627,7 @@ fn commit(
                 }
                 Op::Event(r) => {
                     event.execute(params![
-                        crate::ids::uuid_v4(),
+                        ids.next(),
                         r.occurred_at,
                         r.container_id,
                         r.action,
