@@ -6,15 +6,18 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Problem {
     #[serde(rename = "type")]
+    #[schema(value_type = String)]
     pub kind: &'static str,
+    #[schema(value_type = String)]
     pub title: &'static str,
     pub status: u16,
     pub detail: String,
     /// Seconds after which the same request may succeed: sent as `Retry-After`.
     #[serde(skip)]
+    #[schema(ignore)]
     pub retry_after: Option<u64>,
 }
 

@@ -15,6 +15,7 @@ mod deploy;
 mod fuzz;
 mod limits;
 mod node;
+mod openapi;
 mod pipes;
 mod python;
 mod routers;

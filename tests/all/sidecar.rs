@@ -140,7 +140,13 @@ fn wait_for(stream: &mut SseStream, name: &str) -> SseEvent {
 #[test]
 fn a_whole_run_with_a_tool_round_trip() {
     let s = Sidecar::start(&["tool-echo", "chat"], &["--debug-events"], &[]);
+    // The sidecar's OpenAPI document describes the answers of this run.
+    let doc = s.call("GET", "/openapi.json", "", &[]).json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let conforms =
+        |method: &str, path: &str, r: &Reply| crate::openapi::conforms(&doc, method, path, r);
     let status = s.call("GET", "/status", "", &[]);
+    conforms("GET", "/status", &status);
     assert_eq!(status.status, 200);
     assert_eq!(status.header("x-sidecar-protocol"), Some("1.0"));
     let v = status.json();
@@ -149,6 +155,7 @@ fn a_whole_run_with_a_tool_round_trip() {
     let etag = v["agentsEtag"].as_str().unwrap().to_string();
 
     let agents = s.call("GET", "/agents?locale=en", "", &[]);
+    conforms("GET", "/agents", &agents);
     assert_eq!(agents.status, 200);
     assert_eq!(agents.header("etag"), Some(etag.as_str()));
     let list = agents.json();
@@ -173,11 +180,13 @@ fn a_whole_run_with_a_tool_round_trip() {
     );
     assert_eq!(r.status, 304);
     let r = s.call("GET", "/agents", "", &[("If-None-Match", etag.as_str())]);
+    conforms("GET", "/agents", &r);
     assert_eq!(r.status, 304);
     assert_eq!(r.header("x-sidecar-protocol"), Some("1.0"));
 
     let started = Instant::now();
     let r = s.post("/runs", &run_body("run-1", "tool-echo", json!({})));
+    conforms("POST", "/runs", &r);
     assert_eq!(r.status, 202, "{}", r.text());
     assert_eq!(r.json(), json!({"runId": "run-1", "status": "accepted"}));
     assert_eq!(r.header("location"), Some("/runs/run-1/events"));
@@ -413,6 +422,9 @@ fn every_error_code() {
         &["--max-concurrent-runs", "1"],
         &[],
     );
+    let doc = s.call("GET", "/openapi.json", "", &[]).json();
+    let conforms =
+        |method: &str, path: &str, r: &Reply| crate::openapi::conforms(&doc, method, path, r);
     // 401: no token, a wrong one; the protocol header is still sent.
     for auth in [None, Some("Bearer nope")] {
         let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
@@ -435,6 +447,7 @@ fn every_error_code() {
         json!({"runId": "../etc", "agentId": "tool-echo", "prompt": "x"}).to_string(),
     ] {
         let r = s.call("POST", "/runs", &body, &[]);
+        conforms("POST", "/runs", &r);
         error(&r, 400, "INVALID_REQUEST");
     }
     let r = s.call("GET", "/agents?locale=../../x", "", &[]);
@@ -472,6 +485,7 @@ fn every_error_code() {
     let r = s.post("/runs", &run_body("r1", "tool-echo", json!({})));
     assert_eq!(r.status, 202);
     let r = s.post("/runs", &run_body("r2", "tool-echo", json!({})));
+    conforms("POST", "/runs", &r);
     let v = error(&r, 429, "TOO_MANY_RUNS");
     assert_eq!(v["retryAfterSec"], 5);
     assert_eq!(r.header("retry-after"), Some("5"));
@@ -488,6 +502,7 @@ fn every_error_code() {
     );
     error(&r, 400, "INVALID_REQUEST");
     let r = s.post("/runs/r1/tools/call-99", &json!({"status": "ok"}));
+    conforms("POST", "/runs/r1/tools/call-99", &r);
     error(&r, 404, "TOOL_CALL_NOT_FOUND");
     // An unknown path.
     error(&s.call("GET", "/nope", "", &[]), 404, "NOT_FOUND");
@@ -507,11 +522,11 @@ fn every_error_code() {
         assert_eq!(end.name, "run.failed");
         assert_eq!(end.json()["errorCode"], code, "{end:?}");
     }
-    error(
-        &s.post("/runs/run-fail/cancel", &json!({})),
-        409,
-        "RUN_CONFLICT",
-    );
+    let r = s.post("/runs/run-fail/cancel", &json!({}));
+    conforms("POST", "/runs/run-fail/cancel", &r);
+    error(&r, 409, "RUN_CONFLICT");
+    let r = s.call("GET", "/runs/ghost/events", "", &[]);
+    conforms("GET", "/runs/ghost/events", &r);
 }
 
 #[test]

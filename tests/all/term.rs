@@ -299,7 +299,15 @@ fn validator_sequence(agent: &str) {
     let server = AgentServer::start(agent, &proxy);
     server.wait_healthy();
     assert_eq!(server.post("/health", "").json(), json!({"status": "ok"}));
+    // The agent's OpenAPI document describes the answers this sequence gets.
+    let doc = server.get("/openapi.json").json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let conforms = |method: &str, path: &str, r: &crate::support::http::Reply| {
+        crate::openapi::conforms(&doc, method, path, r)
+    };
+    conforms("GET", "/health", &server.get("/health"));
     let idle = server.get("/status");
+    conforms("GET", "/status", &idle);
     assert_eq!(idle.status, 200);
     assert_eq!(
         idle.json(),
@@ -310,8 +318,10 @@ fn validator_sequence(agent: &str) {
         "/start",
         r#"{"instruction": "Create a file called hello.txt containing 'Hello, World!'", "max_steps": 500, "timeout_secs": 120}"#,
     );
+    conforms("POST", "/start", &r);
     assert_eq!((r.status, r.json()), (200, json!({"status": "started"})));
     let end = server.wait_end(Duration::from_secs(120));
+    conforms("GET", "/status", &server.get("/status"));
     assert_eq!(end["status"], "completed", "{end}\n{}", server.log());
     assert_eq!(end["done"], true);
     assert_eq!(end["error"], Value::Null);
@@ -375,6 +385,7 @@ fn start_errors_are_the_references() {
     let proxy = LlmProxy::start(vec![command("sleep 30")]);
     let server = AgentServer::start("llm-agent", &proxy);
     server.wait_healthy();
+    let doc = server.get("/openapi.json").json();
     for (body, message) in [
         ("", "instruction required"),
         ("{}", "instruction required"),
@@ -390,6 +401,7 @@ fn start_errors_are_the_references() {
         ),
     ] {
         let r = server.post("/start", body);
+        crate::openapi::conforms(&doc, "POST", "/start", &r);
         assert_eq!(
             (r.status, r.json()),
             (400, json!({"error": message})),
@@ -408,6 +420,7 @@ fn start_errors_are_the_references() {
     );
     // Too large a body: an error in the same shape.
     let r = server.post("/start", &"x".repeat(11 << 20));
+    crate::openapi::conforms(&doc, "POST", "/start", &r);
     assert_eq!(r.status, 413);
     assert!(
         r.json()["error"]
@@ -426,6 +439,7 @@ fn start_errors_are_the_references() {
     let r = server.post("/start", r#"{"instruction": "wait", "timeout_secs": 60}"#);
     assert_eq!(r.status, 200);
     let r = server.post("/start", r#"{"instruction": "again"}"#);
+    crate::openapi::conforms(&doc, "POST", "/start", &r);
     assert_eq!(
         (r.status, r.json()),
         (409, json!({"error": "already running"}))

@@ -20,7 +20,7 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use wasbox_runtime::agent::sidecar::{RunEnv, SidecarAgent, Template, Undeliverable};
 
@@ -186,6 +186,7 @@ pub fn router(sidecar: Arc<Sidecar>) -> Router {
         .route("/runs/{run_id}/events", get(events))
         .route("/runs/{run_id}/tools/{tool_call_id}", post(tool_result))
         .route("/runs/{run_id}/cancel", post(cancel))
+        .route("/openapi.json", get(openapi))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
         })
@@ -222,6 +223,8 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
+#[utoipa::path(get, path = "/status", tag = "sidecar", security(("bearer" = [])),
+    responses((status = 200, description = "The sidecar", body = StatusWire), (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
 async fn status(State(s): State<Arc<Sidecar>>) -> Response {
     axum::Json(json!({
         "status": "ok",
@@ -256,6 +259,13 @@ fn valid_locale(l: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+#[utoipa::path(get, path = "/agents", tag = "sidecar", security(("bearer" = [])),
+    params(("locale" = Option<String>, Query, description = "e.g. `en`, `zh-CN`"),
+           ("etag" = Option<String>, Query, description = "The list's etag the client has (or `If-None-Match`)")),
+    responses(
+        (status = 200, description = "The agents and their parameters", body = AgentsWire),
+        (status = 304, description = "The client's etag is current"),
+        (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
 async fn agents(
     State(s): State<Arc<Sidecar>>,
     Query(q): Query<AgentsQuery>,
@@ -334,6 +344,12 @@ fn valid_run_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
 }
 
+#[utoipa::path(post, path = "/runs", tag = "sidecar", security(("bearer" = [])),
+    request_body = super::wire::RunBody,
+    responses(
+        (status = 202, description = "The run started; its events at `Location`", body = RunAccepted,
+         headers(("Location" = String, description = "/runs/{runId}/events"))),
+        (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
 async fn start_run(State(s): State<Arc<Sidecar>>, body: Body) -> Response {
     match start_run_inner(s, body).await {
         Ok(res) => res,
@@ -436,6 +452,11 @@ fn sse_event(e: &Stored) -> Event {
         .data(&e.data)
 }
 
+#[utoipa::path(get, path = "/runs/{run_id}/events", tag = "sidecar", security(("bearer" = [])),
+    params(("run_id" = String, Path), ("lastEventId" = Option<String>, Query, description = "Resume after this event (or `Last-Event-ID`)")),
+    responses(
+        (status = 200, description = "Server-sent events of the run until its end (`ping` comments keep it alive)", body = String, content_type = "text/event-stream"),
+        (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
 async fn events(
     State(s): State<Arc<Sidecar>>,
     Path(run_id): Path<String>,
@@ -495,6 +516,10 @@ async fn events(
         .into_response()
 }
 
+#[utoipa::path(post, path = "/runs/{run_id}/tools/{tool_call_id}", tag = "sidecar", security(("bearer" = [])),
+    params(("run_id" = String, Path), ("tool_call_id" = String, Path)),
+    request_body = super::wire::ToolResultBody,
+    responses((status = 202, description = "The result reached the agent", body = ToolAccepted), (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
 async fn tool_result(
     State(s): State<Arc<Sidecar>>,
     Path((run_id, tool_call_id)): Path<(String, String)>,
@@ -527,6 +552,10 @@ async fn tool_result(
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
+#[utoipa::path(post, path = "/runs/{run_id}/cancel", tag = "sidecar", security(("bearer" = [])),
+    params(("run_id" = String, Path)),
+    request_body(content = Option<super::wire::CancelBody>, description = "Optional: `{\"reason\": ...}`"),
+    responses((status = 202, description = "The run is being cancelled", body = RunAccepted), (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
 async fn cancel(State(s): State<Arc<Sidecar>>, Path(run_id): Path<String>, body: Body) -> Response {
     let result = async {
         let run = s.runs.get(&run_id).ok_or_else(|| ApiError::gone(&run_id))?;
@@ -553,6 +582,86 @@ async fn cancel(State(s): State<Arc<Sidecar>>, Path(run_id): Path<String>, body:
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)
+}
+
+// The answers as the OpenAPI document describes them (the handlers build them with `json!`).
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct StatusWire {
+    status: String,
+    version: String,
+    protocol_version: String,
+    agents_etag: String,
+    max_concurrent_runs: usize,
+    active_runs: usize,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct AgentsWire<'a> {
+    agents: Vec<TemplateWire<'a>>,
+    etag: String,
+    locale: String,
+}
+
+/// The answer of `POST /runs` (`accepted`) and of `cancel` (`cancelling`).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct RunAccepted {
+    run_id: String,
+    status: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct ToolAccepted {
+    run_id: String,
+    tool_call_id: String,
+    status: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct ErrorWire {
+    /// A stable code: INVALID_REQUEST, UNAUTHORIZED, NOT_FOUND, RUN_CONFLICT, RUN_NOT_FOUND,
+    /// TOOL_CALL_NOT_FOUND, TOO_MANY_RUNS, INTERNAL_ERROR.
+    error: String,
+    message: String,
+    trace_id: String,
+    retry_after_sec: Option<u64>,
+}
+
+struct Bearer;
+
+impl utoipa::Modify for Bearer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+    }
+}
+
+/// The sidecar's HTTP API as an OpenAPI 3.1 document, served at `GET /openapi.json`.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "wasbox agent sidecar", description = "An agent sidecar over HTTP and server-sent events (docs/specs/sidecar-protocol.en.md). Every answer carries `X-Sidecar-Protocol`."),
+    paths(status, agents, start_run, events, tool_result, cancel),
+    modifiers(&Bearer)
+)]
+pub struct SidecarApi;
+
+async fn openapi() -> Response {
+    axum::Json(<SidecarApi as utoipa::OpenApi>::openapi()).into_response()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use wasbox_runtime::agent::sidecar::{
 };
 
 /// The body of `POST /runs`. Unknown fields are ignored.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RunBody {
     pub run_id: Option<String>,
@@ -22,16 +22,17 @@ pub struct RunBody {
     pub image_base64: Option<String>,
     pub tool_inventory: Vec<ToolBody>,
     pub constraints: ConstraintsBody,
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessageBody {
     pub role: String,
     pub content: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolBody {
     pub id: String,
@@ -41,7 +42,7 @@ pub struct ToolBody {
     pub timeout_sec: Option<u32>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ConstraintsBody {
     pub allow_network: Option<bool>,
@@ -114,7 +115,7 @@ impl RunBody {
 }
 
 /// The body of `POST /runs/{runId}/tools/{toolCallId}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultBody {
     pub status: String,
@@ -147,32 +148,41 @@ impl ToolResultBody {
 }
 
 /// The body of `POST /runs/{runId}/cancel` (optional).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CancelBody {
     pub reason: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ParameterWire<'a> {
+    #[schema(value_type = String)]
     name: &'a str,
     #[serde(rename = "type")]
+    #[schema(value_type = String)]
     kind: &'a str,
+    #[schema(value_type = String)]
     description: &'a str,
     required: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Value>)]
     default: Option<&'a Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateWire<'a> {
+    #[schema(value_type = String)]
     id: &'a str,
+    #[schema(value_type = String)]
     name: &'a str,
+    #[schema(value_type = String)]
     description: &'a str,
+    #[schema(value_type = String)]
     version: &'a str,
     parameters: Vec<ParameterWire<'a>>,
+    #[schema(value_type = Vec<String>)]
     tools: &'a [String],
 }
 

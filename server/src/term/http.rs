@@ -158,6 +158,7 @@ pub fn router(server: Arc<AgentServer>) -> Router {
         .route("/health", get(health).post(health).fallback(not_found))
         .route("/start", post(start).fallback(not_found))
         .route("/status", get(status).fallback(not_found))
+        .route("/openapi.json", get(openapi).fallback(not_found))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_START_BYTES))
         .with_state(server)
@@ -171,6 +172,10 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "not found")
 }
 
+#[utoipa::path(get, path = "/health", tag = "agent",
+    responses(
+        (status = 200, description = "The agent is loaded and set up", body = StatusOnly),
+        (status = 503, description = "Still setting up", body = StatusOnly)))]
 async fn health(State(server): State<Arc<AgentServer>>) -> Response {
     if server.ready.load(Ordering::Acquire) {
         axum::Json(json!({"status": "ok"})).into_response()
@@ -213,6 +218,14 @@ pub fn parse_start(body: &[u8]) -> Result<TaskSpec, String> {
     })
 }
 
+#[utoipa::path(post, path = "/start", tag = "agent",
+    request_body = StartBody,
+    responses(
+        (status = 200, description = "The task started", body = StatusOnly),
+        (status = 400, description = "`instruction required`, invalid JSON, or a bad limit", body = ErrorBody),
+        (status = 409, description = "`already running`", body = ErrorBody),
+        (status = 413, description = "The body is over 10 MiB", body = ErrorBody),
+        (status = 500, description = "`runner not initialized`", body = ErrorBody)))]
 async fn start(
     State(server): State<Arc<AgentServer>>,
     body: Result<Bytes, BytesRejection>,
@@ -238,8 +251,10 @@ async fn start(
 }
 
 /// The `/status` body, fields in the spec's order.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct StatusBody {
+    /// `idle`, `running`, `completed` or `failed`.
+    #[schema(value_type = String)]
     status: &'static str,
     steps: u32,
     elapsed_secs: u64,
@@ -248,7 +263,7 @@ pub struct StatusBody {
     history: Vec<HistoryBody>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HistoryBody {
     step: u32,
     command: String,
@@ -278,8 +293,52 @@ impl From<TaskSnapshot> for StatusBody {
     }
 }
 
+#[utoipa::path(get, path = "/status", tag = "agent",
+    responses((status = 200, description = "The task's state and history", body = StatusBody)))]
 async fn status(State(server): State<Arc<AgentServer>>) -> Response {
     axum::Json(StatusBody::from(server.monitor.snapshot())).into_response()
+}
+
+/// `{"status": ...}`: `/health` (`ok`, `initializing`) and `/start` (`started`).
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct StatusOnly {
+    status: String,
+}
+
+/// `{"error": message}`, the reference runner's error body.
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct ErrorBody {
+    error: String,
+}
+
+/// A `/start` body.
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct StartBody {
+    /// The task, not empty.
+    instruction: String,
+    /// Positive; default 200.
+    max_steps: Option<u64>,
+    /// Positive; default 300.
+    timeout_secs: Option<u64>,
+}
+
+/// The agent's HTTP API (term SDK 2.0) as an OpenAPI 3.1 document, served at
+/// `GET /openapi.json`.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "wasbox term agent (term SDK 2.0)",
+        description = "A term-challenge agent served over HTTP: `/health`, `/start`, `/status`, with the reference runner's bodies and statuses."
+    ),
+    paths(health, start, status)
+)]
+pub struct TermApi;
+
+async fn openapi() -> Response {
+    axum::Json(<TermApi as utoipa::OpenApi>::openapi()).into_response()
 }
 
 #[cfg(test)]

@@ -25,14 +25,22 @@ use super::wire::{
 };
 use crate::problem::Problem;
 
-#[derive(Deserialize)]
-struct RunRequest {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct RunRequest {
+    /// Must be 1.
+    #[schema(required = true)]
     version: Option<i64>,
+    #[schema(required = true)]
     task_id: Option<String>,
+    #[schema(required = true)]
     job_id: Option<String>,
+    #[schema(required = true)]
     sandbox: Option<SandboxSpec>,
 }
 
+#[utoipa::path(post, path = "/v1/worker/jobs:run", tag = "jobs", security(("bearer" = [])),
+    request_body = RunRequest,
+    responses((status = 200, description = "The job ran (its own failure is in `status`)", body = RunResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     let started = match start(node, headers, body, false).await {
         Ok(s) => s,
@@ -48,6 +56,13 @@ pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body)
 /// soon as the job has its sandbox (its status and result at `GET /v1/worker/jobs/{job_id}`),
 /// or 200 with the result when this job id already finished. The job is recorded in the
 /// store before the answer, so a restart of the node reports it rather than forgetting it.
+#[utoipa::path(post, path = "/v1/worker/jobs:submit", tag = "jobs", security(("bearer" = [])),
+    request_body = RunRequest,
+    responses(
+        (status = 202, description = "Accepted; poll `Location`", body = JobStatusWire,
+         headers(("Location" = String, description = "/v1/worker/jobs/{job_id}"))),
+        (status = 200, description = "This job id already finished: its result", body = RunResponse),
+        (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn submit(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     match start(node, headers, body, true).await {
         Ok(Started::Done(answer)) => Json(&*answer).into_response(),
@@ -79,12 +94,13 @@ pub async fn submit(State(node): State<SharedNode>, headers: HeaderMap, body: Bo
     }
 }
 
-#[derive(Serialize)]
-struct JobStatusWire {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct JobStatusWire {
     version: u32,
     task_id: String,
     job_id: String,
     /// `accepted` or `in_progress` (terminal states carry the whole result instead).
+    #[schema(value_type = RunningState)]
     status: &'static str,
 }
 
@@ -324,6 +340,11 @@ fn stored_answer(node: &Node, job_id: &str, task_id: Option<&str>) -> Option<Arc
 
 /// `GET /v1/worker/jobs/{job_id}`: `in_progress` while the job runs, its whole result once
 /// it has finished (until the orchestrator deletes it), 404 for a job the node does not know.
+#[utoipa::path(get, path = "/v1/worker/jobs/{job_id}", tag = "jobs", operation_id = "get_job", security(("bearer" = [])),
+    params(("job_id" = String, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "`in_progress` while it runs, else its whole result", body = JobOrResult),
+        (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn get(State(node): State<SharedNode>, Path(job_id): Path<String>) -> Response {
     let running = lock(&node.jobs).running_task(&job_id).map(str::to_string);
     if let Some(task_id) = running {
@@ -344,15 +365,19 @@ pub async fn get(State(node): State<SharedNode>, Path(job_id): Path<String>) -> 
     }
 }
 
-#[derive(Serialize)]
-struct DeletedWire {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct DeletedWire {
     version: u32,
     job_id: String,
+    #[schema(value_type = String)]
     status: &'static str,
 }
 
 /// `DELETE /v1/worker/jobs/{job_id}`: the orchestrator has persisted the result; the node
 /// forgets it. 409 while the job runs (stop it first), 404 when unknown.
+#[utoipa::path(delete, path = "/v1/worker/jobs/{job_id}", tag = "jobs", security(("bearer" = [])),
+    params(("job_id" = String, Path, description = "The job's id")),
+    responses((status = 200, description = "The node forgot the result", body = DeletedWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn delete(State(node): State<SharedNode>, Path(job_id): Path<String>) -> Response {
     if lock(&node.jobs).running_task(&job_id).is_some() {
         return Problem::conflict(format!(
@@ -376,8 +401,8 @@ pub async fn delete(State(node): State<SharedNode>, Path(job_id): Path<String>) 
     .into_response()
 }
 
-#[derive(Serialize)]
-struct StopAllWire {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct StopAllWire {
     version: u32,
     stopped_jobs: usize,
     ended_sessions: usize,
@@ -386,6 +411,8 @@ struct StopAllWire {
 /// `POST /v1/worker/admin/stop-all-orchestrator-directed`: the orchestrator is shutting
 /// down; every job it dispatched is stopped and every session ended (their results are kept
 /// as usual). The node keeps serving.
+#[utoipa::path(post, path = "/v1/worker/admin/stop-all-orchestrator-directed", tag = "jobs", security(("bearer" = [])),
+    responses((status = 200, description = "Every job stopped, every session ended", body = StopAllWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn stop_all(State(node): State<SharedNode>) -> Response {
     let (stopped_jobs, ended_sessions) = node.stop_all_work("stopped by the orchestrator");
     tracing::info!(
@@ -407,22 +434,29 @@ pub async fn stop_all(State(node): State<SharedNode>) -> Response {
     .into_response()
 }
 
-#[derive(Deserialize)]
-struct StopRequest {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct StopRequest {
+    #[schema(required = true)]
     version: Option<i64>,
+    #[schema(required = true)]
     task_id: Option<String>,
+    #[schema(required = true)]
     job_id: Option<String>,
 }
 
-#[derive(Serialize)]
-struct StopResponse {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct StopResponse {
     version: u32,
     task_id: String,
     job_id: String,
     /// `stopping` when a running job was told to stop, `not_running` otherwise.
+    #[schema(value_type = String)]
     status: &'static str,
 }
 
+#[utoipa::path(post, path = "/v1/worker/jobs:stop", tag = "jobs", security(("bearer" = [])),
+    request_body = StopRequest,
+    responses((status = 200, description = "`stopping` or `not_running`", body = StopResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn stop(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
         let req: StopRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
@@ -447,4 +481,22 @@ pub async fn stop(State(node): State<SharedNode>, headers: HeaderMap, body: Body
         Ok(r) => Json(r).into_response(),
         Err(p) => p.into_response(),
     }
+}
+
+/// A job's state: `in_progress` (or `accepted`) while it runs, else its result.
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(untagged)]
+pub(super) enum JobOrResult {
+    Running(JobStatusWire),
+    Done(RunResponse),
+}
+
+/// The states of a job that has no result yet (for the OpenAPI document).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub(super) enum RunningState {
+    Accepted,
+    InProgress,
 }

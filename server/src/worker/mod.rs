@@ -8,6 +8,7 @@ mod job_table;
 mod jobs;
 pub mod metrics;
 mod node;
+pub mod openapi;
 mod pty;
 pub mod serve;
 mod sessions;
@@ -85,6 +86,7 @@ pub fn router(node: SharedNode) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi::document))
         .merge(api)
         .route_layer(middleware::from_fn(tag_route))
         .fallback(|| async { Problem::not_found("no such endpoint") })
@@ -106,6 +108,8 @@ async fn tag_route(req: Request, next: Next) -> Response {
 }
 
 /// `GET /metrics`: the Prometheus text format.
+#[utoipa::path(get, path = "/metrics", tag = "operations", security(("bearer" = [])),
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 async fn metrics(State(node): State<SharedNode>) -> Response {
     (
         [(
@@ -222,10 +226,16 @@ async fn problem_bodies(req: Request, next: Next) -> Response {
     out
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is up", body = String, content_type = "text/plain")))]
 async fn healthz() -> &'static str {
     "ok"
 }
 
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready: the image is loaded", body = String, content_type = "text/plain"),
+        (status = 503, description = "Not ready, and why", body = String, content_type = "text/plain")))]
 async fn readyz(State(node): State<SharedNode>) -> Response {
     match node.not_ready() {
         None => "ready".into_response(),

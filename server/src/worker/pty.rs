@@ -61,13 +61,14 @@ fn find_pty(session: &Session, pty_id: &Option<String>) -> Result<Arc<Pty>, Prob
 }
 
 /// The answer of every PTY operation; `recv` adds its data.
-#[derive(Serialize)]
-struct PtyReply {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct PtyReply {
     version: u32,
     task_id: String,
     session_id: String,
     pty_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     status: Option<&'static str>,
     /// Bytes accepted by `pty:send`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,6 +95,10 @@ struct OpenFields {
     rows: Option<u16>,
 }
 
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:open", tag = "pty", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body = PtyOpen,
+    responses((status = 200, description = "The PTY", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn open(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -132,6 +137,10 @@ struct SendFields {
     data_b64: Option<String>,
 }
 
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:send", tag = "pty", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body = PtySend,
+    responses((status = 200, description = "Bytes accepted", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn send(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -163,7 +172,8 @@ pub async fn send(
     respond(result)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RecvQuery {
     version: Option<i64>,
     task_id: Option<String>,
@@ -173,8 +183,8 @@ pub struct RecvQuery {
     max_bytes: Option<usize>,
 }
 
-#[derive(Serialize)]
-struct RecvReply {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct RecvReply {
     #[serde(flatten)]
     ids: PtyReply,
     data_b64: String,
@@ -183,6 +193,9 @@ struct RecvReply {
     exit_code: Option<i32>,
 }
 
+#[utoipa::path(get, path = "/v1/worker/sessions/{id}/pty:recv", tag = "pty", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id"), RecvQuery),
+    responses((status = 200, description = "Output, long-polled up to `wait_ms`", body = RecvReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn recv(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -219,6 +232,10 @@ struct ResizeFields {
     rows: Option<u16>,
 }
 
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:resize", tag = "pty", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body = PtyResize,
+    responses((status = 200, description = "Resized", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn resize(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -252,6 +269,10 @@ pub async fn resize(
 #[derive(Deserialize)]
 struct NoFields {}
 
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:close", tag = "pty", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body = PtyClose,
+    responses((status = 200, description = "Closed", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn close(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -272,4 +293,56 @@ pub async fn close(
     }
     .await;
     respond(result)
+}
+
+// The request bodies as the OpenAPI document describes them (the handlers decode them as
+// one generic envelope, `PtyRequest`).
+
+/// The ids every PTY request carries (worker-api-node.md, "Session Sandbox PTY").
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct PtyIds {
+    /// Must be 1.
+    version: i64,
+    /// The session's task.
+    task_id: String,
+    session_id: Option<String>,
+    /// Which PTY; optional when the session has one.
+    pty_id: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct PtyOpen {
+    #[serde(flatten)]
+    ids: PtyIds,
+    /// argv of the program (default: an interactive `sh -i`).
+    command: Option<Vec<String>>,
+    cols: Option<u16>,
+    rows: Option<u16>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct PtySend {
+    #[serde(flatten)]
+    ids: PtyIds,
+    /// The bytes to type, base64 (at most 64 KiB decoded).
+    data_b64: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct PtyResize {
+    #[serde(flatten)]
+    ids: PtyIds,
+    cols: u16,
+    rows: u16,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct PtyClose {
+    #[serde(flatten)]
+    ids: PtyIds,
 }

@@ -42,11 +42,13 @@ pub(super) fn sandbox_of(session: &Session) -> telemetry::Sandbox {
     )
 }
 
-#[derive(Serialize)]
-struct SessionInfo {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SessionInfo {
     version: u32,
     task_id: String,
     session_id: String,
+    /// `running`, or `ended` in the answer of `end`.
+    #[schema(value_type = String)]
     status: &'static str,
     created_at: String,
     expires_at: String,
@@ -71,10 +73,13 @@ fn info(session: &Session, status: &'static str) -> SessionInfo {
     }
 }
 
-#[derive(Deserialize)]
-struct CreateRequest {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct CreateRequest {
+    #[schema(required = true)]
     version: Option<i64>,
+    #[schema(required = true)]
     task_id: Option<String>,
+    #[schema(required = true)]
     session_id: Option<String>,
     /// The image, at the top level or inside `sandbox` (both shapes are accepted).
     image: Option<String>,
@@ -84,6 +89,9 @@ struct CreateRequest {
     idle_timeout_seconds: Option<i64>,
 }
 
+#[utoipa::path(post, path = "/v1/worker/sessions", tag = "sessions", security(("bearer" = [])),
+    request_body = CreateRequest,
+    responses((status = 200, description = "The session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn create(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     respond(create_inner(node, headers, body).await)
 }
@@ -151,23 +159,28 @@ async fn create_inner(
     Ok(info(&session, "running"))
 }
 
+#[utoipa::path(get, path = "/v1/worker/sessions/{id}", tag = "sessions", operation_id = "get_session", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn get(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
     respond(node.session(&id).map(|s| info(&s, "running")))
 }
 
-#[derive(Deserialize)]
-struct ExecRequest {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct ExecRequest {
+    #[schema(required = true)]
     version: Option<i64>,
     task_id: Option<String>,
     /// argv form, or a string run with `sh -c`.
+    #[schema(required = true, value_type = Value)]
     command: Option<serde_json::Value>,
     timeout_seconds: Option<i64>,
     env: Option<BTreeMap<String, String>>,
     cwd: Option<String>,
 }
 
-#[derive(Serialize)]
-struct ExecResponse {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ExecResponse {
     version: u32,
     task_id: String,
     session_id: String,
@@ -175,6 +188,10 @@ struct ExecResponse {
     result: ResultWire,
 }
 
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}/exec", tag = "sessions", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body = ExecRequest,
+    responses((status = 200, description = "The command ran", body = ExecResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn exec(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -261,12 +278,16 @@ async fn exec_inner(
     })
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
-struct EndRequest {
+pub(super) struct EndRequest {
     version: Option<i64>,
 }
 
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}/end", tag = "sessions", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body(content = Option<EndRequest>, description = "Optional: `{\"version\": 1}`"),
+    responses((status = 200, description = "The session, ended", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn end(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -290,8 +311,10 @@ pub async fn end(
     respond(result)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct FileQuery {
+    /// The file's path in the workspace.
     path: Option<String>,
 }
 
@@ -304,6 +327,9 @@ fn file_problem(e: FileError) -> Problem {
 }
 
 /// `GET /v1/worker/sessions/{id}/files?path=...`: the file's bytes.
+#[utoipa::path(get, path = "/v1/worker/sessions/{id}/files", tag = "sessions", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id"), FileQuery),
+    responses((status = 200, description = "The file's bytes", body = Vec<u8>, content_type = "application/octet-stream"), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn read_file(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -333,8 +359,8 @@ pub async fn read_file(
     }
 }
 
-#[derive(Serialize)]
-struct WriteResponse {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct WriteResponse {
     version: u32,
     session_id: String,
     path: String,
@@ -342,6 +368,10 @@ struct WriteResponse {
 }
 
 /// `PUT /v1/worker/sessions/{id}/files?path=...` with the bytes as the body.
+#[utoipa::path(put, path = "/v1/worker/sessions/{id}/files", tag = "sessions", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id"), FileQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 200, description = "Written", body = WriteResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn write_file(
     State(node): State<SharedNode>,
     Path(id): Path<String>,

@@ -30,49 +30,141 @@ fn internal(e: anyhow::Error) -> Problem {
     Problem::internal(&e)
 }
 
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct NodeInfo {
+    version: u32,
+    node_slug: String,
+    build: Build,
+    platform: Platform,
+    /// This boot of the node (wasbox's addition).
+    boot: BootWire,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Build {
+    build_version: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Platform {
+    os: String,
+    arch: String,
+    kernel_version: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct BootWire {
+    boot_id: String,
+    booted_at: String,
+}
+
+#[utoipa::path(get, path = "/v1/worker/telemetry/node:info", tag = "telemetry", security(("bearer" = [])),
+    responses((status = 200, description = "Who the node is", body = NodeInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn node_info(State(node): State<SharedNode>) -> Response {
     let b = node.telemetry.boot();
-    Json(json!({
-        "version": 1,
-        "node_slug": b.node_slug,
-        "build": { "build_version": b.build_version },
-        "platform": {
-            "os": b.os,
-            "arch": b.arch,
-            "kernel_version": b.kernel_version,
+    Json(NodeInfo {
+        version: 1,
+        node_slug: b.node_slug.clone(),
+        build: Build {
+            build_version: b.build_version.clone(),
         },
-        "boot": { "boot_id": b.boot_id, "booted_at": b.booted_at },
-    }))
+        platform: Platform {
+            os: b.os.clone(),
+            arch: b.arch.clone(),
+            kernel_version: b.kernel_version.clone(),
+        },
+        boot: BootWire {
+            boot_id: b.boot_id.clone(),
+            booted_at: b.booted_at.clone(),
+        },
+    })
     .into_response()
 }
 
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct NodeStats {
+    version: u32,
+    captured_at: String,
+    cpu: Cpu,
+    memory: Memory,
+    disk: Disk,
+    /// Always `wasbox` and its version: wasbox is no container engine.
+    container_runtime: ContainerRuntime,
+    /// Live sandboxes against the node's limits (wasbox's addition).
+    sandboxes: Sandboxes,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Cpu {
+    cores: usize,
+    load1: f64,
+    load5: f64,
+    load15: f64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Memory {
+    total_mb: u64,
+    used_mb: u64,
+    free_mb: u64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Disk {
+    state_dir_free_mb: u64,
+    state_dir_total_mb: u64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct ContainerRuntime {
+    runtime: String,
+    version: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Sandboxes {
+    sessions: usize,
+    max_sessions: usize,
+    instances_in_use: usize,
+    max_instances: usize,
+}
+
+#[utoipa::path(get, path = "/v1/worker/telemetry/node:stats", tag = "telemetry", security(("bearer" = [])),
+    responses((status = 200, description = "The node's load now", body = NodeStats), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn node_stats(State(node): State<SharedNode>) -> Response {
     let (load1, load5, load15) = host::load();
     let (total, available) = host::memory_mb();
     let (disk_free, disk_total) = host::disk_mb(node.telemetry.state_dir());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (instances, max_instances) = node.runtime.instances_in_use();
-    Json(json!({
-        "version": 1,
-        "captured_at": rfc3339::format(SystemTime::now()),
-        "cpu": { "cores": cores, "load1": load1, "load5": load5, "load15": load15 },
-        "memory": {
-            "total_mb": total,
-            "used_mb": total.saturating_sub(available),
-            "free_mb": available,
+    Json(NodeStats {
+        version: 1,
+        captured_at: rfc3339::format(SystemTime::now()),
+        cpu: Cpu {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            load1,
+            load5,
+            load15,
         },
-        "disk": { "state_dir_free_mb": disk_free, "state_dir_total_mb": disk_total },
-        "container_runtime": {
-            "runtime": telemetry::RUNTIME,
-            "version": telemetry::build_version(),
+        memory: Memory {
+            total_mb: total,
+            used_mb: total.saturating_sub(available),
+            free_mb: available,
         },
-        "sandboxes": {
-            "sessions": node.sessions().len(),
-            "max_sessions": node.sessions().max(),
-            "instances_in_use": instances,
-            "max_instances": max_instances,
+        disk: Disk {
+            state_dir_free_mb: disk_free,
+            state_dir_total_mb: disk_total,
         },
-    }))
+        container_runtime: ContainerRuntime {
+            runtime: telemetry::RUNTIME.into(),
+            version: telemetry::build_version().into(),
+        },
+        sandboxes: Sandboxes {
+            sessions: node.sessions().len(),
+            max_sessions: node.sessions().max(),
+            instances_in_use: instances,
+            max_instances,
+        },
+    })
     .into_response()
 }
 
@@ -133,14 +225,23 @@ fn container_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, ContainerRow)> 
 const CONTAINER_COLUMNS: &str = "rowid, container_id, container_name, kind, runtime, image_ref, \
      created_at, last_seen_at, status, exit_code, task_id, job_id, labels_json";
 
-#[derive(Serialize)]
-struct ContainersWire {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ContainersWire {
     version: u32,
     containers: Vec<ContainerRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     next_page_token: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/worker/telemetry/containers", tag = "telemetry", security(("bearer" = [])),
+    params(
+        ("kind" = Option<String>, Query, description = "`managed` or `sandbox`"),
+        ("status" = Option<String>, Query, description = "e.g. `running`, `exited`"),
+        ("task_id" = Option<String>, Query),
+        ("job_id" = Option<String>, Query),
+        ("limit" = Option<u32>, Query, description = "1 to 1000, default 100"),
+        ("page_token" = Option<String>, Query)),
+    responses((status = 200, description = "Sandboxes, oldest first", body = ContainersWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn containers(State(node): State<SharedNode>, Query(q): Params) -> Response {
     let result = (|| {
         let limit = limit(&q, 100, 1000)?;
@@ -194,6 +295,15 @@ pub async fn containers(State(node): State<SharedNode>, Query(q): Params) -> Res
     }
 }
 
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ContainerWire {
+    version: u32,
+    container: ContainerRow,
+}
+
+#[utoipa::path(get, path = "/v1/worker/telemetry/containers/{id}", tag = "telemetry", security(("bearer" = [])),
+    params(("id" = String, Path, description = "`job-{job_id}` or `session-{session_id}`")),
+    responses((status = 200, description = "One sandbox", body = ContainerWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn container(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
     let sql =
         format!("SELECT {CONTAINER_COLUMNS} FROM container_inventory WHERE container_id = ?1");
@@ -202,14 +312,18 @@ pub async fn container(State(node): State<SharedNode>, Path(id): Path<String>) -
         c.query_row(&sql, [&id], container_of).optional()
     });
     match row {
-        Ok(Some((_, c))) => Json(json!({ "version": 1, "container": c })).into_response(),
+        Ok(Some((_, c))) => Json(ContainerWire {
+            version: 1,
+            container: c,
+        })
+        .into_response(),
         Ok(None) => Problem::not_found(format!("container `{id}` is not known on this node"))
             .into_response(),
         Err(e) => internal(e).into_response(),
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct LogEventWire {
     occurred_at: String,
     source_kind: String,
@@ -221,11 +335,12 @@ struct LogEventWire {
     #[serde(skip_serializing_if = "Option::is_none")]
     level: Option<String>,
     message: String,
+    #[schema(value_type = Object)]
     fields: Value,
 }
 
-#[derive(Serialize)]
-struct LogsWire {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct LogsWire {
     version: u32,
     events: Vec<LogEventWire>,
     truncated: TruncatedWire,
@@ -233,8 +348,11 @@ struct LogsWire {
     next_page_token: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = LogsTruncated)]
 struct TruncatedWire {
+    /// `count`, `bytes` or `none`.
+    #[schema(value_type = String)]
     limited_by: &'static str,
     max_bytes: usize,
 }
@@ -248,6 +366,17 @@ fn time_filter(q: &HashMap<String, String>, key: &str) -> Result<Option<String>,
     }
 }
 
+#[utoipa::path(get, path = "/v1/worker/telemetry/logs", tag = "telemetry", security(("bearer" = [])),
+    params(
+        ("source_kind" = String, Query, description = "`service` (with `source_name`) or `container` (with `container_id`)"),
+        ("source_name" = Option<String>, Query, description = "`node_manager` or `worker_api`"),
+        ("container_id" = Option<String>, Query),
+        ("stream" = Option<String>, Query, description = "`stdout` or `stderr`"),
+        ("since" = Option<String>, Query, description = "RFC 3339, inclusive"),
+        ("until" = Option<String>, Query, description = "RFC 3339, exclusive"),
+        ("limit" = Option<u32>, Query, description = "1 to 5000, default 1000"),
+        ("page_token" = Option<String>, Query)),
+    responses((status = 200, description = "Log events, at most 1 MiB", body = LogsWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn logs(State(node): State<SharedNode>, Query(q): Params) -> Response {
     let result = (|| {
         let get = |k: &str| q.get(k).filter(|v| !v.is_empty()).cloned();

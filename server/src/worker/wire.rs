@@ -9,10 +9,12 @@ use crate::problem::Problem;
 use crate::rfc3339;
 
 /// `sandbox` of a job request. Unknown fields are ignored.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SandboxSpec {
+    /// The image reference (mapped to a wasbox image by the node's rules).
     pub image: Option<String>,
+    /// argv form; must not be empty.
     pub command: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
     pub timeout_seconds: Option<i64>,
@@ -43,7 +45,7 @@ pub fn check_timeout(t: Option<i64>, field: &str) -> Result<Option<u64>, Problem
 pub const RESERVED_ENV: &[&str] = &["CYNODE_TASK_ID", "CYNODE_JOB_ID", "CYNODE_WORKSPACE_DIR"];
 
 /// The answer of `jobs:run`.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Clone, Debug, utoipa::ToSchema)]
 pub struct RunResponse {
     pub version: u32,
     pub task_id: String,
@@ -99,15 +101,17 @@ impl RunResponse {
     }
 }
 
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Clone, Debug, utoipa::ToSchema)]
 pub struct TruncatedWire {
     pub stdout: bool,
     pub stderr: bool,
 }
 
 /// The result fields common to a job and a session exec.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Clone, Debug, utoipa::ToSchema)]
 pub struct ResultWire {
+    /// `completed`, `failed` or `timeout`.
+    #[schema(value_type = FinalState)]
     pub status: &'static str,
     /// The real exit code; -1 on timeout (COMPAT-NOTES, worker section).
     pub exit_code: i32,
@@ -116,6 +120,16 @@ pub struct ResultWire {
     pub started_at: String,
     pub ended_at: String,
     pub truncated: TruncatedWire,
+}
+
+/// The final states of a job or exec (for the OpenAPI document).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum FinalState {
+    Completed,
+    Failed,
+    Timeout,
 }
 
 impl From<&JobOutput> for ResultWire {

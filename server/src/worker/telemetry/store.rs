@@ -142,7 +142,7 @@ pub struct LogRow {
 }
 
 /// A row of `container_inventory`: what a sandbox is now.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct ContainerRow {
     pub container_id: String,
     pub container_name: String,
@@ -158,6 +158,7 @@ pub struct ContainerRow {
     pub task_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    #[schema(value_type = Object)]
     pub labels: serde_json::Map<String, serde_json::Value>,
 }
 
