@@ -165,6 +165,7 @@ struct TelemetryYaml {
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct RetentionYaml {
+    max_db_bytes: Option<u64>,
     log_days: Option<u64>,
     container_event_days: Option<u64>,
     inventory_days: Option<u64>,
@@ -267,6 +268,7 @@ pub const KEYS: &[(&str, bool)] = &[
     ("storage.cache_dir", true),
     ("storage.results.max_age_hours", false),
     ("storage.results.max_bytes", false),
+    ("telemetry.retention.max_db_bytes", false),
     ("telemetry.retention.log_days", false),
     ("telemetry.retention.container_event_days", false),
     ("telemetry.retention.inventory_days", false),
@@ -553,6 +555,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
                     .min(d.inventory_days),
                 result_hours: res.max_age_hours.unwrap_or(d.result_hours),
                 result_bytes: res.max_bytes.unwrap_or(d.result_bytes),
+                max_db_bytes: r.max_db_bytes.unwrap_or(d.max_db_bytes),
             }
         },
         metrics_public: yaml.metrics.public.unwrap_or(false),
@@ -600,6 +603,7 @@ pub fn effective_yaml(c: &ServeConfig) -> String {
             },
         },
         "telemetry": { "retention": {
+            "max_db_bytes": c.retention.max_db_bytes,
             "log_days": c.retention.log_days,
             "container_event_days": c.retention.container_event_days,
             "inventory_days": c.retention.inventory_days,

@@ -112,6 +112,9 @@ pub struct Retention {
     pub result_hours: u64,
     /// ...or, oldest first, when all of them together pass this many bytes.
     pub result_bytes: u64,
+    /// The database's pages in use at most: past it the oldest fifth of the logs, events
+    /// and finished sandboxes go (a tenant flooding jobs or output cannot fill the disk).
+    pub max_db_bytes: u64,
 }
 
 impl Default for Retention {
@@ -124,6 +127,7 @@ impl Default for Retention {
             inventory_days: 30,
             result_hours: 24 * 7,
             result_bytes: 512 << 20,
+            max_db_bytes: 2 << 30,
         }
     }
 }
@@ -529,6 +533,45 @@ fn trim_results(conn: &Connection, max: u64) -> Result<()> {
     Ok(())
 }
 
+/// Bytes of the pages the database uses (its free pages excluded).
+fn used_bytes(conn: &Connection) -> Result<u64> {
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+    let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+    let size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    Ok(((pages - free).max(0) * size) as u64)
+}
+
+/// Past `max` bytes in use, drops the oldest fifth of the log rows, the events and the
+/// inventory of sandboxes that ended, until under it (their pages are reused).
+fn enforce_size(conn: &Connection, max: u64) -> Result<()> {
+    for _ in 0..8 {
+        if used_bytes(conn)? <= max {
+            return Ok(());
+        }
+        tracing::warn!(
+            max_bytes = max,
+            "telemetry store at its size limit: dropping the oldest fifth of its records"
+        );
+        for (table, only) in [
+            ("log_event", ""),
+            ("container_event", ""),
+            (
+                "container_inventory",
+                " WHERE status NOT IN ('created', 'running')",
+            ),
+        ] {
+            conn.execute(
+                &format!(
+                    "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table}{only} \
+                     ORDER BY rowid LIMIT (SELECT COUNT(*) / 5 + 1 FROM {table}))"
+                ),
+                [],
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Op>, retention: Retention) {
     let mut result_bytes: u64 = conn
         .query_row(
@@ -712,6 +755,7 @@ fn commit(
         )? as u64;
     }
     tx.commit()?;
+    enforce_size(conn, retention.max_db_bytes)?;
     for vacuum in after {
         apply_retention(conn, retention, SystemTime::now())?;
         if vacuum {
@@ -782,6 +826,31 @@ mod tests {
         s.enforce_retention();
         s.flush().await;
         assert_eq!(count(&s, "log_event"), 1, "the 8-day-old log row is gone");
+    }
+
+    #[tokio::test]
+    async fn the_database_stays_under_its_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Retention {
+            max_db_bytes: 2 << 20,
+            ..Retention::default()
+        };
+        let s = Store::open(dir.path(), &boot(), r).unwrap();
+        for _ in 0..40 {
+            for _ in 0..100 {
+                let mut row = log_at(SystemTime::now());
+                row.message = "x".repeat(2000);
+                s.log(row);
+            }
+            s.flush().await;
+        }
+        let used = s.read(|c| Ok(used_bytes(c).unwrap())).unwrap();
+        assert!(used <= 2 << 20, "{used}");
+        let rows = count(&s, "log_event");
+        assert!(
+            rows > 100 && rows < 4000,
+            "the newest are kept, the oldest dropped: {rows}"
+        );
     }
 
     #[tokio::test]
