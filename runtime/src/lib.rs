@@ -26,7 +26,7 @@
 //! ```
 //!
 //! The layers, lowest first (each module uses only those below it; see
-//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `sandbox` ->
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `sandbox` -> `files`, `watch` ->
 //! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
 //! `agent`.
 
@@ -35,6 +35,7 @@ mod bindings;
 mod cache;
 pub mod capacity;
 mod engine;
+mod files;
 mod host;
 mod image;
 pub mod io;
@@ -45,9 +46,11 @@ mod runtime;
 mod sandbox;
 mod scratch;
 mod session;
+mod watch;
 
 pub use agent::term;
 pub use capacity::{Admission, Refused};
+pub use files::{FileInfo, FileKind, MAX_LIST_ENTRIES, permission_string};
 pub use host::MemoryExceeded;
 pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;
@@ -56,7 +59,10 @@ pub use limits::Limits;
 pub use pty::{Pty, PtyConfig, PtyOutput};
 pub use runtime::{Runtime, RuntimeBuilder, Sandbox};
 pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, SandboxConfig};
-pub use session::{PtyRefused, Session, SessionConfig, SessionRefused, Sessions};
+pub use session::{
+    MAX_SESSION_LIMIT, PtyRefused, Session, SessionConfig, SessionRefused, Sessions,
+};
+pub use watch::{Change, ChangeKind, Watch};
 
 /// The componentize-py the build of this crate installed (for `wasbox term build`), if any.
 pub const COMPONENTIZE_PY: Option<&str> = option_env!("WASBOX_BUILD_COMPONENTIZE_PY");

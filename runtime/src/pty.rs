@@ -45,6 +45,8 @@ pub struct PtyConfig {
     pub env: Vec<(String, String)>,
     /// The program is stopped after this long.
     pub timeout: Duration,
+    /// Its working directory (a sandbox path); the mount point when `None`.
+    pub cwd: Option<String>,
 }
 
 impl Default for PtyConfig {
@@ -55,6 +57,7 @@ impl Default for PtyConfig {
             rows: 24,
             env: Vec::new(),
             timeout: Duration::from_secs(3600),
+            cwd: None,
         }
     }
 }
@@ -137,6 +140,9 @@ impl Pty {
             .timeout(config.timeout)
             .admission(admission);
         spec.env = config.env;
+        if let Some(cwd) = config.cwd {
+            spec = spec.cwd(cwd);
+        }
         // Output pump: program output -> CRLF -> the bounded buffer the reader drains.
         let pump = tokio::spawn({
             let pty = pty.clone();

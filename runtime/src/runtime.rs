@@ -11,6 +11,7 @@ use anyhow::{Result, anyhow};
 use crate::cache::CompileCache;
 use crate::capacity::{Admission, Refused};
 use crate::engine::{EpochTicker, new_engines};
+use crate::files::FileInfo;
 use crate::host::{HostContext, LoadedImage, Site};
 use crate::image::{BASE_IMAGE, Image, base_image};
 use crate::job::{JobOutput, JobSpec};
@@ -353,6 +354,11 @@ impl Sandbox {
         self.site.sandbox.read_file(path, max)
     }
 
+    /// Opens a file of the workspace or `/tmp` for reading, to stream it.
+    pub fn open_read(&self, path: &str) -> Result<std::fs::File, FileError> {
+        self.site.sandbox.open_read(path)
+    }
+
     /// Writes (creates or replaces) a file of the workspace, creating missing parent
     /// directories. A symlink as the last component is refused.
     pub fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
@@ -386,5 +392,55 @@ impl Sandbox {
     /// Whether a sandbox path (workspace or `/tmp`) is a directory.
     pub fn is_dir(&self, path: &str) -> bool {
         self.site.sandbox.is_dir(path)
+    }
+
+    /// The entry at a sandbox path (workspace or `/tmp`; a symlink itself).
+    pub fn stat(&self, path: &str) -> Result<FileInfo, FileError> {
+        self.site.sandbox.stat(path)
+    }
+
+    /// The entries under a directory, `depth` levels down (1: its children), by path.
+    pub fn list_dir(&self, path: &str, depth: u32) -> Result<Vec<FileInfo>, FileError> {
+        self.site.sandbox.list_dir(path, depth)
+    }
+
+    /// Makes a directory and its missing parents; `Ok(false)` when it existed.
+    pub fn make_dir(&self, path: &str) -> Result<bool, FileError> {
+        self.site.sandbox.make_dir(path)
+    }
+
+    /// Removes a file, symlink or directory tree (never a mount point).
+    pub fn remove(&self, path: &str) -> Result<(), FileError> {
+        self.site.sandbox.remove(path)
+    }
+
+    /// Moves an entry, making the destination's missing parents; the moved entry.
+    pub fn rename(&self, from: &str, to: &str) -> Result<FileInfo, FileError> {
+        self.site.sandbox.rename(from, to)
+    }
+
+    /// Linear memory its processes hold now, and the sandbox's budget.
+    pub fn memory_in_use(&self) -> (usize, usize) {
+        let b = &self.site.sandbox.memory;
+        (b.used(), b.limit())
+    }
+
+    /// Bytes its processes and the host have added to its workspace and `/tmp`, and the
+    /// quota.
+    pub fn disk_in_use(&self) -> (u64, u64) {
+        (
+            self.site.sandbox.quota.used().0,
+            self.site.sandbox.quota.limits().0,
+        )
+    }
+
+    /// Watches a directory (and, `recursive`, those below it) for changes made by anyone.
+    pub fn watch(&self, path: &str, recursive: bool) -> Result<crate::watch::Watch, FileError> {
+        self.site.sandbox.watch(path, recursive)
+    }
+
+    /// A sandbox path as an absolute, normalized one (relative ones from the mount point).
+    pub fn absolute_path(&self, path: &str) -> String {
+        self.site.sandbox.absolute(path)
     }
 }

@@ -209,12 +209,6 @@ impl SandboxState {
         })
     }
 
-    /// Maps a sandbox path (absolute, or relative to `cwd`) to a path inside the workspace,
-    /// or `None` when it names something outside the mount point.
-    pub(crate) fn workspace_relative(&self, cwd: &str, path: &str) -> Option<PathBuf> {
-        under(&normalize(cwd, path), &self.mount)
-    }
-
     /// The directories every process of the sandbox sees, by where they are mounted.
     pub(crate) fn preopens(
         &self,
@@ -312,13 +306,11 @@ impl SandboxState {
             .map_err(|e| format!("{path}: {}", io_message(&e)))
     }
 
-    /// Reads a file of the workspace (a sandbox path, absolute or relative to the mount
-    /// point), refusing more than `max` bytes. A symlink as the last component is refused.
+    /// Reads a file of the workspace or `/tmp` (a sandbox path, absolute or relative to the
+    /// mount point), refusing more than `max` bytes. A symlink as the last component is refused.
     pub(crate) fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
-        let rel = self.file_path(path)?;
-        let file = self
-            .dir
-            .view()
+        let (dir, rel) = self.file_path(path)?;
+        let file = dir
             .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
             .map_err(|e| FileError::from_io(path, &e))?;
         let meta = file.metadata().map_err(|e| FileError::from_io(path, &e))?;
@@ -345,17 +337,31 @@ impl SandboxState {
         Ok(data)
     }
 
+    /// Opens a file of the workspace or `/tmp` for reading (a symlink as the last component
+    /// or a directory is refused).
+    pub(crate) fn open_read(&self, path: &str) -> Result<std::fs::File, FileError> {
+        let (dir, rel) = self.file_path(path)?;
+        let file = dir
+            .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
+            .map_err(|e| FileError::from_io(path, &e))?;
+        let meta = file.metadata().map_err(|e| FileError::from_io(path, &e))?;
+        if meta.is_dir() {
+            return Err(FileError::IsDirectory(path.to_string()));
+        }
+        Ok(file.into_std())
+    }
+
     /// Writes (creates or replaces) a file of the workspace, creating missing parent
     /// directories. A symlink as the last component is refused.
     pub(crate) fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
-        let rel = self.file_path(path)?;
-        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-            self.dir
-                .view()
-                .create_dir_all(parent)
-                .map_err(|e| FileError::from_io(path, &e))?;
+        let (dir, rel) = self.file_path(path)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
+            && dir.symlink_metadata(parent).is_err()
+        {
+            let abs = self.absolute(path);
+            self.make_dir(abs.rsplit_once('/').map_or("/", |(p, _)| p))?;
         }
-        let before = self.dir.view().symlink_metadata(&rel).ok();
+        let before = dir.symlink_metadata(&rel).ok();
         let old_size = before
             .as_ref()
             .filter(|m| m.is_file())
@@ -371,9 +377,7 @@ impl SandboxState {
             self.quota.release_inodes(new_inode);
             return Err(no_space());
         }
-        let written = self
-            .dir
-            .view()
+        let written = dir
             .open_with(
                 &rel,
                 OpenOptions::new()
@@ -403,9 +407,10 @@ impl SandboxState {
             .is_some_and(|(dir, rel)| dir.metadata(&rel).is_ok_and(|m| m.is_dir()))
     }
 
-    fn file_path(&self, path: &str) -> Result<PathBuf, FileError> {
-        match self.workspace_relative(&self.mount, path) {
-            Some(rel) if rel != Path::new(".") => Ok(rel),
+    /// The directory (workspace or `/tmp`) holding the file `path`, and its path there.
+    fn file_path(&self, path: &str) -> Result<(DirView<'_>, PathBuf), FileError> {
+        match self.resolve(&self.mount, path) {
+            Some((dir, rel)) if rel != Path::new(".") => Ok((dir, rel)),
             Some(_) => Err(FileError::IsDirectory(path.to_string())),
             None => Err(FileError::OutsideWorkspace(path.to_string())),
         }
@@ -413,7 +418,7 @@ impl SandboxState {
 }
 
 /// The components of `path` (relative to `cwd`) with `.` and `..` resolved.
-fn normalize(cwd: &str, path: &str) -> Vec<String> {
+pub(crate) fn normalize(cwd: &str, path: &str) -> Vec<String> {
     let full = if path.starts_with('/') {
         path.to_string()
     } else {
@@ -519,6 +524,10 @@ const NOFOLLOW: i32 = libc::O_NOFOLLOW;
 pub enum FileError {
     NotFound(String),
     IsDirectory(String),
+    NotADirectory(String),
+    AlreadyExists(String),
+    /// The sandbox's disk quota (bytes or inodes) is used up.
+    NoSpace(String),
     /// The path names something outside the workspace (or through a symlink).
     OutsideWorkspace(String),
     TooLarge {
@@ -530,10 +539,15 @@ pub enum FileError {
 }
 
 impl FileError {
-    fn from_io(path: &str, e: &std::io::Error) -> Self {
+    pub(crate) fn from_io(path: &str, e: &std::io::Error) -> Self {
         match e.kind() {
             std::io::ErrorKind::NotFound => FileError::NotFound(path.to_string()),
             std::io::ErrorKind::IsADirectory => FileError::IsDirectory(path.to_string()),
+            std::io::ErrorKind::NotADirectory => FileError::NotADirectory(path.to_string()),
+            std::io::ErrorKind::AlreadyExists => FileError::AlreadyExists(path.to_string()),
+            _ if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
+                FileError::NoSpace(path.to_string())
+            }
             std::io::ErrorKind::PermissionDenied => FileError::OutsideWorkspace(path.to_string()),
             _ if e.raw_os_error() == Some(libc::ELOOP) => {
                 FileError::OutsideWorkspace(path.to_string())
@@ -548,6 +562,9 @@ impl std::fmt::Display for FileError {
         match self {
             FileError::NotFound(p) => write!(f, "{p}: No such file or directory"),
             FileError::IsDirectory(p) => write!(f, "{p}: Is a directory"),
+            FileError::NotADirectory(p) => write!(f, "{p}: Not a directory"),
+            FileError::AlreadyExists(p) => write!(f, "{p}: File exists"),
+            FileError::NoSpace(p) => write!(f, "{p}: No space left on device"),
             FileError::OutsideWorkspace(p) => write!(f, "{p}: outside the workspace or a symlink"),
             FileError::TooLarge { path, size, max } => {
                 write!(f, "{path}: {size} bytes is more than the limit of {max}")

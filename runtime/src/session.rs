@@ -59,7 +59,8 @@ pub struct Session {
     sandbox: Sandbox,
     created: Instant,
     created_at: SystemTime,
-    lifetime: Duration,
+    /// Its lifetime in milliseconds from `created`; a front-end may change it.
+    lifetime_ms: AtomicU64,
     idle: Duration,
     last_activity: Mutex<Instant>,
     execs: AtomicU64,
@@ -109,7 +110,7 @@ impl Drop for Running<'_> {
 impl Session {
     fn new(config: SessionConfig, sandbox: Sandbox) -> Session {
         Session {
-            lifetime: config.lifetime.min(MAX_SESSION_LIMIT),
+            lifetime_ms: AtomicU64::new(config.lifetime.min(MAX_SESSION_LIMIT).as_millis() as u64),
             idle: config.idle.min(MAX_SESSION_LIMIT),
             config,
             sandbox,
@@ -145,11 +146,20 @@ impl Session {
 
     /// When its lifetime ends.
     pub fn expires_at(&self) -> SystemTime {
-        self.created_at + self.lifetime
+        self.created_at + self.lifetime()
     }
 
     pub fn lifetime(&self) -> Duration {
-        self.lifetime
+        Duration::from_millis(self.lifetime_ms.load(Ordering::Acquire))
+    }
+
+    /// Makes the session end `left` from now (its lifetime is changed to fit, never past
+    /// [`MAX_SESSION_LIMIT`]). Execs and PTYs already running keep the deadline they
+    /// started with.
+    pub fn set_remaining(&self, left: Duration) {
+        let total = (self.created.elapsed() + left).min(MAX_SESSION_LIMIT);
+        self.lifetime_ms
+            .store(total.as_millis() as u64, Ordering::Release);
     }
 
     pub fn idle_limit(&self) -> Duration {
@@ -158,7 +168,7 @@ impl Session {
 
     /// Time left before the session's lifetime ends.
     pub fn remaining(&self) -> Duration {
-        (self.created + self.lifetime).saturating_duration_since(Instant::now())
+        (self.created + self.lifetime()).saturating_duration_since(Instant::now())
     }
 
     /// Execs finished so far.
@@ -267,7 +277,7 @@ impl Session {
 
     /// Why the session should end now, if it should.
     fn expired(&self, now: Instant) -> Option<&'static str> {
-        if now >= self.created + self.lifetime {
+        if now >= self.created + self.lifetime() {
             return Some("max lifetime reached");
         }
         let idle_for = now.saturating_duration_since(*lock(&self.last_activity));

@@ -14,7 +14,8 @@ pub(crate) fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
     constant_time_eq(given.as_bytes(), token.as_bytes())
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether two secrets are equal, in the same time wherever they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

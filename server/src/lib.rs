@@ -7,6 +7,8 @@
 //! - [`term`]: term-challenge agents (term2 over HTTP, term1 over stdio; `wasbox term`).
 //! - [`bouvet`]: bouvet's sandbox agent over JSON-RPC (`wasbox bouvet serve`), and its client.
 //! - [`sidecar`]: an agent sidecar over HTTP and SSE (`wasbox sidecar serve`).
+//! - [`e2b`]: E2B's control plane and envd API over the worker node's sessions, so E2B's
+//!   SDKs drive `wasbox serve` unchanged.
 //! - [`bench`]: what isolation costs here, side by side (`wasbox bench`).
 //! - [`run`]: one job from the command line (`wasbox run`).
 
@@ -15,6 +17,7 @@ mod auth;
 pub mod bench;
 pub mod bouvet;
 pub mod cli;
+pub mod e2b;
 pub mod http;
 mod ids;
 pub mod logging;

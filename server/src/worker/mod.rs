@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tracing::Instrument as _;
 
-pub use node::{Node, SharedNode};
+pub use node::{Node, SharedNode, lock};
 
 use crate::problem::Problem;
 
@@ -94,6 +94,14 @@ pub fn router(node: SharedNode) -> Router {
         .layer(middleware::from_fn(problem_bodies))
         .layer(middleware::from_fn_with_state(node.clone(), observe))
         .with_state(node)
+}
+
+/// `router` with the worker API's request ids, logs and metrics (for front-ends that share
+/// its listener, such as E2B's API).
+pub fn observed(router: Router, node: SharedNode) -> Router {
+    router
+        .route_layer(middleware::from_fn(tag_route))
+        .layer(middleware::from_fn_with_state(node, observe))
 }
 
 /// Hands the route a request matched (its pattern, never the raw path with ids) to

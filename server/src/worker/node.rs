@@ -201,6 +201,11 @@ impl Node {
         self.sessions.end_all("node shutdown");
     }
 
+    /// Whether the node has begun to shut down (new work is refused).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
     pub(super) fn accepting(&self) -> Result<(), Problem> {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(Problem::unavailable("the node is shutting down"));

@@ -176,6 +176,11 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         // The address (and a generated token, once) go to stdout for whoever started us.
         let mut out = std::io::stdout().lock();
         writeln!(out, "wasbox: worker API listening on http://{addr}")?;
+        // E2B's SDKs reach the same listener (see README, "E2B's SDKs").
+        writeln!(
+            out,
+            "wasbox: E2B's SDKs: export E2B_API_URL=http://{addr} E2B_SANDBOX_URL=http://{addr} E2B_API_KEY=e2b_<the token's bytes in hex>"
+        )?;
         if config.token_generated {
             writeln!(
                 out,
@@ -242,7 +247,9 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         }
     });
 
-    let app = router(node.clone());
+    let e2b = crate::e2b::E2b::new(node.clone());
+    tokio::spawn(e2b.clone().reap_every(Duration::from_secs(5)));
+    let app = router(node.clone()).merge(crate::e2b::router(e2b));
     let shutdown = {
         let node = node.clone();
         async move {

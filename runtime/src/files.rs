@@ -1,0 +1,294 @@
+//! The host's own file operations on a sandbox's tree (workspace and `/tmp`), for front-ends
+//! that manage files without running a program: stat, list, make a directory, remove and
+//! move. Every path is a sandbox path (absolute, or relative to the mount point); cap-std
+//! keeps each operation inside the directory that holds it, and the sandbox's disk quota is
+//! charged for what is made and credited for what is removed, as for the guest's own calls.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use cap_std::fs::{Dir, MetadataExt as _};
+
+use crate::sandbox::{FileError, SandboxState};
+
+/// What an entry of the sandbox's tree is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    File,
+    Directory,
+    Symlink,
+    /// A socket, fifo or device (never made by the host; a guest may make a fifo).
+    Other,
+}
+
+/// One entry of the sandbox's tree, as `stat` sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The last component of its path.
+    pub name: String,
+    /// Its absolute sandbox path.
+    pub path: String,
+    /// What it is; for a symlink, what it points to (or `Symlink` when dangling).
+    pub kind: FileKind,
+    pub is_symlink: bool,
+    /// The symlink's target as a sandbox path, for a symlink.
+    pub symlink_target: Option<String>,
+    pub size: u64,
+    /// The mode bits with the file type, as `st_mode`.
+    pub mode: u32,
+    pub modified: Option<SystemTime>,
+}
+
+/// Most entries one listing returns.
+pub const MAX_LIST_ENTRIES: usize = 100_000;
+
+impl SandboxState {
+    /// The directory holding `path` and the path inside it, or the error for a path outside
+    /// the sandbox's tree.
+    fn locate(
+        &self,
+        path: &str,
+    ) -> Result<(crate::sandbox::DirView<'_>, PathBuf, String), FileError> {
+        let abs = self.absolute(path);
+        match self.resolve(&self.mount, path) {
+            Some((dir, rel)) => Ok((dir, rel, abs)),
+            None => Err(FileError::OutsideWorkspace(path.to_string())),
+        }
+    }
+
+    /// `path` as an absolute, normalized sandbox path.
+    pub(crate) fn absolute(&self, path: &str) -> String {
+        let parts = crate::sandbox::normalize(&self.mount, path);
+        format!("/{}", parts.join("/"))
+    }
+
+    fn info(&self, dir: &Dir, rel: &Path, abs: &str) -> std::io::Result<FileInfo> {
+        let meta = dir.symlink_metadata(rel)?;
+        let name = abs.rsplit('/').next().unwrap_or("").to_string();
+        let is_symlink = meta.file_type().is_symlink();
+        let (kind, symlink_target) = if is_symlink {
+            let target = dir.read_link_contents(rel).ok().map(|t| {
+                let t = t.to_string_lossy().into_owned();
+                let base = abs.rsplit_once('/').map_or("/", |(b, _)| b);
+                self.absolute(&if t.starts_with('/') {
+                    t
+                } else {
+                    format!("{base}/{t}")
+                })
+            });
+            let kind = match dir.metadata(rel) {
+                Ok(m) if m.is_dir() => FileKind::Directory,
+                Ok(m) if m.is_file() => FileKind::File,
+                Ok(_) => FileKind::Other,
+                Err(_) => FileKind::Symlink,
+            };
+            (kind, target)
+        } else if meta.is_dir() {
+            (FileKind::Directory, None)
+        } else if meta.is_file() {
+            (FileKind::File, None)
+        } else {
+            (FileKind::Other, None)
+        };
+        Ok(FileInfo {
+            name,
+            path: abs.to_string(),
+            kind,
+            is_symlink,
+            symlink_target,
+            size: meta.len(),
+            mode: meta.mode(),
+            modified: meta.modified().ok().map(|t| t.into_std()),
+        })
+    }
+
+    /// The entry at `path` (a symlink itself, not what it points to).
+    pub(crate) fn stat(&self, path: &str) -> Result<FileInfo, FileError> {
+        let (dir, rel, abs) = self.locate(path)?;
+        self.info(&dir, &rel, &abs)
+            .map_err(|e| FileError::from_io(path, &e))
+    }
+
+    /// The entries under the directory `path`, down to `depth` levels (1: its children).
+    /// Symlinked directories are listed but not entered.
+    pub(crate) fn list_dir(&self, path: &str, depth: u32) -> Result<Vec<FileInfo>, FileError> {
+        let (dir, rel, abs) = self.locate(path)?;
+        let meta = dir
+            .metadata(&rel)
+            .map_err(|e| FileError::from_io(path, &e))?;
+        if !meta.is_dir() {
+            return Err(FileError::NotADirectory(path.to_string()));
+        }
+        let mut out = Vec::new();
+        let mut pending = vec![(rel, abs, 1u32)];
+        while let Some((rel, abs, level)) = pending.pop() {
+            let entries = dir
+                .read_dir(&rel)
+                .map_err(|e| FileError::from_io(path, &e))?;
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort_unstable();
+            for name in names {
+                let child_rel = rel.join(&name);
+                let child_abs = if abs == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{abs}/{name}")
+                };
+                let Ok(info) = self.info(&dir, &child_rel, &child_abs) else {
+                    continue;
+                };
+                if info.kind == FileKind::Directory && !info.is_symlink && level < depth {
+                    pending.push((child_rel, child_abs, level + 1));
+                }
+                out.push(info);
+                if out.len() > MAX_LIST_ENTRIES {
+                    return Err(FileError::Io(format!(
+                        "{path}: more than {MAX_LIST_ENTRIES} entries"
+                    )));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Makes the directory `path` and its missing parents. `Ok(false)` when it existed.
+    pub(crate) fn make_dir(&self, path: &str) -> Result<bool, FileError> {
+        let (dir, rel, _) = self.locate(path)?;
+        match dir.symlink_metadata(&rel) {
+            Ok(m) if m.is_dir() => return Ok(false),
+            Ok(_) => return Err(FileError::AlreadyExists(path.to_string())),
+            Err(_) => {}
+        }
+        // One inode for each directory made.
+        let mut missing = 0u64;
+        let mut p = rel.as_path();
+        loop {
+            if dir.symlink_metadata(p).is_ok() {
+                break;
+            }
+            missing += 1;
+            match p.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => p = parent,
+                _ => break,
+            }
+        }
+        if !self.quota.reserve_inodes(missing) {
+            return Err(FileError::NoSpace(path.to_string()));
+        }
+        if let Err(e) = dir.create_dir_all(&rel) {
+            self.quota.release_inodes(missing);
+            return Err(FileError::from_io(path, &e));
+        }
+        Ok(true)
+    }
+
+    /// Removes the file, symlink or directory tree at `path`; the mount points stay.
+    pub(crate) fn remove(&self, path: &str) -> Result<(), FileError> {
+        let (dir, rel, abs) = self.locate(path)?;
+        if rel == Path::new(".") || abs == "/tmp" {
+            return Err(FileError::OutsideWorkspace(path.to_string()));
+        }
+        let meta = dir
+            .symlink_metadata(&rel)
+            .map_err(|e| FileError::from_io(path, &e))?;
+        let (bytes, inodes) = if meta.is_dir() {
+            let counted = tree_usage(&dir, &rel);
+            dir.remove_dir_all(&rel)
+                .map_err(|e| FileError::from_io(path, &e))?;
+            counted
+        } else {
+            dir.remove_file(&rel)
+                .map_err(|e| FileError::from_io(path, &e))?;
+            if meta.nlink() <= 1 && meta.is_file() {
+                (meta.len(), 1)
+            } else {
+                (0, 1)
+            }
+        };
+        self.quota.release_bytes(bytes);
+        self.quota.release_inodes(inodes);
+        Ok(())
+    }
+
+    /// Moves `from` to `to` (replacing a file there), making `to`'s missing parents.
+    pub(crate) fn rename(&self, from: &str, to: &str) -> Result<FileInfo, FileError> {
+        let (src, src_rel, _) = self.locate(from)?;
+        let (dst, dst_rel, dst_abs) = self.locate(to)?;
+        if src_rel == Path::new(".") || dst_rel == Path::new(".") {
+            return Err(FileError::OutsideWorkspace(from.to_string()));
+        }
+        src.symlink_metadata(&src_rel)
+            .map_err(|e| FileError::from_io(from, &e))?;
+        if let Some(parent) = dst_rel.parent().filter(|p| !p.as_os_str().is_empty())
+            && dst.symlink_metadata(parent).is_err()
+        {
+            let parent_abs = dst_abs.rsplit_once('/').map_or("/", |(p, _)| p).to_string();
+            self.make_dir(&parent_abs)?;
+        }
+        // Replacing a file gives its bytes back.
+        let replaced = dst
+            .symlink_metadata(&dst_rel)
+            .ok()
+            .filter(|m| m.is_file() && m.nlink() <= 1)
+            .map(|m| m.len());
+        src.rename(&src_rel, &dst, &dst_rel)
+            .map_err(|e| FileError::from_io(to, &e))?;
+        if let Some(bytes) = replaced {
+            self.quota.release_bytes(bytes);
+            self.quota.release_inodes(1);
+        }
+        self.info(&dst, &dst_rel, &dst_abs)
+            .map_err(|e| FileError::from_io(to, &e))
+    }
+}
+
+/// The bytes (of files with one link) and inodes of a tree, itself included.
+fn tree_usage(dir: &Dir, rel: &Path) -> (u64, u64) {
+    let (mut bytes, mut inodes) = (0u64, 1u64);
+    let mut pending = vec![rel.to_path_buf()];
+    while let Some(p) = pending.pop() {
+        let Ok(entries) = dir.read_dir(&p) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let child = p.join(e.file_name());
+            let Ok(m) = dir.symlink_metadata(&child) else {
+                continue;
+            };
+            inodes += 1;
+            if m.is_dir() {
+                pending.push(child);
+            } else if m.is_file() && m.nlink() <= 1 {
+                bytes += m.len();
+            }
+        }
+    }
+    (bytes, inodes)
+}
+
+/// `rwxr-xr-x` for the permission bits of `mode`, with the type letter first as `ls`
+/// prints it (`-`, `d`, `l`).
+pub fn permission_string(mode: u32) -> String {
+    let kind = match mode & libc::S_IFMT {
+        libc::S_IFDIR => 'd',
+        libc::S_IFLNK => 'l',
+        libc::S_IFIFO => 'p',
+        libc::S_IFSOCK => 's',
+        libc::S_IFCHR => 'c',
+        libc::S_IFBLK => 'b',
+        _ => '-',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(kind);
+    for shift in [6u32, 3, 0] {
+        let bits = (mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(if bits & 1 != 0 { 'x' } else { '-' });
+    }
+    s
+}

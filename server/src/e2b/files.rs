@@ -1,0 +1,247 @@
+//! envd's `/files`: download a file (`GET`, gzip when asked) and upload one or several
+//! (`POST`, `multipart/form-data` or `application/octet-stream`, optionally gzip-encoded).
+//! Paths are sandbox paths, relative ones from the home directory.
+
+use std::io::Read as _;
+
+use axum::body::Body;
+use axum::extract::{FromRequest as _, Multipart, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use wasbox_runtime::{FileError, Sandbox};
+
+use super::{SharedE2b, Target, error, target};
+
+/// Largest file one request uploads or downloads with gzip (a plain download streams, and
+/// is bounded by the sandbox's disk quota alone).
+pub const MAX_FILE_BYTES: usize = 64 << 20;
+
+#[derive(Deserialize)]
+pub struct FileQuery {
+    path: Option<String>,
+    username: Option<String>,
+}
+
+fn file_error(e: FileError) -> Response {
+    let status = match &e {
+        FileError::NotFound(_) => StatusCode::NOT_FOUND,
+        FileError::NoSpace(_) => StatusCode::INSUFFICIENT_STORAGE,
+        FileError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        FileError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    error(status, e.to_string())
+}
+
+fn check_user(q: &FileQuery) -> Result<(), Response> {
+    match q.username.as_deref() {
+        None | Some("" | "user" | "root") => Ok(()),
+        Some(u) => Err(error(
+            StatusCode::UNAUTHORIZED,
+            format!("invalid user '{u}': this sandbox has the users 'user' and 'root'"),
+        )),
+    }
+}
+
+fn sandbox_of(e2b: &SharedE2b, headers: &HeaderMap) -> Result<Sandbox, Response> {
+    match target(e2b, headers) {
+        Target::Found(s) => Ok(s.session.sandbox().clone()),
+        Target::Gone(id) => Err(error(
+            StatusCode::BAD_GATEWAY,
+            format!("sandbox \"{id}\" is not running"),
+        )),
+        Target::Unauthorized => Err(error(StatusCode::UNAUTHORIZED, "invalid access token")),
+    }
+}
+
+/// `GET /files?path=`: the file's bytes.
+pub async fn download(
+    State(e2b): State<SharedE2b>,
+    Query(q): Query<FileQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let sandbox = match sandbox_of(&e2b, &headers) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Err(r) = check_user(&q) {
+        return r;
+    }
+    let Some(path) = q.path.filter(|p| !p.is_empty()) else {
+        return error(StatusCode::BAD_REQUEST, "path is required");
+    };
+    let path = sandbox.absolute_path(&path);
+    let gzip = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    if gzip {
+        let data = match sandbox.read_file_async(&path, MAX_FILE_BYTES as u64).await {
+            Ok(d) => d,
+            Err(e) => return file_error(e),
+        };
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let _ = std::io::Write::write_all(&mut z, &data);
+        let body = z.finish().unwrap_or_default();
+        return (
+            [
+                (header::CONTENT_TYPE, "application/octet-stream"),
+                (header::CONTENT_ENCODING, "gzip"),
+            ],
+            body,
+        )
+            .into_response();
+    }
+    let file = match sandbox.open_read(&path) {
+        Ok(f) => f,
+        Err(e) => return file_error(e),
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let file = tokio::fs::File::from_std(file);
+    let stream = futures_util::stream::unfold(file, |mut f| async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = vec![0u8; 256 << 10];
+        match f.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(buf)), f))
+            }
+            Err(e) => Some((Err(e), f)),
+        }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, len.to_string()),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// `POST /files?path=`: writes the uploaded file(s), making missing parent directories, and
+/// answers what it wrote.
+pub async fn upload(
+    State(e2b): State<SharedE2b>,
+    Query(q): Query<FileQuery>,
+    req: Request,
+) -> Response {
+    let sandbox = match sandbox_of(&e2b, req.headers()) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Err(r) = check_user(&q) {
+        return r;
+    }
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let gzip = req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    if content_type.starts_with("multipart/form-data") {
+        let mut form = match Multipart::from_request(req, &()).await {
+            Ok(m) => m,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+        };
+        let mut total = 0usize;
+        loop {
+            let field = match form.next_field().await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+            };
+            let name = field.file_name().map(str::to_string);
+            let path = match (&q.path, name) {
+                (Some(p), _) if !p.is_empty() => p.clone(),
+                (_, Some(n)) if !n.is_empty() => n,
+                _ => return error(StatusCode::BAD_REQUEST, "each file needs a path"),
+            };
+            let mut field = field;
+            let mut data = Vec::new();
+            loop {
+                match field.chunk().await {
+                    Ok(Some(c)) => {
+                        total += c.len();
+                        if total > MAX_FILE_BYTES {
+                            return too_large();
+                        }
+                        data.extend_from_slice(&c);
+                    }
+                    Ok(None) => break,
+                    Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+                }
+            }
+            files.push((path, data));
+        }
+    } else if content_type.starts_with("application/octet-stream") || content_type.is_empty() {
+        let Some(path) = q.path.clone().filter(|p| !p.is_empty()) else {
+            return error(StatusCode::BAD_REQUEST, "path is required");
+        };
+        let body = match axum::body::to_bytes(req.into_body(), MAX_FILE_BYTES).await {
+            Ok(b) => b,
+            Err(_) => return too_large(),
+        };
+        let data = match gzip.as_deref() {
+            None | Some("identity") => body.to_vec(),
+            Some("gzip") => {
+                let mut out = Vec::new();
+                let read = flate2::read::GzDecoder::new(&body[..])
+                    .take(MAX_FILE_BYTES as u64 + 1)
+                    .read_to_end(&mut out);
+                match read {
+                    Ok(n) if n > MAX_FILE_BYTES => return too_large(),
+                    Ok(_) => out,
+                    Err(e) => {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            format!("the gzip body is not valid: {e}"),
+                        );
+                    }
+                }
+            }
+            Some(other) => {
+                return error(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    format!("Content-Encoding {other:?} is not supported: send gzip or none"),
+                );
+            }
+        };
+        files.push((path, data));
+    } else {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Type {content_type:?}: send multipart/form-data or application/octet-stream"
+            ),
+        );
+    }
+    if files.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "no file in the request");
+    }
+    let mut written = Vec::new();
+    for (path, data) in files {
+        let abs = sandbox.absolute_path(&path);
+        if let Err(e) = sandbox.write_file_async(&abs, data.into()).await {
+            return file_error(e);
+        }
+        let name = abs.rsplit('/').next().unwrap_or("").to_string();
+        written.push(serde_json::json!({ "name": name, "type": "file", "path": abs }));
+    }
+    axum::Json(written).into_response()
+}
+
+fn too_large() -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("a file of more than {MAX_FILE_BYTES} bytes"),
+    )
+}

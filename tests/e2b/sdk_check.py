@@ -1,0 +1,377 @@
+"""E2B's Python SDK, unchanged, against `wasbox serve`.
+
+Run by tests/all/e2b.rs with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at the
+server; each check prints `ok <name>` or `FAIL <name>: <why>`, and the exit status is the
+number of failures. Written from the SDK's documentation (e2b.dev/docs) and its docstrings.
+"""
+
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+import traceback
+
+import e2b
+from e2b import Sandbox
+from e2b.exceptions import (
+    AuthenticationException,
+    NotFoundException,
+    SandboxException,
+    TimeoutException,
+)
+
+try:
+    from e2b import CommandExitException
+except ImportError:  # older SDKs
+    from e2b.sandbox.commands.command_handle import CommandExitException
+
+from e2b.sandbox.commands.command_handle import PtySize
+
+FAILURES = []
+ONLY = set(sys.argv[1:])
+
+
+def check(name):
+    def wrap(f):
+        if ONLY and name not in ONLY:
+            return f
+        t0 = time.time()
+        try:
+            f()
+            print(f"ok {name} ({time.time() - t0:.2f}s)", flush=True)
+        except Exception as e:  # noqa: BLE001
+            FAILURES.append(name)
+            print(f"FAIL {name}: {e!r}", flush=True)
+            traceback.print_exc()
+        return f
+
+    return wrap
+
+
+def eq(got, want, what=""):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+print("e2b SDK", e2b.__version__ if hasattr(e2b, "__version__") else "?", flush=True)
+sbx = Sandbox.create(timeout=120, metadata={"suite": "wasbox"}, envs={"GREETING": "hi"})
+
+
+@check("create")
+def _():
+    assert sbx.sandbox_id
+    assert sbx.is_running()
+
+
+@check("run")
+def _():
+    r = sbx.commands.run("echo hello; echo oops >&2; pwd; echo $HOME $GREETING")
+    eq(r.exit_code, 0, "exit code")
+    eq(r.stdout, "hello\n/home/user\n/home/user hi\n", "stdout")
+    eq(r.stderr, "oops\n", "stderr")
+
+
+@check("run_envs_cwd")
+def _():
+    sbx.files.make_dir("/home/user/proj")
+    r = sbx.commands.run("echo $FOO; pwd", envs={"FOO": "bar"}, cwd="/home/user/proj")
+    eq(r.stdout, "bar\n/home/user/proj\n")
+
+
+@check("run_streaming")
+def _():
+    seen = []
+    r = sbx.commands.run(
+        "for i in 1 2 3; do echo line$i; done; echo e >&2",
+        on_stdout=lambda s: seen.append(("out", s)),
+        on_stderr=lambda s: seen.append(("err", s)),
+    )
+    eq("".join(s for k, s in seen if k == "out"), "line1\nline2\nline3\n", "streamed stdout")
+    eq("".join(s for k, s in seen if k == "err"), "e\n", "streamed stderr")
+    eq(r.stdout, "line1\nline2\nline3\n")
+
+
+@check("run_fails")
+def _():
+    try:
+        sbx.commands.run("echo partial; echo bad >&2; exit 3")
+    except CommandExitException as e:
+        eq(e.exit_code, 3, "exit code")
+        eq(e.stdout, "partial\n", "stdout")
+        eq(e.stderr, "bad\n", "stderr")
+    else:
+        raise AssertionError("no CommandExitException")
+
+
+@check("python_and_node")
+def _():
+    r = sbx.commands.run("python3 -c 'print(6*7)'")
+    eq(r.stdout, "42\n")
+    r = sbx.commands.run("node -e 'console.log([1,2].map(x=>x*2))'")
+    eq(r.stdout, "[ 2, 4 ]\n")
+
+
+@check("background_wait")
+def _():
+    h = sbx.commands.run("sleep 0.3; echo done", background=True)
+    assert h.pid > 0
+    pids = [p.pid for p in sbx.commands.list()]
+    assert h.pid in pids, (h.pid, pids)
+    r = h.wait()
+    eq(r.stdout, "done\n")
+
+
+@check("background_kill")
+def _():
+    h = sbx.commands.run("sleep 30", background=True)
+    time.sleep(0.2)
+    assert h.kill()
+    try:
+        h.wait()
+    except CommandExitException as e:
+        assert e.exit_code != 0
+    else:
+        raise AssertionError("a killed command ended well")
+    assert h.pid not in [p.pid for p in sbx.commands.list()]
+    assert not sbx.commands.kill(h.pid), "killing a gone process"
+
+
+@check("connect_to_process")
+def _():
+    h = sbx.commands.run("sleep 0.5; echo later", background=True)
+    h.disconnect()
+    h2 = sbx.commands.connect(h.pid)
+    r = h2.wait()
+    eq(r.stdout, "later\n")
+
+
+@check("stdin")
+def _():
+    h = sbx.commands.run("cat; echo end", background=True, stdin=True)
+    sbx.commands.send_stdin(h.pid, "one\n")
+    h.send_stdin("two\n")
+    h.close_stdin()
+    r = h.wait()
+    eq(r.stdout, "one\ntwo\nend\n")
+
+
+@check("command_timeout")
+def _():
+    try:
+        sbx.commands.run("sleep 10", timeout=1)
+    except TimeoutException:
+        pass
+    else:
+        raise AssertionError("no TimeoutException")
+
+
+@check("files")
+def _():
+    info = sbx.files.write("/home/user/dir/a.txt", "alpha")
+    eq(info.path, "/home/user/dir/a.txt")
+    eq(sbx.files.read("/home/user/dir/a.txt"), "alpha")
+    eq(sbx.files.read("dir/a.txt"), "alpha", "relative path")
+    data = bytes(range(256)) * 100
+    sbx.files.write("bin.dat", data)
+    eq(bytes(sbx.files.read("bin.dat", format="bytes")), data, "bytes")
+    infos = sbx.files.write_files(
+        [{"path": "/home/user/m/1.txt", "data": "1"}, {"path": "/home/user/m/2.txt", "data": "2"}]
+    )
+    eq(sorted(i.path for i in infos), ["/home/user/m/1.txt", "/home/user/m/2.txt"])
+    eq(sbx.commands.run("cat /home/user/m/1.txt /home/user/m/2.txt").stdout, "12")
+    eq(sorted(e.name for e in sbx.files.list("/home/user/m")), ["1.txt", "2.txt"])
+    entries = sbx.files.list("/home/user/dir")
+    eq(entries[0].type.value if hasattr(entries[0].type, "value") else entries[0].type, "file")
+    assert sbx.files.exists("/home/user/dir/a.txt")
+    assert not sbx.files.exists("/home/user/nothing")
+    assert sbx.files.make_dir("/home/user/new/deep")
+    assert not sbx.files.make_dir("/home/user/new/deep"), "make_dir of an existing dir"
+    sbx.files.rename("/home/user/dir/a.txt", "/home/user/new/b.txt")
+    eq(sbx.files.read("/home/user/new/b.txt"), "alpha")
+    assert not sbx.files.exists("/home/user/dir/a.txt")
+    sbx.files.remove("/home/user/new")
+    assert not sbx.files.exists("/home/user/new/b.txt")
+    sbx.files.write("/tmp/t.txt", "tmp")
+    eq(sbx.commands.run("cat /tmp/t.txt").stdout, "tmp")
+    try:
+        sbx.files.read("/home/user/missing.txt")
+    except NotFoundException:
+        pass
+    else:
+        raise AssertionError("reading a missing file")
+
+
+@check("files_info")
+def _():
+    sbx.files.write("/home/user/info.txt", "12345")
+    i = sbx.files.get_info("/home/user/info.txt")
+    eq(i.size, 5, "size")
+    eq(i.name, "info.txt")
+    assert i.permissions.startswith("-rw"), i.permissions
+
+
+@check("files_gzip")
+def _():
+    sbx.files.write("/home/user/z.txt", "zipped " * 1000, gzip=True)
+    eq(sbx.files.read("/home/user/z.txt", gzip=True), "zipped " * 1000)
+
+
+@check("files_outside")
+def _():
+    try:
+        sbx.files.write("/etc/passwd", "x")
+    except SandboxException:
+        pass
+    else:
+        raise AssertionError("writing /etc/passwd")
+
+
+@check("watch")
+def _():
+    sbx.files.make_dir("/home/user/w")
+    handle = sbx.files.watch_dir("/home/user/w")
+    sbx.files.write("/home/user/w/f.txt", "1")
+    sbx.commands.run("echo more >> /home/user/w/f.txt; rm -f /home/user/w/f.txt")
+    events = []
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        events += handle.get_new_events()
+        if any(e.type.name == "REMOVE" for e in events):
+            break
+        time.sleep(0.1)
+    handle.stop()
+    names = {(e.name, e.type.name) for e in events}
+    assert ("f.txt", "CREATE") in names, names
+    assert ("f.txt", "REMOVE") in names, names
+
+
+@check("pty")
+def _():
+    out = []
+    lock = threading.Lock()
+    term = sbx.pty.create(PtySize(rows=24, cols=80))
+    t = threading.Thread(
+        target=lambda: term.wait(on_pty=lambda d: (lock.acquire(), out.append(d), lock.release())),
+        daemon=True,
+    )
+    t.start()
+    sbx.pty.send_stdin(term.pid, b"echo pty-$((40+2))\n")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        with lock:
+            text = b"".join(out).decode(errors="replace")
+        if "pty-42" in text:
+            break
+        time.sleep(0.05)
+    assert "pty-42" in text, text
+    sbx.pty.resize(term.pid, PtySize(rows=30, cols=100))
+    sbx.pty.send_stdin(term.pid, b"exit\n")
+    t.join(10)
+    assert not t.is_alive(), "the PTY did not end"
+
+
+@check("info_and_list")
+def _():
+    info = sbx.get_info()
+    eq(info.sandbox_id, sbx.sandbox_id)
+    eq(info.metadata, {"suite": "wasbox"})
+    found = False
+    pager = Sandbox.list()
+    while pager.has_next:
+        for s in pager.next_items():
+            found |= s.sandbox_id == sbx.sandbox_id
+    assert found
+
+
+@check("set_timeout")
+def _():
+    before = sbx.get_info().end_at
+    sbx.set_timeout(600)
+    after = sbx.get_info().end_at
+    assert after > before, (before, after)
+
+
+@check("connect_by_id")
+def _():
+    other = Sandbox.connect(sbx.sandbox_id)
+    eq(other.commands.run("cat /home/user/info.txt").stdout, "12345")
+
+
+@check("wrong_access_token")
+def _():
+    victim = Sandbox.create(timeout=60)
+    try:
+        # sbx's token on the victim's id: refused.
+        import httpx
+
+        r = httpx.post(
+            os.environ["E2B_SANDBOX_URL"] + "/process.Process/List",
+            headers={
+                "E2b-Sandbox-Id": victim.sandbox_id,
+                "X-Access-Token": sbx._envd_access_token,
+                "Content-Type": "application/json",
+            },
+            content=b"{}",
+        )
+        eq(r.status_code, 401, "status")
+        eq(r.json()["code"], "unauthenticated")
+        r = httpx.get(
+            os.environ["E2B_SANDBOX_URL"] + "/files",
+            params={"path": "/home/user/x"},
+            headers={"E2b-Sandbox-Id": victim.sandbox_id},
+        )
+        eq(r.status_code, 401, "files without a token")
+    finally:
+        victim.kill()
+
+
+@check("wrong_api_key")
+def _():
+    try:
+        Sandbox.create(api_key="not-the-token")
+    except AuthenticationException:
+        pass
+    else:
+        raise AssertionError("created with a wrong key")
+
+
+@check("concurrent_20")
+def _():
+    def one(i):
+        s = Sandbox.create(timeout=60)
+        try:
+            s.files.write("n.txt", str(i))
+            r = s.commands.run("cat n.txt; echo -n :; python3 -c 'print(1)'")
+            return r.stdout
+        finally:
+            s.kill()
+
+    with concurrent.futures.ThreadPoolExecutor(20) as ex:
+        outs = list(ex.map(one, range(20)))
+    eq(outs, [f"{i}:1\n" for i in range(20)])
+
+
+@check("sandbox_timeout_expires")
+def _():
+    s = Sandbox.create(timeout=2)
+    assert s.is_running()
+    time.sleep(3.5)
+    assert not s.is_running(), "still running after its timeout"
+
+
+@check("kill")
+def _():
+    sid = sbx.sandbox_id
+    sbx.kill()
+    assert not sbx.is_running()
+    try:
+        Sandbox.connect(sid)
+    except (NotFoundException, SandboxException):
+        pass
+    else:
+        raise AssertionError("connected to a killed sandbox")
+
+
+print(f"{len(FAILURES)} failed: {FAILURES}" if FAILURES else "all passed", flush=True)
+sys.exit(len(FAILURES))
