@@ -173,21 +173,26 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
     {
-        // The address (and a generated token, once) go to stdout for whoever started us.
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "wasbox: worker API listening on http://{addr}")?;
-        // E2B's SDKs reach the same listener (see README, "E2B's SDKs").
-        writeln!(
-            out,
-            "wasbox: E2B's SDKs: export E2B_API_URL=http://{addr} E2B_SANDBOX_URL=http://{addr} E2B_API_KEY=e2b_<the token's bytes in hex>"
-        )?;
+        // The address (and a generated token, once) go to stdout for whoever started us, in
+        // one write: a reader that takes the first line and closes the pipe never makes a
+        // later line fail.
+        let key = if config.token_generated {
+            crate::e2b::api_key_for(&config.token)
+        } else {
+            "e2b_<the token's bytes in hex>".into()
+        };
+        let mut banner = format!(
+            "wasbox: worker API listening on http://{addr}\n\
+             wasbox: E2B's SDKs: export E2B_API_URL=http://{addr} E2B_SANDBOX_URL=http://{addr} E2B_API_KEY={key}\n"
+        );
         if config.token_generated {
-            writeln!(
-                out,
-                "wasbox: bearer token (generated, shown once): {}",
+            banner.push_str(&format!(
+                "wasbox: bearer token (generated, shown once): {}\n",
                 config.token
-            )?;
+            ));
         }
+        let mut out = std::io::stdout().lock();
+        out.write_all(banner.as_bytes())?;
         out.flush()?;
     }
     tracing::info!(%addr, "worker API listening");
