@@ -439,6 +439,13 @@ impl Sandbox {
         self.site.sandbox.watch(path, recursive)
     }
 
+    /// Sets the permission bits of a file or directory (never set-user-id or set-group-id;
+    /// the mount points keep theirs). The error is the message `chmod` prints.
+    pub fn set_permissions(&self, path: &str, mode: u32) -> Result<(), String> {
+        let sandbox = &self.site.sandbox;
+        sandbox.set_mode(&sandbox.mount, path, mode)
+    }
+
     /// A sandbox path as an absolute, normalized one (relative ones from the mount point).
     pub fn absolute_path(&self, path: &str) -> String {
         self.site.sandbox.absolute(path)

@@ -38,6 +38,11 @@ pub struct SessionConfig {
     /// What the front-end wants to remember with it (the worker API's `task_id`).
     pub labels: BTreeMap<String, String>,
     pub max_ptys: usize,
+    /// Each exec and PTY gets the session's remaining lifetime as its deadline (true by
+    /// default). When false, they run until their own deadline or the session's end,
+    /// whichever comes first, so that a lifetime moved later ([`Session::set_remaining`])
+    /// moves them too.
+    pub deadline_from_lifetime: bool,
 }
 
 impl SessionConfig {
@@ -49,6 +54,7 @@ impl SessionConfig {
             env: Vec::new(),
             labels: BTreeMap::new(),
             max_ptys: DEFAULT_MAX_PTYS,
+            deadline_from_lifetime: true,
         }
     }
 }
@@ -202,8 +208,10 @@ impl Session {
         let mut env = self.config.env.clone();
         env.append(&mut spec.env);
         spec.env = env;
-        let remaining = self.remaining();
-        spec.timeout = Some(spec.timeout.map_or(remaining, |t| t.min(remaining)));
+        if self.config.deadline_from_lifetime {
+            let remaining = self.remaining();
+            spec.timeout = Some(spec.timeout.map_or(remaining, |t| t.min(remaining)));
+        }
         lock(&self.running).push(stop.clone());
         let _running = Running {
             session: self,
@@ -233,7 +241,9 @@ impl Session {
         let mut env = self.config.env.clone();
         env.append(&mut config.env);
         config.env = env;
-        config.timeout = config.timeout.min(self.remaining());
+        if self.config.deadline_from_lifetime {
+            config.timeout = config.timeout.min(self.remaining());
+        }
         let admission = self
             .sandbox
             .try_admit_interactive()

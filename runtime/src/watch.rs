@@ -77,6 +77,31 @@ impl Watch {
     pub fn is_gone(&self) -> bool {
         self.inner.gone.load(Ordering::Acquire)
     }
+
+    /// Waits (a few milliseconds at most, blocking) until every change the kernel has
+    /// queued so far has reached the watches, so that a change made before this call is
+    /// seen by the next [`try_recv`](Self::try_recv).
+    pub fn settle(&self) {
+        let Ok(n) = notifier_result() else {
+            return;
+        };
+        let idle = || {
+            let mut queued: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int.
+            let r = unsafe { libc::ioctl(n.fd.as_raw_fd(), libc::FIONREAD, &mut queued) };
+            (r != 0 || queued == 0) && !DISPATCHING.load(Ordering::Acquire)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
+        let mut calm = 0;
+        while calm < 2 && std::time::Instant::now() < deadline {
+            if idle() {
+                calm += 1;
+            } else {
+                calm = 0;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
 }
 
 impl Drop for Watch {
@@ -99,6 +124,8 @@ struct Sub {
 }
 
 static NOTIFIER: OnceLock<Result<Notifier, String>> = OnceLock::new();
+/// The reader thread holds events it has read and not yet handed out.
+static DISPATCHING: AtomicBool = AtomicBool::new(false);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn notifier_result() -> &'static Result<Notifier, String> {
@@ -206,6 +233,7 @@ fn read_loop(fd: i32) {
             }
             return;
         }
+        DISPATCHING.store(true, Ordering::Release);
         let n = n as usize;
         let mut at = 0;
         let head = std::mem::size_of::<libc::inotify_event>();
@@ -220,6 +248,7 @@ fn read_loop(fd: i32) {
             dispatch(ev.wd, ev.mask, &name);
             at += head + ev.len as usize;
         }
+        DISPATCHING.store(false, Ordering::Release);
     }
 }
 

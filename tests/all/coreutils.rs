@@ -33,6 +33,16 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "fast\n124\n",
     ),
     ("cp", "echo x > f; cp f g; cat g", "x\n"),
+    (
+        "sudo",
+        "sudo echo hi; sudo -E -u root -- FOO=bar sh -c 'echo $FOO'; sudo -D /tmp pwd; sudo -n true && echo ok; sudo -Z x 2>/dev/null; echo $?; sudo; echo $?",
+        "hi\nbar\n/tmp\nok\n1\n1\n",
+    ),
+    (
+        "tput",
+        "COLUMNS=100 LINES=30 tput cols; LINES=30 tput lines; TERM=xterm-256color tput colors; TERM=xterm tput setaf 1 | od -An -c | tr -s ' '; TERM=xterm tput cup 2 3 | od -An -c | tr -s ' '; TERM=xterm tput nope; echo $?; unset TERM; tput bold; echo $?",
+        "100\n30\n256\n 033 [ 3 1 m\n 033 [ 3 ; 4 H\n4\n2\n",
+    ),
     ("cut", "echo a:b:c | cut -d: -f2", "b\n"),
     ("echo", "/bin/echo -n hi; /usr/bin/echo", "hi\n"),
     ("env", "env -i A=1 B=2 env", "A=1\nB=2\n"),

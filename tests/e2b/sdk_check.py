@@ -211,6 +211,37 @@ def _():
     assert i.permissions.startswith("-rw"), i.permissions
 
 
+@check("files_remove_missing")
+def _():
+    sbx.files.remove("/home/user/never-was.txt")  # like envd: no error
+
+
+@check("signed_urls")
+def _():
+    import urllib.error
+    import urllib.request
+
+    sbx.files.write("signed.txt", "signed content")
+    try:
+        url = sbx.download_url("signed.txt", "user", use_signature_expiration=120)
+    except TypeError:  # older SDKs name the argument differently
+        url = sbx.download_url("signed.txt", "user", 120)
+    with urllib.request.urlopen(url) as r:
+        eq(r.read().decode(), "signed content")
+    bad = url.replace("signature=v1_", "signature=v1_x")
+    try:
+        urllib.request.urlopen(bad)
+    except urllib.error.HTTPError as e:
+        eq(e.code, 401, "a wrong signature")
+    else:
+        raise AssertionError("a wrong signature was accepted")
+
+
+@check("sudo")
+def _():
+    eq(sbx.commands.run("sudo echo root-ish").stdout, "root-ish\n")
+
+
 @check("files_gzip")
 def _():
     sbx.files.write("/home/user/z.txt", "zipped " * 1000, gzip=True)
@@ -250,21 +281,21 @@ def _():
 def _():
     out = []
     lock = threading.Lock()
-    term = sbx.pty.create(PtySize(rows=24, cols=80))
+    term = sbx.pty.create(PtySize(rows=24, cols=80), cwd="/")
     t = threading.Thread(
         target=lambda: term.wait(on_pty=lambda d: (lock.acquire(), out.append(d), lock.release())),
         daemon=True,
     )
     t.start()
-    sbx.pty.send_stdin(term.pid, b"echo pty-$((40+2))\n")
+    sbx.pty.send_stdin(term.pid, b"echo pty-$((40+2)) $(tput cols)\n")
     deadline = time.time() + 10
     while time.time() < deadline:
         with lock:
             text = b"".join(out).decode(errors="replace")
-        if "pty-42" in text:
+        if "pty-42 80" in text:
             break
         time.sleep(0.05)
-    assert "pty-42" in text, text
+    assert "pty-42 80" in text, text
     sbx.pty.resize(term.pid, PtySize(rows=30, cols=100))
     sbx.pty.send_stdin(term.pid, b"exit\n")
     t.join(10)
@@ -358,6 +389,19 @@ def _():
     assert s.is_running()
     time.sleep(3.5)
     assert not s.is_running(), "still running after its timeout"
+
+
+@check("killed_while_running")
+def _():
+    s = Sandbox.create(timeout=60)
+    h = s.commands.run("sleep 60", background=True)
+    s.kill()
+    try:
+        h.wait()
+    except SandboxException as e:
+        assert "killed" in str(e), str(e)
+    else:
+        raise AssertionError("a command of a killed sandbox ended well")
 
 
 @check("kill")

@@ -16,6 +16,7 @@ mod inspect;
 mod ls;
 mod own;
 mod sed;
+mod term;
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
@@ -99,6 +100,8 @@ fn applet(name: &str) -> Option<Main> {
         "true" => |_| 0,
         "false" => |_| 1,
         "yes" => yes,
+        "sudo" => term::sudo,
+        "tput" => term::tput,
         _ => return None,
     })
 }

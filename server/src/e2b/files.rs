@@ -21,6 +21,9 @@ pub const MAX_FILE_BYTES: usize = 64 << 20;
 pub struct FileQuery {
     path: Option<String>,
     username: Option<String>,
+    /// A signed URL's signature (`v1_...`, from the sandbox's access token) and its end.
+    signature: Option<String>,
+    signature_expiration: Option<String>,
 }
 
 fn file_error(e: FileError) -> Response {
@@ -44,15 +47,83 @@ fn check_user(q: &FileQuery) -> Result<(), Response> {
     }
 }
 
-fn sandbox_of(e2b: &SharedE2b, headers: &HeaderMap) -> Result<Sandbox, Response> {
+/// The sandbox a `/files` request is for: by its header and access token, or by a signed
+/// URL's signature (which names the sandbox without a header: a signed URL is fetched by
+/// plain HTTP clients).
+fn sandbox_of(
+    e2b: &SharedE2b,
+    headers: &HeaderMap,
+    q: &FileQuery,
+    operation: &str,
+) -> Result<Sandbox, Response> {
+    if let Some(sig) = &q.signature {
+        let expiration = match q.signature_expiration.as_deref() {
+            None | Some("") => None,
+            Some(e) => match e.parse::<i64>() {
+                Ok(e) => Some(e),
+                Err(_) => {
+                    return Err(error(
+                        StatusCode::BAD_REQUEST,
+                        "signature_expiration is not a number",
+                    ));
+                }
+            },
+        };
+        if let Some(e) = expiration {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs() as i64;
+            if e < now {
+                return Err(error(
+                    StatusCode::UNAUTHORIZED,
+                    "signature is already expired",
+                ));
+            }
+        }
+        let path = q.path.as_deref().unwrap_or("");
+        let user = q.username.as_deref().unwrap_or("");
+        let named = headers.get("e2b-sandbox-id").and_then(|v| v.to_str().ok());
+        let candidates = match named {
+            Some(id) => e2b.get(id).into_iter().collect(),
+            None => e2b.live(),
+        };
+        return candidates
+            .into_iter()
+            .find(|s| {
+                let want = signature(path, operation, user, &s.token, expiration);
+                crate::auth::constant_time_eq(want.as_bytes(), sig.as_bytes())
+            })
+            .map(|s| s.session.sandbox().clone())
+            .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "invalid signature"));
+    }
     match target(e2b, headers) {
         Target::Found(s) => Ok(s.session.sandbox().clone()),
-        Target::Gone(id) => Err(error(
-            StatusCode::BAD_GATEWAY,
-            format!("sandbox \"{id}\" is not running"),
-        )),
+        Target::Gone(id) => Err(error(StatusCode::BAD_GATEWAY, super::gone(&id))),
         Target::Unauthorized => Err(error(StatusCode::UNAUTHORIZED, "invalid access token")),
     }
+}
+
+/// envd's v1 URL signature: `v1_` and the unpadded base64 of SHA-256 over
+/// `path:operation:user:token[:expiration]`.
+pub(crate) fn signature(
+    path: &str,
+    operation: &str,
+    user: &str,
+    token: &str,
+    expiration: Option<i64>,
+) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let raw = match expiration {
+        None => format!("{path}:{operation}:{user}:{token}"),
+        Some(e) => format!("{path}:{operation}:{user}:{token}:{e}"),
+    };
+    let digest = sha2::Sha256::digest(raw.as_bytes());
+    format!(
+        "v1_{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
+    )
 }
 
 /// `GET /files?path=`: the file's bytes.
@@ -61,7 +132,7 @@ pub async fn download(
     Query(q): Query<FileQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let sandbox = match sandbox_of(&e2b, &headers) {
+    let sandbox = match sandbox_of(&e2b, &headers, &q, "read") {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -128,7 +199,7 @@ pub async fn upload(
     Query(q): Query<FileQuery>,
     req: Request,
 ) -> Response {
-    let sandbox = match sandbox_of(&e2b, req.headers()) {
+    let sandbox = match sandbox_of(&e2b, req.headers(), &q, "write") {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -230,8 +301,14 @@ pub async fn upload(
     let mut written = Vec::new();
     for (path, data) in files {
         let abs = sandbox.absolute_path(&path);
+        let new = sandbox.stat(&abs).is_err();
         if let Err(e) = sandbox.write_file_async(&abs, data.into()).await {
             return file_error(e);
+        }
+        if new {
+            // A new file gets envd's mode for uploads (its watchers see the change, as
+            // they see envd's chown of the file to the sandbox's user).
+            let _ = sandbox.set_permissions(&abs, 0o644);
         }
         let name = abs.rsplit('/').next().unwrap_or("").to_string();
         written.push(serde_json::json!({ "name": name, "type": "file", "path": abs }));
@@ -244,4 +321,16 @@ fn too_large() -> Response {
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("a file of more than {MAX_FILE_BYTES} bytes"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn signatures_match_envds() {
+        // sha256("a.txt:read:user:tok") in unpadded base64, as the SDKs compute it.
+        let s = super::signature("a.txt", "read", "user", "tok", None);
+        assert_eq!(s, "v1_wPjHOh/p+K3FbqiyGd5vwPNc/g4IPd8sigMxb1gqu9I");
+        assert_ne!(s, super::signature("a.txt", "write", "user", "tok", None));
+        assert_ne!(s, super::signature("a.txt", "read", "user", "tok", Some(1)));
+    }
 }

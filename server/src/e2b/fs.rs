@@ -109,10 +109,7 @@ pub async fn call(
     let sbx = match target(&e2b, &headers) {
         Target::Found(s) => s,
         Target::Gone(id) => {
-            return fail(RpcError::new(
-                Code::Unavailable,
-                format!("sandbox \"{id}\" is not running"),
-            ));
+            return fail(RpcError::new(Code::Unavailable, super::gone(&id)));
         }
         Target::Unauthorized => {
             return fail(RpcError::new(Code::Unauthenticated, "invalid access token"));
@@ -191,7 +188,11 @@ fn unary(
         }
         "Remove" => {
             let req: wire::PathRequest = connect::decode_unary(body)?;
-            sandbox.remove(&req.path).map_err(rpc_error)?;
+            // Like envd: removing what is not there succeeds.
+            match sandbox.remove(&req.path) {
+                Ok(()) | Err(FileError::NotFound(_)) => {}
+                Err(e) => return Err(rpc_error(e)),
+            }
             Ok(serde_json::json!({}))
         }
         "Move" => {
@@ -217,6 +218,7 @@ fn unary(
             let mut changes = Vec::new();
             {
                 let mut watch = lock(&w.watch);
+                watch.settle();
                 while let Some(c) = watch.try_recv() {
                     changes.push(c);
                 }

@@ -43,7 +43,7 @@ pub const HOME: &str = "/home/user";
 /// A sandbox's lifetime when the create request names none (E2B's SDK default).
 const DEFAULT_TIMEOUT_SECS: i64 = 300;
 /// The longest lifetime a sandbox may be given (E2B's, for its paid plans).
-const MAX_TIMEOUT_SECS: i64 = 86_400;
+pub(crate) const MAX_TIMEOUT_SECS: i64 = 86_400;
 /// Most processes (commands and PTYs) one sandbox runs at once.
 const MAX_PROCESSES: usize = 64;
 /// Most directory watchers one sandbox has at once.
@@ -119,7 +119,7 @@ impl E2b {
     }
 
     /// A live sandbox by id; a sandbox whose session has ended is forgotten here.
-    fn get(&self, id: &str) -> Option<Arc<Sbx>> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Sbx>> {
         let mut all = crate::worker::lock(&self.sandboxes);
         match all.get(id) {
             Some(s) if s.alive() => Some(s.clone()),
@@ -131,7 +131,7 @@ impl E2b {
         }
     }
 
-    fn live(&self) -> Vec<Arc<Sbx>> {
+    pub(crate) fn live(&self) -> Vec<Arc<Sbx>> {
         let mut all = crate::worker::lock(&self.sandboxes);
         all.retain(|_, s| s.alive());
         let mut v: Vec<Arc<Sbx>> = all.values().cloned().collect();
@@ -324,6 +324,8 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
     config.idle = wasbox_runtime::MAX_SESSION_LIMIT;
     config.env = env;
     config.max_ptys = MAX_PROCESSES;
+    // Processes live as long as the sandbox, however often its timeout is moved.
+    config.deadline_from_lifetime = false;
     config.labels.insert("task_id".into(), format!("e2b:{id}"));
     config.labels.insert("image_ref".into(), template.clone());
     let limits = Limits::default()
@@ -465,8 +467,9 @@ async fn connect_sandbox(
     (StatusCode::OK, axum::Json(s.created())).into_response()
 }
 
-/// `GET /sandboxes` and `GET /v2/sandboxes`: running sandboxes, filtered by `metadata`
-/// (`k=v&k2=v2`, URL-encoded) and `state`, `limit` per page with `x-next-token`.
+/// `GET /sandboxes` and `GET /v2/sandboxes`: running sandboxes, newest first (`order=asc`
+/// for oldest first), filtered by `metadata` (`k=v&k2=v2`, URL-encoded), `state`,
+/// `startedAfter` and `template`, `limit` per page with `x-next-token`.
 async fn list(State(e2b): State<SharedE2b>, Query(q): Query<HashMap<String, String>>) -> Response {
     let wanted: Vec<(String, String)> = q
         .get("metadata")
@@ -497,13 +500,37 @@ async fn list(State(e2b): State<SharedE2b>, Query(q): Query<HashMap<String, Stri
         Some(Ok(o)) => o,
         Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "nextToken is not valid"),
     };
-    let matching: Vec<wire::SandboxDetail> = e2b
-        .live()
+    let after = match q.get("startedAfter").filter(|v| !v.is_empty()) {
+        None => None,
+        Some(t) => match crate::rfc3339::parse(t) {
+            Some(t) => Some(t),
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "startedAfter is not an RFC 3339 time",
+                );
+            }
+        },
+    };
+    let template = q.get("template").filter(|t| !t.is_empty());
+    // Newest first unless asked otherwise (E2B's default).
+    let ascending = match q.get("order").map(String::as_str) {
+        None | Some("" | "desc") => false,
+        Some("asc") => true,
+        Some(o) => return error(StatusCode::BAD_REQUEST, format!("order {o:?}: asc or desc")),
+    };
+    let mut live = e2b.live();
+    if !ascending {
+        live.reverse();
+    }
+    let matching: Vec<wire::SandboxDetail> = live
         .iter()
         .filter(|s| {
             wanted
                 .iter()
                 .all(|(k, v)| s.metadata.get(k).is_some_and(|m| m == v))
+                && after.is_none_or(|a| s.started_at >= a)
+                && template.is_none_or(|t| *t == s.template)
         })
         .map(|s| s.detail(false))
         .collect();
@@ -542,18 +569,42 @@ fn percent_decode(s: &str) -> String {
 
 /// `GET /sandboxes/{id}/metrics`: one sample now (memory of its processes, disk of its
 /// workspace).
-async fn metrics(State(e2b): State<SharedE2b>, Path(id): Path<String>) -> Response {
+async fn metrics(
+    State(e2b): State<SharedE2b>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     let Some(s) = e2b.get(&id) else {
         return not_found(&id);
     };
+    let secs = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs()
+    };
+    let bound = |k: &str| q.get(k).map(|v| v.parse::<u64>());
+    let (start, end) = match (bound("start"), bound("end")) {
+        (Some(Err(_)), _) | (_, Some(Err(_))) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "start and end are Unix times in seconds",
+            );
+        }
+        (a, b) => (
+            a.and_then(Result::ok).unwrap_or(0),
+            b.and_then(Result::ok).unwrap_or(u64::MAX),
+        ),
+    };
+    // One sample, of now, dated within the range asked for; none when the range is
+    // outside the sandbox's life.
+    let unix = secs(SystemTime::now()).min(end);
+    if unix < start.max(secs(s.started_at)) {
+        return axum::Json(serde_json::json!([])).into_response();
+    }
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(unix);
     let sandbox = s.session.sandbox();
     let (mem_used, mem_total) = sandbox.memory_in_use();
     let (disk_used, disk_total) = sandbox.disk_in_use();
-    let now = SystemTime::now();
-    let unix = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
     axum::Json(serde_json::json!([{
         "timestamp": crate::rfc3339::format(now),
         "timestampUnix": unix,
@@ -611,15 +662,17 @@ pub(crate) fn target(e2b: &E2b, headers: &HeaderMap) -> Target {
     Target::Found(s)
 }
 
+/// What E2B's edge says of a sandbox it does not have (the SDKs recognise the words).
+pub(crate) fn gone(id: &str) -> String {
+    format!("The sandbox {id} was not found")
+}
+
 /// `GET /health`: 204 for a live sandbox, 502 for one that is gone (as E2B's edge answers
 /// for a sandbox it cannot reach).
 async fn health(State(e2b): State<SharedE2b>, headers: HeaderMap) -> Response {
     match target(&e2b, &headers) {
         Target::Found(_) => StatusCode::NO_CONTENT.into_response(),
-        Target::Gone(id) => error(
-            StatusCode::BAD_GATEWAY,
-            format!("sandbox \"{id}\" is not running"),
-        ),
+        Target::Gone(id) => error(StatusCode::BAD_GATEWAY, gone(&id)),
         Target::Unauthorized => error(StatusCode::UNAUTHORIZED, "invalid access token"),
     }
 }

@@ -109,6 +109,14 @@ impl Proc {
         }
     }
 
+    /// The process went with its sandbox: its streams end without an end event, as when
+    /// a sandbox's envd goes away (the SDK then finds the sandbox gone and says so).
+    fn abandon(&self) {
+        let mut s = lock(&self.state);
+        s.ended = true;
+        s.subscribers.clear();
+    }
+
     /// The last event: every stream gets it and ends.
     async fn finish(&self, end: EndEvent) {
         let subs = {
@@ -143,10 +151,7 @@ pub async fn call(
     let sbx = match target(&e2b, &headers) {
         Target::Found(s) => s,
         Target::Gone(id) => {
-            return fail(RpcError::new(
-                Code::Unavailable,
-                format!("sandbox \"{id}\" is not running"),
-            ));
+            return fail(RpcError::new(Code::Unavailable, super::gone(&id)));
         }
         Target::Unauthorized => {
             return fail(RpcError::new(Code::Unauthenticated, "invalid access token"));
@@ -380,6 +385,9 @@ async fn start(
     }
     let cwd = match config.cwd.as_deref().filter(|c| !c.is_empty()) {
         None => super::HOME.to_string(),
+        // The sandbox's tree has no directories above the home directory (`/`, `/home`):
+        // a process asked to start there starts at home.
+        Some(c) if above_home(&sbx.session.sandbox().absolute_path(c)) => super::HOME.to_string(),
         Some(c) => {
             let abs = sbx.session.sandbox().absolute_path(c);
             if !sbx.session.sandbox().is_dir(&abs) {
@@ -420,7 +428,7 @@ async fn start(
                     cols,
                     rows,
                     env,
-                    timeout: sbx.session.remaining(),
+                    timeout: Duration::from_secs(super::MAX_TIMEOUT_SECS as u64),
                     cwd: Some(cwd),
                 },
             )
@@ -450,6 +458,11 @@ async fn start(
                 }
             };
             sbx.session.close_pty(&format!("e2b-{pid}"));
+            if sbx.session.is_ended() && !proc.killed.load(Ordering::Acquire) {
+                proc.abandon();
+                lock(&sbx.procs.procs).remove(&pid);
+                return;
+            }
             proc.finish(end_event(
                 code.unwrap_or(-1),
                 proc.killed.load(Ordering::Acquire),
@@ -506,15 +519,28 @@ async fn start(
             let _ = p.await;
         }
         let killed = proc.killed.load(Ordering::Acquire);
+        if sbx.session.is_ended() && !killed {
+            proc.abandon();
+            lock(&sbx.procs.procs).remove(&pid);
+            return;
+        }
         let end = match out {
             Ok(o) if o.status == JobStatus::Timeout => end_event(-1, true, None),
-            Ok(o) => end_event(o.exit_code, killed || sbx.session.is_ended(), None),
+            Ok(o) => end_event(o.exit_code, killed, None),
             Err(e) => end_event(-1, false, Some(format!("{e:#}"))),
         };
         proc.finish(end).await;
         lock(&sbx.procs.procs).remove(&pid);
     });
     Ok(stream_events(pid, rx, deadline, keepalive))
+}
+
+/// Whether a sandbox path is a directory above the home directory (`/`, `/home`).
+fn above_home(abs: &str) -> bool {
+    abs == "/"
+        || super::HOME
+            .strip_prefix(abs)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// What a pipe carries, as data events, until the process closes it.
@@ -602,7 +628,7 @@ fn stream_events(
                         }
                     }
                     None => {
-                        tx.finish(Some(RpcError::new(Code::Unavailable, "the process stream ended"))).await;
+                        tx.finish(Some(RpcError::new(Code::Unavailable, "the sandbox ended (killed, or its timeout reached) before the process did"))).await;
                         return;
                     }
                 },
@@ -639,6 +665,15 @@ mod tests {
         );
         let e = end_event(0, false, Some("no such program".into()));
         assert_eq!(e.error.as_deref(), Some("no such program"));
+    }
+
+    #[test]
+    fn only_directories_above_home_start_at_home() {
+        assert!(above_home("/"));
+        assert!(above_home("/home"));
+        assert!(!above_home("/ho"));
+        assert!(!above_home("/home/user"));
+        assert!(!above_home("/etc"));
     }
 
     #[test]
