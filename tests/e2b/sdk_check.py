@@ -228,6 +228,12 @@ def _():
         url = sbx.download_url("signed.txt", "user", 120)
     with urllib.request.urlopen(url) as r:
         eq(r.read().decode(), "signed content")
+    import httpx
+
+    up = sbx.upload_url("signed/up.txt", "user")
+    r = httpx.post(up, files={"file": ("up.txt", b"by a signed url")})
+    eq(r.status_code, 200, "upload by a signed URL")
+    eq(sbx.files.read("signed/up.txt"), "by a signed url")
     bad = url.replace("signature=v1_", "signature=v1_x")
     try:
         urllib.request.urlopen(bad)
