@@ -26,7 +26,7 @@
 //! ```
 //!
 //! The layers, lowest first (each module uses only those below it; see
-//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `sandbox` -> `files`, `watch` ->
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `sandbox` -> `files`, `watch` ->
 //! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
 //! `agent`.
 
@@ -42,6 +42,7 @@ pub mod io;
 mod job;
 pub mod limits;
 mod pty;
+mod rootfs;
 mod runtime;
 mod sandbox;
 mod scratch;

@@ -282,6 +282,22 @@ impl Quota {
     pub fn limits(&self) -> (u64, u64) {
         (self.bytes_limit, self.inodes_limit)
     }
+    /// Bytes and inodes that may still be charged: what is left of this quota and of every
+    /// quota it is within.
+    pub fn available(&self) -> (u64, u64) {
+        let (b, i) = self.used();
+        let own = (
+            self.bytes_limit.saturating_sub(b),
+            self.inodes_limit.saturating_sub(i),
+        );
+        match &self.parent {
+            Some(p) => {
+                let up = p.available();
+                (own.0.min(up.0), own.1.min(up.1))
+            }
+            None => own,
+        }
+    }
 }
 
 /// The default node-wide memory budget: [`NODE_MEMORY_SHARE`] of the machine's memory

@@ -29,6 +29,8 @@ struct RuntimeInner {
     node_disk: Arc<Quota>,
     /// `temp_dir` was made for this runtime (removed with it when empty).
     own_temp_dir: bool,
+    /// The read-only root trees around sandboxes' workspaces (in `temp_dir`).
+    roots: Option<crate::rootfs::RootTrees>,
     _ticker: EpochTicker,
 }
 
@@ -36,6 +38,7 @@ impl Drop for RuntimeInner {
     fn drop(&mut self) {
         // Sandboxes may outlive the runtime and remove their own directories later: only
         // an empty root goes now (a crashed process's is swept at the next start).
+        drop(self.roots.take());
         if self.own_temp_dir {
             let _ = std::fs::remove_dir(&self.temp_dir);
         }
@@ -161,6 +164,7 @@ impl RuntimeBuilder {
             None => crate::scratch::default_root()?,
         };
         let node_disk = Arc::new(crate::scratch::node_quota(&temp_dir));
+        let roots = Some(crate::rootfs::RootTrees::new(&temp_dir)?);
         let host = HostContext::new(
             engines,
             CompileCache::open(cache_dir)?,
@@ -177,6 +181,7 @@ impl RuntimeBuilder {
                 images,
                 default_image: self.default_image,
                 own_temp_dir,
+                roots,
                 temp_dir,
                 node_disk,
             }),
@@ -270,11 +275,20 @@ impl Runtime {
     /// compile cache is refused: a guest could otherwise plant compiled code.
     pub fn sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
         let image = self.image(config.image.as_deref())?;
+        let root = match &self.inner.roots {
+            Some(roots) => Some(roots.get(
+                image.image.name(),
+                &image.image.program_names(),
+                &config.mount,
+            )?),
+            None => None,
+        };
         let state = SandboxState::create(
             config,
             &self.inner.limits,
             &self.inner.temp_dir,
             &self.inner.node_disk,
+            root,
         )?;
         if let Some(cache) = self.inner.host.cache.dir()
             && cache.starts_with(&state.workspace)

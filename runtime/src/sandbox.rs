@@ -15,6 +15,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 
 use crate::limits::{Budget, Limits, Quota};
+pub(crate) use crate::rootfs::DirView;
+use crate::rootfs::{Device, RootTree};
 
 /// Where a sandbox may connect to. Only `None` exists for now: no sockets, no HTTP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,6 +105,8 @@ pub(crate) struct SandboxState {
     /// calling thread. On a disk they go to the blocking pool, so that a slow device never
     /// holds a thread that serves requests.
     pub(crate) in_memory: bool,
+    /// The read-only tree around the workspace and `/tmp` (`/usr/bin`, `/etc`, `/dev`).
+    pub(crate) root: Option<Arc<RootTree>>,
 }
 
 /// A removal of more entries than this leaves the calling thread for the blocking pool.
@@ -150,6 +154,7 @@ impl SandboxState {
         limits: &Limits,
         temp_root: &Path,
         node_disk: &Arc<Quota>,
+        root: Option<Arc<RootTree>>,
     ) -> Result<Self> {
         let (workspace, scratch) = match config.workspace {
             Some(dir) => {
@@ -206,6 +211,7 @@ impl SandboxState {
             live: AtomicU32::new(0),
             tmp,
             scratch,
+            root,
         })
     }
 
@@ -217,7 +223,59 @@ impl SandboxState {
             .tmp
             .as_ref()
             .map(|(_, d)| (d.0.clone(), "/tmp".to_string()));
-        std::iter::once((self.dir.0.clone(), self.mount.clone())).chain(tmp)
+        let root = self.root.as_ref().map(|r| (r.dir.clone(), "/".to_string()));
+        std::iter::once((self.dir.0.clone(), self.mount.clone()))
+            .chain(tmp)
+            .chain(root)
+    }
+
+    /// Where a guest's path that climbs out of the workspace or `/tmp` (`/tmp/../etc`,
+    /// `ls ..` in the workspace) really leads, as a shell resolves it: the directory holding
+    /// it (workspace, `/tmp` or the read-only root) and the path inside. `None` when `at`
+    /// is not one of the two or the path stays inside.
+    pub(crate) fn reroute(
+        &self,
+        at: &Arc<std::fs::File>,
+        path: &str,
+    ) -> Option<(wasmtime_wasi::filesystem::Dir, String)> {
+        let mut depth = 0i32;
+        let climbs = path.split('/').any(|p| {
+            match p {
+                "" | "." => {}
+                ".." => depth -= 1,
+                _ => depth += 1,
+            }
+            depth < 0
+        });
+        if !climbs {
+            return None;
+        }
+        let base = if Arc::ptr_eq(at, &self.dir.0.dir) {
+            self.mount.as_str()
+        } else if self
+            .tmp
+            .as_ref()
+            .is_some_and(|(_, d)| Arc::ptr_eq(at, &d.0.dir))
+        {
+            "/tmp"
+        } else {
+            return None;
+        };
+        let parts = normalize(base, path);
+        let rel = |r: PathBuf| r.to_string_lossy().into_owned();
+        if let Some(r) = under(&parts, &self.mount) {
+            return Some((self.dir.0.clone(), rel(r)));
+        }
+        if let (Some((_, tmp)), Some(r)) = (&self.tmp, under(&parts, "/tmp")) {
+            return Some((tmp.0.clone(), rel(r)));
+        }
+        let root = self.root.as_ref()?;
+        let r = if parts.is_empty() {
+            ".".to_string()
+        } else {
+            parts.join("/")
+        };
+        Some((root.dir.clone(), r))
     }
 
     /// The directory (workspace or `/tmp`) holding a sandbox path, and the path inside it.
@@ -232,20 +290,51 @@ impl SandboxState {
         }
     }
 
-    /// Opens a file of the workspace (or of `/tmp`) for a redirection; the error is the
-    /// message a shell prints.
+    /// Opens a file for a redirection: of the workspace or `/tmp` (`write`: `None` to read,
+    /// `Some(append)` to write), or of the read-only root (its devices, and its files for
+    /// reading). The error is the message a shell prints.
     pub(crate) fn open(
         &self,
         cwd: &str,
         path: &str,
-        options: impl FnOnce(&mut OpenOptions) -> &mut OpenOptions,
+        write: Option<bool>,
     ) -> Result<std::fs::File, String> {
         let Some((dir, rel)) = self.resolve(cwd, path) else {
-            return Err(format!("{path}: Permission denied"));
+            return self.open_in_root(cwd, path, write.is_some());
         };
         let mut o = OpenOptions::new();
-        options(&mut o);
+        match write {
+            None => o.read(true),
+            Some(true) => o.append(true).create(true),
+            Some(false) => o.write(true).create(true).truncate(true),
+        };
         match dir.open_with(&rel, &o) {
+            Ok(f) => Ok(f.into_std()),
+            Err(e) => Err(format!("{path}: {}", io_message(&e))),
+        }
+    }
+
+    /// Opens a path of the read-only root: one of its devices, or a file for reading.
+    fn open_in_root(&self, cwd: &str, path: &str, write: bool) -> Result<std::fs::File, String> {
+        let Some(root) = &self.root else {
+            return Err(format!("{path}: Permission denied"));
+        };
+        let parts = normalize(cwd, path);
+        if let Some(device) = Device::at(&parts) {
+            return device
+                .open(!write, write)
+                .map_err(|e| format!("{path}: {}", io_message(&e)));
+        }
+        if write {
+            return Err(format!("{path}: Read-only file system"));
+        }
+        let rel: PathBuf = parts.iter().collect();
+        let rel = if parts.is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel
+        };
+        match root.view().open_with(&rel, OpenOptions::new().read(true)) {
             Ok(f) => Ok(f.into_std()),
             Err(e) => Err(format!("{path}: {}", io_message(&e))),
         }
@@ -265,13 +354,7 @@ impl SandboxState {
         if existing.is_none() && !self.quota.reserve_inodes(1) {
             return Err(format!("{path}: No space left on device"));
         }
-        let opened = self.open(cwd, path, |o| {
-            if append {
-                o.append(true).create(true)
-            } else {
-                o.write(true).create(true).truncate(true)
-            }
-        });
+        let opened = self.open(cwd, path, Some(append));
         match (&opened, &existing) {
             (Err(_), None) => self.quota.release_inodes(1),
             (Ok(_), Some(meta)) if !append && meta.is_file() => {
@@ -280,6 +363,29 @@ impl SandboxState {
             _ => {}
         }
         opened
+    }
+
+    /// The permission bits of a sandbox path (following a final symlink): of the
+    /// workspace, `/tmp` or the read-only root (its devices are `rw-rw-rw-`).
+    pub(crate) fn mode(&self, cwd: &str, path: &str) -> Option<u32> {
+        use cap_std::fs::PermissionsExt as _;
+        let meta = match self.resolve(cwd, path) {
+            Some((dir, rel)) => dir.metadata(rel),
+            None => {
+                let parts = normalize(cwd, path);
+                if Device::at(&parts).is_some() {
+                    return Some(0o666);
+                }
+                let rel: PathBuf = parts.iter().collect();
+                let rel = if parts.is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    rel
+                };
+                self.root.as_ref()?.view().metadata(rel)
+            }
+        };
+        meta.ok().map(|m| m.permissions().mode() & 0o7777)
     }
 
     /// Sets the permission bits of a sandbox file (workspace or `/tmp`). Only permission
@@ -478,24 +584,7 @@ impl SharedDir {
     /// The directory as cap-std sees it, for the host's own operations (which cap-std
     /// keeps inside it, like the guest's).
     pub(crate) fn view(&self) -> DirView<'_> {
-        use std::os::fd::{AsRawFd as _, FromRawFd as _};
-        // SAFETY: the descriptor is owned by `self.0` and outlives the view (its lifetime
-        // is tied to `self`); the view never closes it (ManuallyDrop).
-        let dir = unsafe { Dir::from_raw_fd(self.0.dir.as_raw_fd()) };
-        DirView(std::mem::ManuallyDrop::new(dir), std::marker::PhantomData)
-    }
-}
-
-/// A borrowed cap-std view of a [`SharedDir`].
-pub(crate) struct DirView<'a>(
-    std::mem::ManuallyDrop<Dir>,
-    std::marker::PhantomData<&'a SharedDir>,
-);
-
-impl std::ops::Deref for DirView<'_> {
-    type Target = Dir;
-    fn deref(&self) -> &Dir {
-        &self.0
+        DirView::of(&self.0.dir)
     }
 }
 

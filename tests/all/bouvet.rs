@@ -323,9 +323,16 @@ fn every_method_and_error_code_like_the_reference() {
     );
     let (code, _) = error_of(&c.call(18, "list_dir", json!({"path": "/tmp/none"})));
     assert_eq!(code, -32603);
-    // Outside the sandbox there is nothing to read.
-    let (code, _) = error_of(&c.call(19, "read_file", json!({"path": "/etc/passwd"})));
+    // Outside the workspace there is only the sandbox's own read-only root.
+    let (code, _) = error_of(&c.call(19, "read_file", json!({"path": "/etc/shadow"})));
     assert_eq!(code, -32603);
+    let passwd = c.call(19, "read_file", json!({"path": "/etc/passwd"}));
+    assert!(
+        passwd["result"]["content"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("root:x:0:0:root:/root:/bin/sh\n")),
+        "{passwd}"
+    );
 
     // A second connection with a handshake whose port is not a number: `OK 52`.
     let mut d = Lines::open(&server.socket);

@@ -206,6 +206,33 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "printf 'a bb\\nccc d\\n' | column -t",
         "a    bb\nccc  d\n",
     ),
+    ("arch", "arch", "wasm32\n"),
+    ("uname", "uname; uname -m", "Linux\nwasm32\n"),
+    ("nproc", "nproc", "1\n"),
+    ("id", "id", "uid=0(root) gid=0(root) groups=0(root)\n"),
+    ("whoami", "whoami", "root\n"),
+    ("logname", "logname", "root\n"),
+    ("groups", "groups", "root\n"),
+    ("hostname", "hostname", "wasbox\n"),
+    ("tty", "tty || echo no", "not a tty\nno\n"),
+    ("nohup", "nohup echo hi", "hi\n"),
+    ("nice", "nice; nice -n 5 echo hi", "0\nhi\n"),
+    ("chown", "touch f; chown root:root f && echo ok", "ok\n"),
+    ("chgrp", "touch f; chgrp root f && echo ok", "ok\n"),
+    ("sync", "sync && echo ok", "ok\n"),
+    ("getconf", "getconf LONG_BIT", "32\n"),
+    ("less", "printf 'a\\n' | less", "a\n"),
+    ("more", "echo b > f; more f", "b\n"),
+    (
+        "dd",
+        "printf 'hello world' | dd bs=5 count=1 status=none; echo",
+        "hello\n",
+    ),
+    (
+        "df",
+        "df | awk '{ print $1, $NF }'",
+        "Filesystem on\nsandbox /\n",
+    ),
 ];
 
 #[tokio::test]
@@ -597,4 +624,190 @@ async fn check_table(table: &[(&str, &str, i32)]) {
         table.len(),
         failures.join("\n")
     );
+}
+
+/// `cat`, `dd`, `df` and the system and user applets, against GNU coreutils' documented
+/// behaviour (the sandbox is Linux on wasm32, host `wasbox`, user `root`).
+const SYSTEM: &[(&str, &str, i32)] = &[
+    ("printf 'a\\n\\n\\n\\nb\\n' | cat -s", "a\n\nb\n", 0),
+    (
+        "printf 'a\\nb\\n' > f; cat -n f f",
+        "     1\ta\n     2\tb\n     3\ta\n     4\tb\n",
+        0,
+    ),
+    (
+        "printf 'a\\n\\nb\\n' | cat -b",
+        "     1\ta\n\n     2\tb\n",
+        0,
+    ),
+    ("printf 'x\\ty\\n' | cat -T", "x^Iy\n", 0),
+    ("printf 'a\\r\\n' | cat -A", "a^M$\n", 0),
+    ("printf '\\200\\377\\n' | cat -v", "M-^@M-^?\n", 0),
+    ("printf 'a\\tb' | cat -e", "a\tb", 0),
+    ("printf x > a; echo y | cat a - a", "xy\nx", 0),
+    ("cat -z 2>/dev/null", "", 1),
+    (
+        "cat missing 2>&1; echo $?",
+        "cat: missing: No such file or directory\n1\n",
+        0,
+    ),
+    ("mkdir d; cat d 2>&1", "cat: d: Is a directory\n", 1),
+    ("cat /dev/null", "", 0),
+    ("head -c 100000 /dev/zero | cat | wc -c", "100000\n", 0),
+    (
+        "printf 'hello world' | dd bs=1 skip=6 status=none",
+        "world",
+        0,
+    ),
+    (
+        "printf abc > f; printf XY | dd of=f bs=1 seek=1 conv=notrunc status=none; cat f",
+        "aXY",
+        0,
+    ),
+    (
+        "printf abcdef > f; printf X | dd of=f bs=1 seek=2 status=none; cat f",
+        "abX",
+        0,
+    ),
+    ("printf abc | dd conv=ucase status=none", "ABC", 0),
+    ("printf ABC | dd conv=lcase status=none", "abc", 0),
+    (
+        "printf abcdefgh | dd ibs=3 count=2 status=none",
+        "abcdef",
+        0,
+    ),
+    (
+        "printf abcdefgh | dd iflag=count_bytes count=5 status=none",
+        "abcde",
+        0,
+    ),
+    (
+        "dd if=/dev/zero bs=1K count=2 status=none | wc -c",
+        "2048\n",
+        0,
+    ),
+    (
+        "dd if=/dev/zero bs=2x512 count=1 status=none | wc -c",
+        "1024\n",
+        0,
+    ),
+    (
+        "printf ab | dd bs=4 conv=sync status=none | od -An -c",
+        "   a   b  \\0  \\0\n",
+        0,
+    ),
+    (
+        "printf abc | dd bs=2 2>&1 >/dev/null | head -2",
+        "1+1 records in\n1+1 records out\n",
+        0,
+    ),
+    (
+        "printf abc | dd bs=1 count=2 status=noxfer 2>&1 >/dev/null",
+        "2+0 records in\n2+0 records out\n",
+        0,
+    ),
+    (
+        "dd if=/dev/zero of=z bs=1M count=1 2>&1 | tail -1 | cut -d, -f1-2",
+        "1048576 bytes (1.0 MB, 1.0 MiB) copied\n",
+        0,
+    ),
+    (
+        "dd if=missing status=none 2>&1",
+        "dd: failed to open 'missing': No such file or directory\n",
+        1,
+    ),
+    ("dd bs=x 2>&1", "dd: invalid number: 'x'\n", 1),
+    ("dd foo 2>/dev/null", "", 1),
+    ("dd conv=bogus 2>/dev/null", "", 1),
+    (
+        "df -h | awk 'NR == 1 { print $2, $3, $4, $5 }'",
+        "Size Used Avail Use%\n",
+        0,
+    ),
+    (
+        "df -i | awk 'NR == 1 { print $2, $3, $4, $5 }'",
+        "Inodes IUsed IFree IUse%\n",
+        0,
+    ),
+    ("df -B1 | awk 'NR == 1 { print $2 }'", "1B-blocks\n", 0),
+    (
+        "head -c 4096 /dev/zero > f; df -B1 | awk 'NR == 2 { print $3, $2 == $3 + $4 }'",
+        "4096 1\n",
+        0,
+    ),
+    (
+        "touch a b; df -T a b | awk '{ print $2 }'",
+        "Type\nwasbox\nwasbox\n",
+        0,
+    ),
+    (
+        "df missing 2>&1",
+        "df: missing: No such file or directory\n",
+        1,
+    ),
+    ("uname -sn", "Linux wasbox\n", 0),
+    (
+        "uname -a | awk '{ print $1, $2, $NF }'",
+        "Linux wasbox GNU/Linux\n",
+        0,
+    ),
+    ("uname -p; uname -o", "unknown\nGNU/Linux\n", 0),
+    ("uname -x 2>/dev/null", "", 1),
+    ("uname extra 2>/dev/null", "", 1),
+    (
+        "id -u; id -un; id -g; id -gn; id -G",
+        "0\nroot\n0\nroot\n0\n",
+        0,
+    ),
+    (
+        "id user",
+        "uid=1000(user) gid=1000(user) groups=1000(user)\n",
+        0,
+    ),
+    ("USER=user id -un; USER=user whoami", "user\nuser\n", 0),
+    ("USER=nobody whoami", "root\n", 0),
+    ("id -n 2>/dev/null", "", 1),
+    ("id -ug 2>/dev/null", "", 1),
+    ("id nosuch 2>&1", "id: 'nosuch': no such user\n", 1),
+    ("groups root user", "root : root\nuser : user\n", 0),
+    ("hostname -s; hostname -i", "wasbox\n127.0.1.1\n", 0),
+    (
+        "hostname other 2>&1",
+        "hostname: you must be root to change the host name\n",
+        1,
+    ),
+    ("tty -s", "", 1),
+    ("nproc --all; nproc --ignore=3", "1\n1\n", 0),
+    ("nohup false", "", 1),
+    ("nohup 2>/dev/null", "", 125),
+    ("nohup nosuchcmd 2>/dev/null", "", 127),
+    ("nice -5 echo x; nice -n -5 echo y", "x\ny\n", 0),
+    (
+        "touch f; chown 1000:1000 f && chown user f && chgrp 0 f && echo ok",
+        "ok\n",
+        0,
+    ),
+    (
+        "touch f; chown nobody f 2>&1",
+        "chown: invalid user: 'nobody'\n",
+        1,
+    ),
+    (
+        "chown root missing 2>&1",
+        "chown: cannot access 'missing': No such file or directory\n",
+        1,
+    ),
+    (
+        "getconf PAGESIZE; getconf _NPROCESSORS_ONLN",
+        "65536\n1\n",
+        0,
+    ),
+    ("getconf NOPE 2>/dev/null", "", 1),
+    ("seq 3 | more -d", "1\n2\n3\n", 0),
+    ("less -R -S /etc/hostname", "wasbox\n", 0),
+];
+
+#[tokio::test]
+async fn system_applets_like_gnu() {
+    check_table(SYSTEM).await;
 }

@@ -46,7 +46,12 @@ fn fuzz_pty_input() {
                     pty.send(chunk).await;
                     let out = pty.recv(64 << 10, Duration::ZERO).await;
                     assert!(out.data.len() <= 64 << 10);
-                    assert!(!out.exited, "the shell ended on {chunks:?}");
+                    assert!(
+                        !out.exited,
+                        "the shell ended ({:?}) on {chunks:?}; last output {:?}",
+                        out.exit_code,
+                        String::from_utf8_lossy(&out.data[out.data.len().saturating_sub(600)..])
+                    );
                 }
             });
             Ok(())

@@ -645,6 +645,19 @@ fn pty_round_trip() {
     pty.send(b"junk\x15echo clean\r");
     pty.read_until("clean\r\n$ ");
 
+    // An expansion error abandons the command line; an interactive shell goes on (bash).
+    pty.send(b"echo ${x:?unset here}; echo not-reached\r");
+    pty.read_until("x: unset here\r\n$ ");
+    pty.send(b"echo $((1/0)); echo not-reached\r");
+    let out = pty.read_until("$ ");
+    assert_eq!(
+        out.matches("not-reached").count(),
+        1,
+        "only the echo: {out:?}"
+    );
+    pty.send(b"echo status=$?\r");
+    pty.read_until("status=1\r\n$ ");
+
     // Ctrl-C interrupts the running program; the shell goes on.
     pty.send(b"sleep 100\r");
     std::thread::sleep(Duration::from_millis(300));

@@ -429,7 +429,7 @@ fn cp_one(src: &str, dst: &str, o: &CpOpts) -> bool {
             return true;
         }
     }
-    if let Err(e) = std::fs::copy(src, dst) {
+    if let Err(e) = copy_contents(src, dst, &smeta) {
         let msg = reason(&e);
         if std::fs::metadata(src).is_err() {
             eprintln!("cp: cannot open '{src}' for reading: {msg}");
@@ -448,6 +448,16 @@ fn cp_one(src: &str, dst: &str, o: &CpOpts) -> bool {
         println!("'{src}' -> '{dst}'");
     }
     true
+}
+
+/// Copies a file's contents; a device (`/dev/null`) is read to its end like a file.
+fn copy_contents(src: &str, dst: &str, smeta: &Metadata) -> std::io::Result<u64> {
+    if smeta.is_file() {
+        return std::fs::copy(src, dst);
+    }
+    let mut input = std::fs::File::open(src)?;
+    let mut output = std::fs::File::create(dst)?;
+    std::io::copy(&mut input, &mut output)
 }
 
 /// `cp [-rRapfinuvPLdT] [-t DIR] SOURCE... DEST`.
@@ -544,7 +554,7 @@ pub fn cp(args: std::vec::IntoIter<OsString>) -> i32 {
 
 // -- stat ----------------------------------------------------------------------------
 
-fn kind_name(m: &Metadata) -> &'static str {
+fn kind_name(m: &Metadata, path: &str) -> &'static str {
     let t = m.file_type();
     if t.is_symlink() {
         "symbolic link"
@@ -555,19 +565,28 @@ fn kind_name(m: &Metadata) -> &'static str {
     } else if t.is_file() {
         "regular file"
     } else {
-        "weird file"
+        match kind_char(m, path) {
+            'c' => "character special file",
+            'b' => "block special file",
+            'p' => "fifo",
+            's' => "socket",
+            _ => "weird file",
+        }
     }
 }
 
-/// The `ls -l` type character of a file: `l`, `d` or `-`.
-pub fn kind_char(m: &Metadata) -> char {
+/// The `ls -l` type character of the file at `path` whose metadata (not following a final
+/// symlink) is `m`: `l`, `d`, `-`, or `c`, `b`, `p`, `s` for special files.
+pub fn kind_char(m: &Metadata, path: &str) -> char {
     let t = m.file_type();
     if t.is_symlink() {
         'l'
     } else if t.is_dir() {
         'd'
-    } else {
+    } else if t.is_file() {
         '-'
+    } else {
+        guest_support::special_kind(path, false).unwrap_or('-')
     }
 }
 
@@ -629,9 +648,9 @@ fn stat_format(fmt: &str, path: &str, m: &Metadata) -> String {
                 }
             }
             's' => m.len().to_string(),
-            'F' => kind_name(m).into(),
+            'F' => kind_name(m, path).into(),
             'a' => format!("{mode:o}"),
-            'A' => mode_string(mode, kind_char(m)),
+            'A' => mode_string(mode, kind_char(m, path)),
             'f' => {
                 let t = if m.is_dir() {
                     0o040000

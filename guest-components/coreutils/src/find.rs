@@ -353,7 +353,7 @@ impl Walk<'_> {
                     "{:>9} {:>6} {} {:>3} root     root     {:>8} {} {path}\n",
                     0,
                     meta.len().div_ceil(1024),
-                    crate::files::mode_string(mode, crate::files::kind_char(meta)),
+                    crate::files::mode_string(mode, crate::files::kind_char(meta, path)),
                     1,
                     meta.len(),
                     crate::ls::date(meta.modified().ok(), false),
@@ -595,7 +595,7 @@ fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root
                 Some('m') => out.push_str(&format!("{:o}", mode & 0o7777)),
                 Some('M') => out.push_str(&crate::files::mode_string(
                     mode,
-                    crate::files::kind_char(meta),
+                    crate::files::kind_char(meta, path),
                 )),
                 Some('y') => out.push(if meta.is_dir() {
                     'd'

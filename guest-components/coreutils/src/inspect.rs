@@ -22,21 +22,24 @@ fn number(s: &str) -> Option<u64> {
 
 /// Reads a file operand (`-` or none is standard input).
 fn read_input(tool: &str, path: Option<&str>) -> Result<Vec<u8>, i32> {
+    read_input_upto(tool, path, None)
+}
+
+/// Reads a file operand, at most `max` bytes when given (so that `xxd -l 16 /dev/urandom`
+/// ends).
+fn read_input_upto(tool: &str, path: Option<&str>, max: Option<u64>) -> Result<Vec<u8>, i32> {
     let mut data = Vec::new();
-    match path {
-        None | Some("-") => {
-            if let Err(e) = std::io::stdin().read_to_end(&mut data) {
-                eprintln!("{tool}: -: {}", reason(&e));
-                return Err(1);
-            }
-        }
-        Some(p) => match std::fs::read(p) {
-            Ok(d) => data = d,
-            Err(e) => {
-                eprintln!("{tool}: {p}: {}", reason(&e));
-                return Err(1);
-            }
-        },
+    let limit = max.unwrap_or(u64::MAX);
+    let (name, r) = match path {
+        None | Some("-") => ("-", std::io::stdin().take(limit).read_to_end(&mut data)),
+        Some(p) => (
+            p,
+            std::fs::File::open(p).and_then(|f| f.take(limit).read_to_end(&mut data)),
+        ),
+    };
+    if let Err(e) = r {
+        eprintln!("{tool}: {name}: {}", reason(&e));
+        return Err(1);
     }
     Ok(data)
 }
@@ -239,7 +242,11 @@ pub fn xxd(args: std::vec::IntoIter<OsString>) -> i32 {
         _ => return 1,
     };
     let input = o.operands.first().map(String::as_str);
-    let data = match read_input("xxd", input) {
+    let max = match (o.has(&["r", "revert"]), len) {
+        (false, Some(l)) => Some(seek.unwrap_or(0).saturating_add(l)),
+        _ => None,
+    };
+    let data = match read_input_upto("xxd", input, max) {
         Ok(d) => d,
         Err(c) => return c,
     };
@@ -430,17 +437,6 @@ pub fn hexdump(args: std::vec::IntoIter<OsString>) -> i32 {
     }
     let canonical = canonical_name || o.has(&["C", "canonical"]);
     let squeeze = !o.has(&["v", "no-squeezing"]);
-    let mut data = Vec::new();
-    let mut status = 0;
-    if o.operands.is_empty() {
-        data = read_input("hexdump", None).unwrap_or_default();
-    }
-    for f in &o.operands {
-        match read_input("hexdump", Some(f)) {
-            Ok(d) => data.extend_from_slice(&d),
-            Err(c) => status = c,
-        }
-    }
     let parse = |names: &[&str]| o.value(names).map(|v| number(v).ok_or(v.to_string()));
     let skip = match parse(&["s", "skip"]) {
         None => 0,
@@ -450,14 +446,32 @@ pub fn hexdump(args: std::vec::IntoIter<OsString>) -> i32 {
             return 1;
         }
     };
-    let start = skip.min(data.len());
-    let end = match parse(&["n", "length"]) {
-        None => data.len(),
-        Some(Ok(n)) => (start + n as usize).min(data.len()),
+    let length = match parse(&["n", "length"]) {
+        None => None,
+        Some(Ok(n)) => Some(n as usize),
         Some(Err(v)) => {
             eprintln!("hexdump: invalid length value: '{v}'");
             return 1;
         }
+    };
+    // Read no further than the dump reaches (`hexdump -n 16 /dev/urandom` ends).
+    let want = length.map(|n| skip.saturating_add(n));
+    let left = |have: usize| want.map(|w| w.saturating_sub(have) as u64);
+    let mut data = Vec::new();
+    let mut status = 0;
+    if o.operands.is_empty() {
+        data = read_input_upto("hexdump", None, left(0)).unwrap_or_default();
+    }
+    for f in &o.operands {
+        match read_input_upto("hexdump", Some(f), left(data.len())) {
+            Ok(d) => data.extend_from_slice(&d),
+            Err(c) => status = c,
+        }
+    }
+    let start = skip.min(data.len());
+    let end = match length {
+        None => data.len(),
+        Some(n) => (start + n).min(data.len()),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut previous: Option<&[u8]> = None;
@@ -694,6 +708,9 @@ fn describe(path: &str, follow: bool) -> Kind {
     if meta.is_dir() {
         let sticky = guest_support::file_mode(path).is_some_and(|m| m & 0o1000 != 0);
         return Kind::Directory { sticky };
+    }
+    if guest_support::special_kind(path, follow) == Some('c') {
+        return Kind::Binary("character special".into(), "inode/chardevice");
     }
     let data = match std::fs::read(path) {
         Ok(d) => d,

@@ -311,7 +311,7 @@ fn print_entries(out: &mut impl Write, entries: &[Entry], o: &Opts, total: bool)
                 ("root", "root")
             };
             [
-                mode_string(e.mode, kind_char(&e.meta)),
+                mode_string(e.mode, kind_char(&e.meta, &e.path)),
                 nlink(e).to_string(),
                 user.to_string(),
                 group.to_string(),

@@ -1,7 +1,8 @@
 //! The multi-call coreutils program of the base image. `argv[0]` names the applet (`ls`,
 //! `/bin/ls`); `coreutils APPLET ARGS...` works too.
 //!
-//! Most applets are uutils. Ours, where uutils fails on WASI or lacks the tool: `env` (does
+//! Most applets are uutils. Ours, where uutils fails on WASI or lacks the tool: `cat`
+//! (streams character devices), the system and user applets of `system.rs`, `env` (does
 //! not build), `mkdir` (`-p` with an absolute path), `mv`, `realpath`, `tac` (need host
 //! calls WASI lacks), `chmod` (WASI has no modes: a valid mode is accepted), `yes` (must end
 //! quietly on a broken pipe), `printenv`, `true`, `false`, and `grep`, `egrep`, `fgrep`,
@@ -16,6 +17,7 @@ mod inspect;
 mod ls;
 mod own;
 mod sed;
+mod system;
 mod term;
 
 use std::ffi::OsString;
@@ -25,7 +27,24 @@ type Main = fn(std::vec::IntoIter<OsString>) -> i32;
 
 fn applet(name: &str) -> Option<Main> {
     Some(match name {
-        "cat" => uu_cat::uumain,
+        "cat" => system::cat,
+        "less" | "more" => system::pager,
+        "dd" => system::dd,
+        "df" => system::df,
+        "uname" => system::uname,
+        "arch" => system::arch,
+        "nproc" => system::nproc,
+        "id" => system::id,
+        "whoami" => system::whoami,
+        "logname" => system::logname,
+        "groups" => system::groups,
+        "hostname" => system::hostname,
+        "tty" => system::tty,
+        "nohup" => system::nohup,
+        "nice" => system::nice,
+        "chown" | "chgrp" => system::chown,
+        "sync" => system::sync,
+        "getconf" => system::getconf,
         "cp" => files::cp,
         "cmp" => files::cmp,
         "du" => files::du,

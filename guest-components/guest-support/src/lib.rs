@@ -205,3 +205,30 @@ pub fn relative_path(from: &str, to: &str) -> String {
         parts.join("/")
     }
 }
+
+/// The `ls -l` type letter of a special file (`c` character device, `b` block device, `p`
+/// FIFO, `s` socket), or `None` for a regular file, directory, symlink or a missing path.
+/// Rust's `FileTypeExt` for WASI is not stable; the C library's `stat` has the type.
+pub fn special_kind(path: &str, follow: bool) -> Option<char> {
+    let c = std::ffi::CString::new(path).ok()?;
+    // SAFETY: a zeroed `stat` is a valid value for stat(2) to fill in.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` is writable.
+    let r = unsafe {
+        if follow {
+            libc::stat(c.as_ptr(), &mut st)
+        } else {
+            libc::lstat(c.as_ptr(), &mut st)
+        }
+    };
+    if r != 0 {
+        return None;
+    }
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFCHR => Some('c'),
+        libc::S_IFBLK => Some('b'),
+        libc::S_IFIFO => Some('p'),
+        libc::S_IFSOCK => Some('s'),
+        _ => None,
+    }
+}

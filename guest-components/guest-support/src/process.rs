@@ -221,6 +221,17 @@ pub fn terminal_size() -> Option<(u16, u16)> {
     wit::terminal_size()
 }
 
+/// The sandbox's disk: (used bytes, available bytes, used inodes, available inodes).
+pub fn disk_usage() -> (u64, u64, u64, u64) {
+    let d = wit::disk_usage();
+    (
+        d.used_bytes,
+        d.available_bytes,
+        d.used_inodes,
+        d.available_inodes,
+    )
+}
+
 /// Whether the user interrupted (Ctrl-C) since the last call.
 pub fn take_interrupt() -> bool {
     wit::take_interrupt()

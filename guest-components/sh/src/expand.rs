@@ -268,7 +268,7 @@ impl Shell {
                             &io,
                             &format!("{name}[{index}]: cannot assign list to array member"),
                         );
-                        return Err(Ctl::Exit(1));
+                        return Err(self.expansion_failed());
                     }
                 };
                 if a.append {
@@ -287,7 +287,7 @@ impl Shell {
         crate::arith::eval_str(self, &t).map_err(|msg| {
             let io = self.cur_io.clone();
             self.error(&io, &msg);
-            Ctl::Exit(1)
+            self.expansion_failed()
         })
     }
 
@@ -339,7 +339,7 @@ impl Shell {
             Err(_) => {
                 let io = self.cur_io.clone();
                 self.error(&io, &format!("{w}: bad substitution"));
-                return Err(Ctl::Exit(1));
+                return Err(self.expansion_failed());
             }
         };
         let mut f = Fields {
@@ -416,7 +416,7 @@ impl Shell {
                     Err(msg) => {
                         let io = self.cur_io.clone();
                         self.error(&io, &msg);
-                        return Err(Ctl::Exit(1));
+                        return Err(self.expansion_failed());
                     }
                 }
             }
@@ -768,7 +768,7 @@ impl Shell {
                     };
                     let io = self.cur_io.clone();
                     self.error(&io, &format!("{}: {msg}", Self::param_name(parameter)));
-                    return Err(Ctl::Exit(1));
+                    return Err(self.expansion_failed());
                 }
             }
             PE::UseAlternativeValue {
@@ -840,7 +840,8 @@ impl Shell {
                 let chars: Vec<char> = v.chars().collect();
                 let n = chars.len() as i64;
                 let off_text = self.expand_arith_text(&offset.value)?;
-                let off = crate::arith::eval_str(self, &off_text).map_err(|_| Ctl::Exit(1))?;
+                let off =
+                    crate::arith::eval_str(self, &off_text).map_err(|_| self.expansion_failed())?;
                 let start = if off < 0 {
                     (n + off).max(0)
                 } else {
@@ -849,7 +850,8 @@ impl Shell {
                 let end = match length {
                     Some(l) => {
                         let lt = self.expand_arith_text(&l.value)?;
-                        let len = crate::arith::eval_str(self, &lt).map_err(|_| Ctl::Exit(1))?;
+                        let len = crate::arith::eval_str(self, &lt)
+                            .map_err(|_| self.expansion_failed())?;
                         if len < 0 {
                             (n + len).max(start)
                         } else {

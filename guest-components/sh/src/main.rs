@@ -126,7 +126,7 @@ fn run(arg0: String, args: &[String]) -> i32 {
     }
     let status = match sh.run_script(&script, &io) {
         Ok(s) => s,
-        Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) => s,
+        Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) | Err(Ctl::Abandon(s)) => s,
         Err(Ctl::Break(_)) | Err(Ctl::Continue(_)) => sh.last_status,
         Err(Ctl::Interrupt) => 130,
     };
@@ -183,6 +183,7 @@ fn repl(sh: &mut Shell) -> i32 {
             Ok(s) => sh.last_status = s,
             Err(Ctl::Exit(s)) => return sh.end_shell(s, &io),
             Err(Ctl::Interrupt) => sh.last_status = 130,
+            Err(Ctl::Abandon(s)) => sh.last_status = s,
             Err(_) => {}
         }
         // An interrupt that came while the command ran is dealt with.

@@ -19,6 +19,10 @@ pub enum Ctl {
     Exit(i32),
     /// Ctrl-C in an interactive shell: abandon the command line.
     Interrupt,
+    /// An expansion error (`${x:?}`, a bad substitution, an arithmetic error) in an
+    /// interactive shell: the command line is abandoned with this status, where a
+    /// non-interactive shell exits.
+    Abandon(i32),
 }
 
 pub type Status = Result<i32, Ctl>;
@@ -797,6 +801,16 @@ impl Shell {
         }
     }
 
+    /// What an expansion error does: ends a non-interactive shell (status 1, as in bash);
+    /// abandons the command line of an interactive one.
+    pub fn expansion_failed(&self) -> Ctl {
+        if self.interactive {
+            Ctl::Abandon(1)
+        } else {
+            Ctl::Exit(1)
+        }
+    }
+
     fn check_errexit(&self, status: i32) -> Result<(), Ctl> {
         if status != 0 && self.opts.errexit && self.in_condition == 0 {
             return Err(Ctl::Exit(status));
@@ -1117,7 +1131,7 @@ impl Shell {
             Err(msg) => {
                 // An arithmetic error ends a non-interactive shell, as in bash.
                 self.error(io, &msg);
-                Err(Ctl::Exit(1))
+                Err(self.expansion_failed())
             }
         }
     }

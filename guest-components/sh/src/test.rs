@@ -15,18 +15,29 @@ fn file_test(sh: &Shell, op: &str, path: &str) -> bool {
         // As root (the sandbox user): readable and writable when present; executable
         // with any execute bit (modes come from the host, WASI has none).
         "-r" | "-w" => meta.is_ok(),
+        // Every file is the sandbox user's.
+        "-O" | "-G" => meta.is_ok(),
         "-x" => meta.is_ok() && guest_support::file_mode(&p).is_none_or(|mode| mode & 0o111 != 0),
         "-L" | "-h" => std::fs::symlink_metadata(&p)
             .map(|m| m.file_type().is_symlink())
             .unwrap_or(false),
-        "-p" | "-S" | "-b" | "-c" | "-t" | "-g" | "-u" | "-k" => false,
+        "-c" | "-b" | "-S" | "-p" => {
+            let want = match op {
+                "-c" => 'c',
+                "-b" => 'b',
+                "-S" => 's',
+                _ => 'p',
+            };
+            guest_support::special_kind(&p, true) == Some(want)
+        }
+        "-t" | "-g" | "-u" | "-k" => false,
         _ => false,
     }
 }
 
 const UNARY_FILE: &[&str] = &[
     "-e", "-a", "-f", "-d", "-s", "-r", "-w", "-x", "-L", "-h", "-p", "-S", "-b", "-c", "-g", "-u",
-    "-k",
+    "-k", "-O", "-G",
 ];
 
 fn int(s: &str) -> Result<i64, String> {
@@ -176,6 +187,12 @@ pub fn extended(sh: &mut Shell, e: &X) -> Result<bool, String> {
                 U::FileExistsAndIsSymlink => file_test(sh, "-L", &v),
                 U::FileExistsAndIsReadable | U::FileExistsAndIsWritable => file_test(sh, "-e", &v),
                 U::FileExistsAndIsExecutable => file_test(sh, "-x", &v),
+                U::FileExistsAndIsCharSpecialFile => file_test(sh, "-c", &v),
+                U::FileExistsAndIsBlockSpecialFile => file_test(sh, "-b", &v),
+                U::FileExistsAndIsSocket => file_test(sh, "-S", &v),
+                U::FileExistsAndIsFifo => file_test(sh, "-p", &v),
+                U::FileExistsAndOwnedByEffectiveUserId
+                | U::FileExistsAndOwnedByEffectiveGroupId => file_test(sh, "-O", &v),
                 U::ShellVariableIsSetAndAssigned => match v.split_once('[') {
                     Some((name, rest)) if rest.ends_with(']') => {
                         let index = &rest[..rest.len() - 1];

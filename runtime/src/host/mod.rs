@@ -37,6 +37,7 @@ use crate::capacity::{Admission, Capacity};
 use crate::engine::Placement;
 use crate::image::Image;
 use crate::limits::Budget;
+use crate::rootfs::SANDBOX_USER;
 use crate::sandbox::SandboxState;
 use memory::MemoryLimiter;
 use process::ProcessHost;
@@ -200,7 +201,8 @@ impl HostContext {
     }
 }
 
-/// The environment of a component: `PATH`, `HOME` (the mount point) and `SHELL`, then the
+/// The environment of a component: `PATH`, `HOME` (the mount point), `SHELL`, `USER` and
+/// `LOGNAME` (the sandbox user), then the
 /// sandbox's variables, then `extra` (a later variable replaces an earlier one of the same
 /// name), and last `PWD`, the working directory.
 pub(crate) fn environment(
@@ -212,6 +214,8 @@ pub(crate) fn environment(
         ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
         ("HOME".into(), sandbox.mount.clone()),
         ("SHELL".into(), "/bin/sh".into()),
+        ("USER".into(), SANDBOX_USER.into()),
+        ("LOGNAME".into(), SANDBOX_USER.into()),
     ];
     for (k, v) in sandbox.env.iter().chain(extra.iter()) {
         env.retain(|(key, _)| key != k);

@@ -378,12 +378,7 @@ impl ProcessHost {
                 if is_dev_null(&path) {
                     return Ok(Ok(InputSource::Null));
                 }
-                match self
-                    .job
-                    .site
-                    .sandbox
-                    .open(&self.cwd, &path, |o| o.read(true))
-                {
+                match self.job.site.sandbox.open(&self.cwd, &path, None) {
                     Ok(file) => InputSource::file(file),
                     Err(e) => return Ok(Err(wit::Error::Io(e))),
                 }
@@ -400,6 +395,13 @@ impl ProcessHost {
             _ => {}
         }
         let sandbox = &self.job.site.sandbox;
+        if sandbox.resolve(&self.cwd, path).is_none() {
+            // The read-only root: a device (`> /dev/full`) or a refusal, never the quota's.
+            let file = sandbox
+                .open(&self.cwd, path, Some(append))
+                .map_err(wit::Error::Io)?;
+            return Ok(OutputSink::file(file));
+        }
         let file = sandbox
             .open_output(&self.cwd, path, append)
             .map_err(wit::Error::Io)?;
@@ -546,14 +548,7 @@ impl wit::Host for ProcessHost {
     }
 
     async fn file_mode(&mut self, path: String) -> Result<Option<u32>> {
-        use cap_std::fs::PermissionsExt;
-        Ok(self
-            .job
-            .site
-            .sandbox
-            .resolve(&self.cwd, &path)
-            .and_then(|(dir, rel)| dir.metadata(rel).ok())
-            .map(|m| m.permissions().mode() & 0o7777))
+        Ok(self.job.site.sandbox.mode(&self.cwd, &path))
     }
 
     async fn set_file_mode(&mut self, path: String, mode: u32) -> Result<Result<(), wit::Error>> {
@@ -563,6 +558,18 @@ impl wit::Host for ProcessHost {
             .sandbox
             .set_mode(&self.cwd, &path, mode)
             .map_err(wit::Error::Io))
+    }
+
+    async fn disk_usage(&mut self) -> Result<wit::DiskSpace> {
+        let quota = &self.job.site.sandbox.quota;
+        let ((used_bytes, used_inodes), (available_bytes, available_inodes)) =
+            (quota.used(), quota.available());
+        Ok(wit::DiskSpace {
+            used_bytes,
+            available_bytes,
+            used_inodes,
+            available_inodes,
+        })
     }
 
     async fn has_program(&mut self, name: String) -> Result<bool> {

@@ -22,6 +22,7 @@ use wasmtime_wasi::p2::{
 };
 
 use crate::limits::Quota;
+use crate::rootfs::{Device, DirView};
 use crate::sandbox::SandboxState;
 
 /// `wasi:filesystem/types` with the sandbox's quota: see the module documentation.
@@ -48,6 +49,11 @@ impl preopens::Host for QuotaFsView<'_> {
     }
 }
 
+/// A second handle on a table entry, for one call that does not consume it.
+fn borrowed(r: &Resource<types::Descriptor>) -> Resource<types::Descriptor> {
+    Resource::new_borrow(r.rep())
+}
+
 fn no_space() -> FsError {
     ErrorCode::InsufficientSpace.into()
 }
@@ -55,7 +61,12 @@ fn no_space() -> FsError {
 /// The size and link count of what `fd` (a file) is now.
 fn file_size(fs: &mut WasiFilesystemCtxView<'_>, fd: &Resource<types::Descriptor>) -> Option<u64> {
     match fs.table.get(fd).ok()? {
-        Descriptor::File(f) => f.file.metadata().ok().map(|m| m.len()),
+        // A device (`/dev/null`) never grows: nothing written to it is charged.
+        Descriptor::File(f) => f
+            .file
+            .metadata()
+            .ok()
+            .map(|m| if m.is_file() { m.len() } else { u64::MAX }),
         Descriptor::Dir(_) => None,
     }
 }
@@ -67,16 +78,8 @@ fn entry_at(
     path: &str,
 ) -> Option<cap_std::fs::Metadata> {
     match fs.table.get(fd).ok()? {
-        Descriptor::Dir(d) => {
-            use std::os::fd::{AsRawFd as _, FromRawFd as _};
-            // SAFETY: the descriptor stays open (the table holds it) while this borrowed
-            // view of it is used, and the view is never dropped (it does not own the fd).
-            let dir = std::mem::ManuallyDrop::new(unsafe {
-                cap_std::fs::Dir::from_raw_fd(d.dir.as_raw_fd())
-            });
-            // cap-std resolves the path inside the directory, as the call itself will.
-            dir.symlink_metadata(path).ok()
-        }
+        // cap-std resolves the path inside the directory, as the call itself will.
+        Descriptor::Dir(d) => DirView::of(&d.dir).symlink_metadata(path).ok(),
         Descriptor::File(_) => None,
     }
 }
@@ -106,7 +109,59 @@ impl types::Host for QuotaFsView<'_> {
     }
 }
 
+/// Calls `$here` with `$fd` and `$path`, or, for a path that climbs out of the workspace or
+/// `/tmp`, with the directory and path it really leads to (see `QuotaFsView::reroute`).
+macro_rules! rerouted {
+    ($view:ident, $fd:ident, $path:ident, $here:ident ( $($before:expr),* ; $($after:expr),* )) => {
+        match $view.reroute(&$fd, &$path)? {
+            None => $view.$here($fd, $($before,)* $path, $($after),*).await,
+            Some((at, rel)) => {
+                let r = $view.$here(borrowed(&at), $($before,)* rel, $($after),*).await;
+                $view.fs.table.delete(at)?;
+                r
+            }
+        }
+    };
+}
+
 impl HostDescriptor for QuotaFsView<'_> {
+    async fn stat_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        rerouted!(self, fd, path, stat_at_here(path_flags;))
+    }
+
+    async fn open_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        rerouted!(self, fd, path, open_at_here(path_flags; oflags, flags))
+    }
+
+    async fn metadata_hash_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::MetadataHashValue> {
+        rerouted!(self, fd, path, metadata_hash_at_here(path_flags;))
+    }
+
+    async fn readlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<String> {
+        rerouted!(self, fd, path, readlink_at_here(;))
+    }
+
     async fn advise(
         &mut self,
         fd: Resource<types::Descriptor>,
@@ -224,15 +279,6 @@ impl HostDescriptor for QuotaFsView<'_> {
         HostDescriptor::stat(&mut self.fs, fd).await
     }
 
-    async fn stat_at(
-        &mut self,
-        fd: Resource<types::Descriptor>,
-        path_flags: types::PathFlags,
-        path: String,
-    ) -> FsResult<types::DescriptorStat> {
-        HostDescriptor::stat_at(&mut self.fs, fd, path_flags, path).await
-    }
-
     async fn set_times_at(
         &mut self,
         fd: Resource<types::Descriptor>,
@@ -264,48 +310,8 @@ impl HostDescriptor for QuotaFsView<'_> {
         .await
     }
 
-    async fn open_at(
-        &mut self,
-        fd: Resource<types::Descriptor>,
-        path_flags: types::PathFlags,
-        path: String,
-        oflags: types::OpenFlags,
-        flags: types::DescriptorFlags,
-    ) -> FsResult<Resource<types::Descriptor>> {
-        let creates = oflags.contains(types::OpenFlags::CREATE);
-        let truncates = oflags.contains(types::OpenFlags::TRUNCATE);
-        let existing = if creates || truncates {
-            entry_at(&mut self.fs, &fd, &path)
-        } else {
-            None
-        };
-        let new_inode = creates && existing.is_none();
-        if new_inode && !self.sandbox.quota.reserve_inodes(1) {
-            return Err(no_space());
-        }
-        let r = HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags).await;
-        match &r {
-            Err(_) if new_inode => self.sandbox.quota.release_inodes(1),
-            Ok(_) if truncates => {
-                if let Some(meta) = existing.filter(|m| m.is_file()) {
-                    self.sandbox.quota.release_bytes(meta.len());
-                }
-            }
-            _ => {}
-        }
-        r
-    }
-
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
         HostDescriptor::drop(&mut self.fs, fd)
-    }
-
-    async fn readlink_at(
-        &mut self,
-        fd: Resource<types::Descriptor>,
-        path: String,
-    ) -> FsResult<String> {
-        HostDescriptor::readlink_at(&mut self.fs, fd, path).await
     }
 
     async fn remove_directory_at(
@@ -406,18 +412,143 @@ impl HostDescriptor for QuotaFsView<'_> {
     ) -> FsResult<types::MetadataHashValue> {
         HostDescriptor::metadata_hash(&mut self.fs, fd).await
     }
+}
 
-    async fn metadata_hash_at(
+impl QuotaFsView<'_> {
+    /// A path that climbs out of the workspace or `/tmp` through `..`, taken where it
+    /// leads (see [`SandboxState::reroute`]): a descriptor for this call only (the caller
+    /// deletes it) and the path under it.
+    fn reroute(
+        &mut self,
+        fd: &Resource<types::Descriptor>,
+        path: &str,
+    ) -> FsResult<Option<(Resource<types::Descriptor>, String)>> {
+        let to = match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => self.sandbox.reroute(&d.dir, path),
+            Descriptor::File(_) => None,
+        };
+        Ok(match to {
+            Some((dir, rel)) => Some((self.fs.table.push(Descriptor::Dir(dir))?, rel)),
+            None => None,
+        })
+    }
+
+    async fn stat_at_here(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        if self.device_at(&fd, &path).is_some() {
+            return Ok(types::DescriptorStat {
+                type_: types::DescriptorType::CharacterDevice,
+                link_count: 1,
+                size: 0,
+                data_access_timestamp: None,
+                data_modification_timestamp: None,
+                status_change_timestamp: None,
+            });
+        }
+        HostDescriptor::stat_at(&mut self.fs, fd, path_flags, path).await
+    }
+
+    async fn open_at_here(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        if let Some(device) = self.device_at(&fd, &path) {
+            return self.open_device(device, oflags, flags);
+        }
+        let creates = oflags.contains(types::OpenFlags::CREATE);
+        let truncates = oflags.contains(types::OpenFlags::TRUNCATE);
+        let existing = if creates || truncates {
+            entry_at(&mut self.fs, &fd, &path)
+        } else {
+            None
+        };
+        let new_inode = creates && existing.is_none();
+        if new_inode && !self.sandbox.quota.reserve_inodes(1) {
+            return Err(no_space());
+        }
+        let r = HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags).await;
+        match &r {
+            Err(_) if new_inode => self.sandbox.quota.release_inodes(1),
+            Ok(_) if truncates => {
+                if let Some(meta) = existing.filter(|m| m.is_file()) {
+                    self.sandbox.quota.release_bytes(meta.len());
+                }
+            }
+            _ => {}
+        }
+        r
+    }
+
+    async fn metadata_hash_at_here(
         &mut self,
         fd: Resource<types::Descriptor>,
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
+        if let Some(device) = self.device_at(&fd, &path) {
+            let (lower, upper) = device.identity();
+            return Ok(types::MetadataHashValue { lower, upper });
+        }
         HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path).await
     }
-}
 
-impl QuotaFsView<'_> {
+    async fn readlink_at_here(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<String> {
+        HostDescriptor::readlink_at(&mut self.fs, fd, path).await
+    }
+
+    /// The device of the sandbox's read-only root that `path` under `fd` names, if any.
+    fn device_at(&mut self, fd: &Resource<types::Descriptor>, path: &str) -> Option<Device> {
+        let root = self.sandbox.root.as_ref()?;
+        match self.fs.table.get(fd).ok()? {
+            // Only the root tree is read-only; the workspace and `/tmp` never name a device.
+            Descriptor::Dir(d) if d.perms.write_not_permitted() => root.device_at(&d.dir, path),
+            _ => None,
+        }
+    }
+
+    /// Opens the host's device for a guest, with the access it asked for.
+    fn open_device(
+        &mut self,
+        device: Device,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        use wasmtime_wasi::{FsPerms, OpenMode};
+        if oflags.contains(types::OpenFlags::DIRECTORY) {
+            return Err(ErrorCode::NotDirectory.into());
+        }
+        if oflags.contains(types::OpenFlags::CREATE | types::OpenFlags::EXCLUSIVE) {
+            return Err(ErrorCode::Exist.into());
+        }
+        let read = flags.contains(types::DescriptorFlags::READ);
+        let write = flags.contains(types::DescriptorFlags::WRITE);
+        let file = device.open(read, write).map_err(FsError::from)?;
+        let mut mode = OpenMode::empty();
+        if read || !write {
+            mode |= OpenMode::READ;
+        }
+        let perms = if write {
+            mode |= OpenMode::WRITE;
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        let file = wasmtime_wasi::filesystem::File::new(file, perms, mode, true);
+        Ok(self.fs.table.push(Descriptor::File(file))?)
+    }
+
     /// wasmtime-wasi's stream for `fd`, replaced in the table by one that charges growth.
     fn counted_stream(
         &mut self,
@@ -432,6 +563,10 @@ impl QuotaFsView<'_> {
             Some(o) => HostDescriptor::write_via_stream(&mut self.fs, fd, o)?,
             None => HostDescriptor::append_via_stream(&mut self.fs, fd)?,
         };
+        if file.metadata().is_ok_and(|m| !m.is_file()) {
+            // A device: what is written to it takes no space.
+            return Ok(stream);
+        }
         let inner = self.fs.table.delete(stream)?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let counted = CountedOutput {

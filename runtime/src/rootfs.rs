@@ -1,0 +1,281 @@
+//! The root a sandbox sees around its workspace and `/tmp`: a small read-only tree the
+//! runtime makes, so that `cd /`, `cd ../..`, `ls /usr/bin`, `cat /etc/os-release`, `id` and
+//! `head -c 16 /dev/urandom` behave as on a Linux machine.
+//!
+//! - `/usr/bin` names every program of the image (empty placeholders; the image runs them),
+//!   `/bin` is a link to it, `/usr/local/bin` is empty;
+//! - `/etc` holds `passwd`, `group`, `hostname`, `hosts`, `os-release` and `shells` written
+//!   here, never the host's;
+//! - `/dev` is empty on the host: opening `null`, `zero`, `full`, `random` or `urandom` in it
+//!   opens the host's character device of that name (and only those five), and `stat` of
+//!   them answers a character device;
+//! - the mount point's directories and `tmp` exist, so a listing of `/` shows them (the
+//!   workspace and `/tmp` themselves are their own preopens, found first by a guest).
+//!
+//! Nothing of the host's own root is visible. The tree lives in the runtime's scratch root
+//! and is shared, read-only (`FsPerms::ReadOnly`), by every sandbox with the same image and
+//! mount point: one descriptor per tree, none per sandbox.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd as _, FromRawFd as _};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context as _, Result};
+
+/// The user every sandbox process runs as, by name, uid and home.
+pub const SANDBOX_USER: &str = "root";
+/// The host name a sandbox reports (`hostname`, `uname -n`, `/etc/hostname`).
+pub const SANDBOX_HOSTNAME: &str = "wasbox";
+
+/// A borrowed cap-std view of a directory descriptor, for the host's own operations (which
+/// cap-std keeps inside the directory, like the guest's). It never closes the descriptor.
+pub(crate) struct DirView<'a>(
+    ManuallyDrop<cap_std::fs::Dir>,
+    PhantomData<&'a std::fs::File>,
+);
+
+impl<'a> DirView<'a> {
+    pub(crate) fn of(file: &'a std::fs::File) -> Self {
+        // SAFETY: the view does not own the descriptor (ManuallyDrop: it is never closed
+        // through it) and lives no longer than `file` (the lifetime ties them).
+        let dir = unsafe { cap_std::fs::Dir::from_raw_fd(file.as_raw_fd()) };
+        DirView(ManuallyDrop::new(dir), PhantomData)
+    }
+}
+
+impl std::ops::Deref for DirView<'_> {
+    type Target = cap_std::fs::Dir;
+    fn deref(&self) -> &cap_std::fs::Dir {
+        &self.0
+    }
+}
+
+/// A device of `/dev` a guest may open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Device {
+    Null,
+    Zero,
+    Full,
+    Random,
+    Urandom,
+}
+
+impl Device {
+    fn named(name: &str) -> Option<Device> {
+        Some(match name {
+            "null" => Device::Null,
+            "zero" => Device::Zero,
+            "full" => Device::Full,
+            "random" => Device::Random,
+            "urandom" => Device::Urandom,
+            _ => return None,
+        })
+    }
+
+    /// The device a sandbox path names (`/dev/NAME`, as normalized components).
+    pub(crate) fn at(parts: &[String]) -> Option<Device> {
+        match parts {
+            [dev, name] if dev == "dev" => Device::named(name),
+            _ => None,
+        }
+    }
+
+    fn host_path(self) -> &'static str {
+        match self {
+            Device::Null => "/dev/null",
+            Device::Zero => "/dev/zero",
+            Device::Full => "/dev/full",
+            Device::Random => "/dev/random",
+            Device::Urandom => "/dev/urandom",
+        }
+    }
+
+    /// What identifies the device (its inode and device numbers on the host), for the
+    /// inode a guest's `stat` reports.
+    pub(crate) fn identity(self) -> (u64, u64) {
+        std::fs::metadata(self.host_path()).map_or((0, 0), |m| (m.ino(), m.rdev()))
+    }
+
+    /// Opens the host's device. Writing to `random` and `urandom` is refused (on Linux it
+    /// feeds the host's entropy pool).
+    pub(crate) fn open(self, read: bool, write: bool) -> std::io::Result<std::fs::File> {
+        let path = self.host_path();
+        if write && matches!(self, Device::Random | Device::Urandom) {
+            return Err(std::io::ErrorKind::PermissionDenied.into());
+        }
+        std::fs::OpenOptions::new()
+            .read(read || !write)
+            .write(write)
+            .open(path)
+    }
+}
+
+/// One root tree, read-only, shared by the sandboxes of one image and mount point.
+pub(crate) struct RootTree {
+    pub(crate) dir: wasmtime_wasi::filesystem::Dir,
+    /// (device, inode) of the tree's top and of its `dev` directory.
+    top: (u64, u64),
+    dev: (u64, u64),
+}
+
+impl RootTree {
+    /// The device a guest opens by `path` under the directory `at` (a descriptor of this
+    /// tree or of another one), if it is one.
+    pub(crate) fn device_at(&self, at: &std::fs::File, path: &str) -> Option<Device> {
+        let parts: Vec<&str> = path
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .collect();
+        let meta = at.metadata().ok()?;
+        let id = (meta.dev(), meta.ino());
+        match parts.as_slice() {
+            [name] if id == self.dev => Device::named(name),
+            ["dev", name] if id == self.top => Device::named(name),
+            _ => None,
+        }
+    }
+
+    /// The tree as cap-std sees it, for the host's own reads (`< /etc/passwd`).
+    pub(crate) fn view(&self) -> DirView<'_> {
+        DirView::of(&self.dir.dir)
+    }
+}
+
+/// The root trees of a runtime, made on first use under its scratch root and removed
+/// with it.
+pub(crate) struct RootTrees {
+    base: tempfile::TempDir,
+    made: Mutex<HashMap<(String, String), Arc<RootTree>>>,
+}
+
+impl RootTrees {
+    pub(crate) fn new(scratch: &Path) -> Result<Self> {
+        let base = tempfile::Builder::new()
+            .prefix("wasbox-root-")
+            .tempdir_in(scratch)
+            .context("creating the sandboxes' root directory")?;
+        Ok(RootTrees {
+            base,
+            made: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The tree of `image` (whose programs are `programs`) with the workspace at `mount`.
+    pub(crate) fn get(&self, image: &str, programs: &[&str], mount: &str) -> Result<Arc<RootTree>> {
+        let key = (image.to_string(), mount.to_string());
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = made.get(&key) {
+            return Ok(t.clone());
+        }
+        let path = self.base.path().join(made.len().to_string());
+        let tree = Arc::new(
+            make_tree(&path, programs, mount)
+                .with_context(|| format!("creating the sandbox root {}", path.display()))?,
+        );
+        made.insert(key, tree.clone());
+        Ok(tree)
+    }
+}
+
+fn make_tree(path: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dirs = [
+        "dev",
+        "etc",
+        "tmp",
+        "usr/bin",
+        "usr/local/bin",
+        "root",
+        "home",
+    ];
+    // A mount point with `.` or `..` in it is refused when the sandbox is made.
+    let mount_parts: Vec<&str> = mount.split('/').filter(|p| !p.is_empty()).collect();
+    let mount_dir =
+        (!mount_parts.iter().any(|p| matches!(*p, "." | ".."))).then(|| mount_parts.join("/"));
+    // Not `create_dir_all`: a base removed under the runtime is not made again.
+    std::fs::create_dir(path)?;
+    for d in dirs.iter().copied().chain(mount_dir.as_deref()) {
+        std::fs::create_dir_all(path.join(d))?;
+    }
+    std::os::unix::fs::symlink("usr/bin", path.join("bin"))?;
+    for name in programs {
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            continue;
+        }
+        let file = path.join("usr/bin").join(name);
+        std::fs::write(&file, b"")?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    let etc = [
+        (
+            "passwd",
+            "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n".to_string(),
+        ),
+        ("group", "root:x:0:\nuser:x:1000:\n".to_string()),
+        ("hostname", format!("{SANDBOX_HOSTNAME}\n")),
+        (
+            "hosts",
+            format!("127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t{SANDBOX_HOSTNAME}\n"),
+        ),
+        (
+            "os-release",
+            format!(
+                "NAME=\"wasbox\"\nID=wasbox\nVERSION_ID=\"{version}\"\n\
+                 PRETTY_NAME=\"wasbox {version} (WebAssembly sandbox)\"\n"
+            ),
+        ),
+        ("shells", "/bin/sh\n/bin/bash\n".to_string()),
+    ];
+    for (name, text) in etc {
+        std::fs::write(path.join("etc").join(name), text)?;
+    }
+    let dir = cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority())?;
+    let id = |m: cap_std::fs::Metadata| {
+        use cap_std::fs::MetadataExt as _;
+        (m.dev(), m.ino())
+    };
+    let top = id(dir.dir_metadata()?);
+    let dev = id(dir.symlink_metadata("dev")?);
+    Ok(RootTree {
+        dir: wasmtime_wasi::filesystem::Dir::new(
+            dir.into_std_file(),
+            wasmtime_wasi::FsPerms::ReadOnly,
+            wasmtime_wasi::OpenMode::READ,
+            true,
+        ),
+        top,
+        dev,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_names_programs_and_devices_only() {
+        let scratch = tempfile::tempdir().unwrap();
+        let trees = RootTrees::new(scratch.path()).unwrap();
+        let t = trees
+            .get("base", &["sh", "ls", "../x"], "/home/user")
+            .unwrap();
+        let again = trees.get("base", &["sh"], "/home/user").unwrap();
+        assert!(Arc::ptr_eq(&t, &again), "one tree per image and mount");
+        let view = t.view();
+        assert!(view.is_file("usr/bin/ls") && view.is_file("bin/sh"));
+        assert!(!view.exists("x") && view.is_dir("home/user"));
+        let top = &t.dir.dir;
+        assert_eq!(t.device_at(top, "dev/urandom"), Some(Device::Urandom));
+        assert_eq!(t.device_at(top, "./dev//null"), Some(Device::Null));
+        assert_eq!(t.device_at(top, "dev/sda"), None);
+        assert_eq!(t.device_at(top, "etc/passwd"), None);
+        let dev = view.open_dir("dev").unwrap().into_std_file();
+        assert_eq!(t.device_at(&dev, "zero"), Some(Device::Zero));
+        assert!(Device::Urandom.open(false, true).is_err());
+    }
+}
