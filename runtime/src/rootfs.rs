@@ -21,7 +21,7 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd as _, FromRawFd as _};
 use std::os::unix::fs::MetadataExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, Result};
@@ -145,19 +145,44 @@ impl RootTree {
     }
 }
 
-/// The root trees of a runtime, made on first use under its scratch root and removed
-/// with it.
+/// The root trees of a runtime, made on first use. With a compile cache they are kept in
+/// it (`roots/`, one directory per content, made once and renamed into place, so runtimes
+/// started later, `wasbox run` included, only open them); without one they are made
+/// under the runtime's scratch root and removed with it.
 pub(crate) struct RootTrees {
-    base: tempfile::TempDir,
+    base: Base,
     made: Mutex<HashMap<(String, String), Arc<RootTree>>>,
 }
 
+enum Base {
+    Cache(PathBuf),
+    Scratch(tempfile::TempDir),
+}
+
+/// The version of a tree's layout, part of its name in the cache.
+const LAYOUT: u32 = 1;
+
 impl RootTrees {
-    pub(crate) fn new(scratch: &Path) -> Result<Self> {
-        let base = tempfile::Builder::new()
-            .prefix("wasbox-root-")
-            .tempdir_in(scratch)
-            .context("creating the sandboxes' root directory")?;
+    pub(crate) fn new(scratch: &Path, cache: Option<&Path>) -> Result<Self> {
+        let cached = cache.and_then(|c| {
+            let dir = c.join("roots");
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o700,
+            )
+            .create(&dir)
+            .ok()
+            .map(|()| dir)
+        });
+        let base = match cached {
+            Some(dir) => Base::Cache(dir),
+            None => Base::Scratch(
+                tempfile::Builder::new()
+                    .prefix("wasbox-root-")
+                    .tempdir_in(scratch)
+                    .context("creating the sandboxes' root directory")?,
+            ),
+        };
         Ok(RootTrees {
             base,
             made: Mutex::new(HashMap::new()),
@@ -171,18 +196,62 @@ impl RootTrees {
         if let Some(t) = made.get(&key) {
             return Ok(t.clone());
         }
-        let path = self.base.path().join(made.len().to_string());
-        let tree = Arc::new(
-            make_tree(&path, programs, mount)
-                .with_context(|| format!("creating the sandbox root {}", path.display()))?,
-        );
+        let tree = match &self.base {
+            Base::Scratch(base) => {
+                let path = base.path().join(made.len().to_string());
+                // Not `create_dir_all`: a base removed under the runtime is not made again.
+                std::fs::create_dir(&path)
+                    .and_then(|()| fill_tree(&path, programs, mount))
+                    .with_context(|| format!("creating the sandbox root {}", path.display()))?;
+                open_tree(&path)?
+            }
+            Base::Cache(base) => cached_tree(base, programs, mount)?,
+        };
+        let tree = Arc::new(tree);
         made.insert(key, tree.clone());
         Ok(tree)
     }
 }
 
-fn make_tree(path: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
-    use std::os::unix::fs::PermissionsExt as _;
+/// The tree for this content in the cache directory `base`: opened when it is there, else
+/// made beside it and renamed into place (a runtime that races this one makes its own and
+/// keeps whichever got there first).
+fn cached_tree(base: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut names: Vec<&str> = programs.to_vec();
+    names.sort_unstable();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (LAYOUT, env!("CARGO_PKG_VERSION"), &names, mount).hash(&mut h);
+    let path = base.join(format!("{:016x}", h.finish()));
+    if path.join("etc/os-release").is_file() {
+        return open_tree(&path);
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix(".making-")
+        .tempdir_in(base)
+        .context("creating a sandbox root in the cache")?;
+    fill_tree(tmp.path(), programs, mount)
+        .with_context(|| format!("creating the sandbox root {}", tmp.path().display()))?;
+    if path.exists() {
+        // Left unfinished (a crash before `os-release` was written, or tampering): made again.
+        let _ = std::fs::remove_dir_all(&path);
+    }
+    match std::fs::rename(tmp.path(), &path) {
+        Ok(()) => {
+            let _ = tmp.keep();
+        }
+        // Made by another runtime meanwhile: ours goes with `tmp`.
+        Err(_) if path.join("etc/os-release").is_file() => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("storing the sandbox root {}", path.display()));
+        }
+    }
+    open_tree(&path)
+}
+
+/// Writes a tree's contents into the empty directory `path`.
+fn fill_tree(path: &Path, programs: &[&str], mount: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let dirs = [
         "dev",
         "etc",
@@ -196,8 +265,6 @@ fn make_tree(path: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
     let mount_parts: Vec<&str> = mount.split('/').filter(|p| !p.is_empty()).collect();
     let mount_dir =
         (!mount_parts.iter().any(|p| matches!(*p, "." | ".."))).then(|| mount_parts.join("/"));
-    // Not `create_dir_all`: a base removed under the runtime is not made again.
-    std::fs::create_dir(path)?;
     for d in dirs.iter().copied().chain(mount_dir.as_deref()) {
         std::fs::create_dir_all(path.join(d))?;
     }
@@ -206,9 +273,11 @@ fn make_tree(path: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
             continue;
         }
-        let file = path.join("usr/bin").join(name);
-        std::fs::write(&file, b"")?;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o755)
+            .open(path.join("usr/bin").join(name))?;
     }
     let version = env!("CARGO_PKG_VERSION");
     let etc = [
@@ -222,6 +291,8 @@ fn make_tree(path: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
             "hosts",
             format!("127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t{SANDBOX_HOSTNAME}\n"),
         ),
+        ("shells", "/bin/sh\n/bin/bash\n".to_string()),
+        // Last: its presence marks a finished tree.
         (
             "os-release",
             format!(
@@ -229,28 +300,35 @@ fn make_tree(path: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
                  PRETTY_NAME=\"wasbox {version} (WebAssembly sandbox)\"\n"
             ),
         ),
-        ("shells", "/bin/sh\n/bin/bash\n".to_string()),
     ];
     for (name, text) in etc {
         std::fs::write(path.join("etc").join(name), text)?;
     }
-    let dir = cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority())?;
-    let id = |m: cap_std::fs::Metadata| {
-        use cap_std::fs::MetadataExt as _;
-        (m.dev(), m.ino())
+    Ok(())
+}
+
+/// Opens a finished tree, read-only for guests.
+fn open_tree(path: &Path) -> Result<RootTree> {
+    let open = || -> std::io::Result<RootTree> {
+        let dir = cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority())?;
+        let id = |m: cap_std::fs::Metadata| {
+            use cap_std::fs::MetadataExt as _;
+            (m.dev(), m.ino())
+        };
+        let top = id(dir.dir_metadata()?);
+        let dev = id(dir.symlink_metadata("dev")?);
+        Ok(RootTree {
+            dir: wasmtime_wasi::filesystem::Dir::new(
+                dir.into_std_file(),
+                wasmtime_wasi::FsPerms::ReadOnly,
+                wasmtime_wasi::OpenMode::READ,
+                true,
+            ),
+            top,
+            dev,
+        })
     };
-    let top = id(dir.dir_metadata()?);
-    let dev = id(dir.symlink_metadata("dev")?);
-    Ok(RootTree {
-        dir: wasmtime_wasi::filesystem::Dir::new(
-            dir.into_std_file(),
-            wasmtime_wasi::FsPerms::ReadOnly,
-            wasmtime_wasi::OpenMode::READ,
-            true,
-        ),
-        top,
-        dev,
-    })
+    open().with_context(|| format!("opening the sandbox root {}", path.display()))
 }
 
 #[cfg(test)]
@@ -260,7 +338,7 @@ mod tests {
     #[test]
     fn a_tree_names_programs_and_devices_only() {
         let scratch = tempfile::tempdir().unwrap();
-        let trees = RootTrees::new(scratch.path()).unwrap();
+        let trees = RootTrees::new(scratch.path(), None).unwrap();
         let t = trees
             .get("base", &["sh", "ls", "../x"], "/home/user")
             .unwrap();
@@ -277,5 +355,43 @@ mod tests {
         let dev = view.open_dir("dev").unwrap().into_std_file();
         assert_eq!(t.device_at(&dev, "zero"), Some(Device::Zero));
         assert!(Device::Urandom.open(false, true).is_err());
+    }
+
+    #[test]
+    fn a_cached_tree_is_made_once_and_remade_when_unfinished() {
+        let scratch = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let roots = cache.path().join("roots");
+        let trees = || RootTrees::new(scratch.path(), Some(cache.path())).unwrap();
+        let listing = || {
+            let mut v: Vec<_> = std::fs::read_dir(&roots)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            v.sort();
+            v
+        };
+        trees().get("base", &["sh", "ls"], "/workspace").unwrap();
+        let first = listing();
+        assert_eq!(first.len(), 1, "{first:?}");
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let before = ino(&first[0]);
+        // Another runtime opens it; nothing new is made.
+        let t = trees().get("base", &["ls", "sh"], "/workspace").unwrap();
+        assert_eq!(listing(), first);
+        assert_eq!(ino(&first[0]), before);
+        assert!(t.view().is_file("usr/bin/sh"));
+        // Another mount point is another tree.
+        trees().get("base", &["sh", "ls"], "/home/user").unwrap();
+        assert_eq!(listing().len(), 2);
+        // An unfinished one is made again, whole.
+        std::fs::remove_file(first[0].join("etc/os-release")).unwrap();
+        let t = trees().get("base", &["sh", "ls"], "/workspace").unwrap();
+        assert!(t.view().is_file("etc/os-release"));
+        assert_eq!(listing().len(), 2, "{:?}", listing());
+        assert!(
+            scratch.path().read_dir().unwrap().next().is_none(),
+            "nothing in scratch"
+        );
     }
 }

@@ -164,7 +164,6 @@ impl RuntimeBuilder {
             None => crate::scratch::default_root()?,
         };
         let node_disk = Arc::new(crate::scratch::node_quota(&temp_dir));
-        let roots = Some(crate::rootfs::RootTrees::new(&temp_dir)?);
         let host = HostContext::new(
             engines,
             CompileCache::open(cache_dir)?,
@@ -173,6 +172,7 @@ impl RuntimeBuilder {
                 .unwrap_or_else(crate::capacity::default_max_instances),
             self.reserved_for_jobs,
         )?;
+        let roots = Some(crate::rootfs::RootTrees::new(&temp_dir, host.cache.dir())?);
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 _ticker: EpochTicker::start(&[host.engine.clone(), host.on_demand.clone()])?,
