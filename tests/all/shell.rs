@@ -7,6 +7,16 @@ use crate::support::runtime::{runtime, sh};
 /// (script, expected stdout, expected exit code)
 const CASES: &[(&str, &str, i32)] = &[
     ("echo hello", "hello\n", 0),
+    // LINENO: the line of the script the command starts on (bash).
+    ("echo $LINENO", "1\n", 0),
+    ("true\n\necho $LINENO; echo $LINENO", "3\n3\n", 0),
+    ("f() {\n  echo in $LINENO\n}\nf; echo at $LINENO", "in 2\nat 4\n", 0),
+    (
+        "printf 'echo $LINENO\\n\\necho $LINENO\\n' > s.sh; bash s.sh; echo $LINENO",
+        "1\n3\n1\n",
+        0,
+    ),
+    ("LINENO=7; echo $LINENO", "1\n", 0),
     ("echo a; echo b", "a\nb\n", 0),
     ("true && echo yes || echo no", "yes\n", 0),
     ("false && echo yes || echo no", "no\n", 0),

@@ -91,6 +91,8 @@ pub struct Shell {
     rng: std::cell::Cell<u64>,
     /// When the shell started, for `$SECONDS`.
     started: std::time::Instant,
+    /// The line of the script the running command starts on (`$LINENO`).
+    lineno: usize,
     pub positional: Vec<String>,
     pub arg0: String,
     pub last_status: i32,
@@ -270,6 +272,7 @@ impl Shell {
             vars,
             rng: std::cell::Cell::new(random_seed()),
             started: std::time::Instant::now(),
+            lineno: 0,
             positional,
             arg0,
             last_status: 0,
@@ -322,12 +325,13 @@ impl Shell {
 
     /// bash's variables whose value changes by itself: `RANDOM` (0..32767, a new one at
     /// each use), `SRANDOM` (32 bits), `SECONDS` (since the shell started),
-    /// `EPOCHSECONDS`, `EPOCHREALTIME`. An assignment makes one an ordinary variable.
+    /// `EPOCHSECONDS`, `EPOCHREALTIME`, `LINENO` (the line the running command starts on,
+    /// whatever was assigned to it, as in bash). An assignment makes one an ordinary variable.
     fn dynamic_var(&self, name: &str) -> Option<String> {
         if !matches!(
             name,
-            "RANDOM" | "SRANDOM" | "SECONDS" | "EPOCHSECONDS" | "EPOCHREALTIME"
-        ) || self.vars.contains_key(name)
+            "RANDOM" | "SRANDOM" | "SECONDS" | "EPOCHSECONDS" | "EPOCHREALTIME" | "LINENO"
+        ) || (name != "LINENO" && self.vars.contains_key(name))
         {
             return None;
         }
@@ -341,6 +345,7 @@ impl Shell {
             "SRANDOM" => (self.next_random() as u32).to_string(),
             "SECONDS" => self.started.elapsed().as_secs().to_string(),
             "EPOCHSECONDS" => now().as_secs().to_string(),
+            "LINENO" => self.lineno.to_string(),
             _ => {
                 let t = now();
                 format!("{}.{:06}", t.as_secs(), t.subsec_micros())
@@ -819,6 +824,9 @@ impl Shell {
     }
 
     fn run_pipeline(&mut self, p: &ast::Pipeline, io: &Io) -> Status {
+        if let Some(span) = brush_parser::ast::SourceLocation::location(p) {
+            self.lineno = span.start.line;
+        }
         if p.bang {
             self.in_condition += 1;
         }
