@@ -147,16 +147,15 @@ impl RootTree {
 
 /// The root trees of a runtime, made on first use. With a compile cache they are kept in
 /// it (`roots/`, one directory per content, made once and renamed into place, so runtimes
-/// started later, `wasbox run` included, only open them); without one they are made
-/// under the runtime's scratch root and removed with it.
+/// started later, `wasbox run` included, only open them); without one (or with one that
+/// cannot be written) they are made under the runtime's scratch root and removed with it.
 pub(crate) struct RootTrees {
-    base: Base,
+    /// `roots/` of the compile cache, when there is one and it can be written.
+    cache: Option<PathBuf>,
+    /// The runtime's scratch root, and the directory made there for trees on first need.
+    scratch_root: PathBuf,
+    scratch: std::sync::OnceLock<tempfile::TempDir>,
     made: Mutex<HashMap<(String, String), Arc<RootTree>>>,
-}
-
-enum Base {
-    Cache(PathBuf),
-    Scratch(tempfile::TempDir),
 }
 
 /// The version of a tree's layout, part of its name in the cache.
@@ -164,7 +163,7 @@ const LAYOUT: u32 = 1;
 
 impl RootTrees {
     pub(crate) fn new(scratch: &Path, cache: Option<&Path>) -> Result<Self> {
-        let cached = cache.and_then(|c| {
+        let cache = cache.and_then(|c| {
             let dir = c.join("roots");
             std::os::unix::fs::DirBuilderExt::mode(
                 std::fs::DirBuilder::new().recursive(true),
@@ -174,38 +173,47 @@ impl RootTrees {
             .ok()
             .map(|()| dir)
         });
-        let base = match cached {
-            Some(dir) => Base::Cache(dir),
-            None => Base::Scratch(
-                tempfile::Builder::new()
-                    .prefix("wasbox-root-")
-                    .tempdir_in(scratch)
-                    .context("creating the sandboxes' root directory")?,
-            ),
-        };
         Ok(RootTrees {
-            base,
+            cache,
+            scratch_root: scratch.to_path_buf(),
+            scratch: std::sync::OnceLock::new(),
             made: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The tree of `image` (whose programs are `programs`) with the workspace at `mount`.
+    /// The tree of `image` (whose programs are `programs`) with the workspace at `mount`:
+    /// from the cache, else (no cache, or one that cannot be written, as in a read-only
+    /// container image) made in the scratch root.
     pub(crate) fn get(&self, image: &str, programs: &[&str], mount: &str) -> Result<Arc<RootTree>> {
         let key = (image.to_string(), mount.to_string());
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = made.get(&key) {
             return Ok(t.clone());
         }
-        let tree = match &self.base {
-            Base::Scratch(base) => {
+        let cached = self
+            .cache
+            .as_deref()
+            .and_then(|base| cached_tree(base, programs, mount).ok());
+        let tree = match cached {
+            Some(t) => t,
+            None => {
+                let base = match self.scratch.get() {
+                    Some(b) => b,
+                    None => {
+                        // Not made again if the scratch root was removed under the runtime.
+                        let b = tempfile::Builder::new()
+                            .prefix("wasbox-root-")
+                            .tempdir_in(&self.scratch_root)
+                            .context("creating the sandboxes' root directory")?;
+                        self.scratch.get_or_init(|| b)
+                    }
+                };
                 let path = base.path().join(made.len().to_string());
-                // Not `create_dir_all`: a base removed under the runtime is not made again.
                 std::fs::create_dir(&path)
                     .and_then(|()| fill_tree(&path, programs, mount))
                     .with_context(|| format!("creating the sandbox root {}", path.display()))?;
                 open_tree(&path)?
             }
-            Base::Cache(base) => cached_tree(base, programs, mount)?,
         };
         let tree = Arc::new(tree);
         made.insert(key, tree.clone());
@@ -389,9 +397,26 @@ mod tests {
         let t = trees().get("base", &["sh", "ls"], "/workspace").unwrap();
         assert!(t.view().is_file("etc/os-release"));
         assert_eq!(listing().len(), 2, "{:?}", listing());
-        assert!(
-            scratch.path().read_dir().unwrap().next().is_none(),
-            "nothing in scratch"
-        );
+        // Nothing was made in the scratch root (each runtime's part of it is empty).
+        let kept = RootTrees::new(scratch.path(), Some(cache.path())).unwrap();
+        kept.get("base", &["sh", "ls"], "/workspace").unwrap();
+        assert_eq!(in_scratch(&kept), 0);
+        // A cache that cannot be used (here `roots` turned into a file after the runtime
+        // started): the tree is made in the scratch root.
+        let broken = tempfile::tempdir().unwrap();
+        let trees = RootTrees::new(scratch.path(), Some(broken.path())).unwrap();
+        std::fs::remove_dir(broken.path().join("roots")).unwrap();
+        std::fs::write(broken.path().join("roots"), "").unwrap();
+        let t = trees.get("base", &["sh"], "/workspace").unwrap();
+        assert!(t.view().is_file("usr/bin/sh"));
+        assert_eq!(in_scratch(&trees), 1);
+    }
+
+    /// How many trees a runtime made in its part of the scratch root.
+    fn in_scratch(trees: &RootTrees) -> usize {
+        trees
+            .scratch
+            .get()
+            .map_or(0, |d| std::fs::read_dir(d.path()).unwrap().count())
     }
 }

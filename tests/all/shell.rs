@@ -10,7 +10,11 @@ const CASES: &[(&str, &str, i32)] = &[
     // LINENO: the line of the script the command starts on (bash).
     ("echo $LINENO", "1\n", 0),
     ("true\n\necho $LINENO; echo $LINENO", "3\n3\n", 0),
-    ("f() {\n  echo in $LINENO\n}\nf; echo at $LINENO", "in 2\nat 4\n", 0),
+    (
+        "f() {\n  echo in $LINENO\n}\nf; echo at $LINENO",
+        "in 2\nat 4\n",
+        0,
+    ),
     (
         "printf 'echo $LINENO\\n\\necho $LINENO\\n' > s.sh; bash s.sh; echo $LINENO",
         "1\n3\n1\n",
