@@ -138,6 +138,157 @@ asyncio.selector_events.BaseSelectorEventLoop._write_to_self = lambda self: None
 asyncio.selector_events.BaseSelectorEventLoop._process_self_data = lambda self, data: None
 
 
+# -- the user and the host, as the sandbox's `id`, `whoami` and `hostname` give them -------
+# WASI has no users: `/etc/passwd` and `/etc/group` are the sandbox's own (written by
+# wasbox, read-only); the process runs as `$USER` when that names one of its users, else
+# as root. `pwd` and `grp` are the standard modules' interface over those files.
+
+class _StructPasswd(tuple):
+    n_fields = n_sequence_fields = 7
+    _names = ("pw_name", "pw_passwd", "pw_uid", "pw_gid", "pw_gecos", "pw_dir", "pw_shell")
+
+    def __getattr__(self, name):
+        try:
+            return self[self._names.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
+
+    def __repr__(self):
+        return "pwd.struct_passwd(" + ", ".join(
+            f"{n}={v!r}" for n, v in zip(self._names, self)) + ")"
+
+
+class _StructGroup(tuple):
+    n_fields = n_sequence_fields = 4
+    _names = ("gr_name", "gr_passwd", "gr_gid", "gr_mem")
+
+    def __getattr__(self, name):
+        try:
+            return self[self._names.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
+
+    def __repr__(self):
+        return "grp.struct_group(" + ", ".join(
+            f"{n}={v!r}" for n, v in zip(self._names, self)) + ")"
+
+
+def _entries(path, width):
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    out = []
+    for line in lines:
+        parts = line.split(":")
+        if len(parts) == width:
+            out.append(parts)
+    return out
+
+
+def _getpwall():
+    return [_StructPasswd((p[0], p[1], int(p[2]), int(p[3]), p[4], p[5], p[6]))
+            for p in _entries("/etc/passwd", 7) if p[2].isdigit() and p[3].isdigit()]
+
+
+def _getpwuid(uid):
+    uid = operator.index(uid)
+    for e in _getpwall():
+        if e.pw_uid == uid:
+            return e
+    raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+
+def _getpwnam(name):
+    if not isinstance(name, str):
+        raise TypeError(f"getpwnam() argument must be str, not {type(name).__name__}")
+    for e in _getpwall():
+        if e.pw_name == name:
+            return e
+    raise KeyError(f"getpwnam(): name not found: {name!r}")
+
+
+def _getgrall():
+    return [_StructGroup((g[0], g[1], int(g[2]), [m for m in g[3].split(",") if m]))
+            for g in _entries("/etc/group", 4) if g[2].isdigit()]
+
+
+def _getgrgid(gid):
+    gid = operator.index(gid)
+    for e in _getgrall():
+        if e.gr_gid == gid:
+            return e
+    raise KeyError(f"getgrgid(): gid not found: {gid}")
+
+
+def _getgrnam(name):
+    if not isinstance(name, str):
+        raise TypeError(f"getgrnam() argument must be str, not {type(name).__name__}")
+    for e in _getgrall():
+        if e.gr_name == name:
+            return e
+    raise KeyError(f"getgrnam(): name not found: {name!r}")
+
+
+def _me():
+    want = os.environ.get("USER", "")
+    users = _getpwall()
+    for e in users:
+        if e.pw_name == want:
+            return e
+    for e in users:
+        if e.pw_uid == 0:
+            return e
+    return _StructPasswd(("root", "x", 0, 0, "root", "/root", "/bin/sh"))
+
+
+def _module(name, doc, **attrs):
+    m = types.ModuleType(name, doc)
+    for k, v in attrs.items():
+        if callable(v) and not isinstance(v, type):
+            v.__module__ = name
+            v.__name__ = v.__qualname__ = k
+        setattr(m, k, v)
+    sys.modules[name] = m
+    return m
+
+
+_module("pwd", "The password database (the sandbox's /etc/passwd).",
+        struct_passwd=_StructPasswd, getpwuid=_getpwuid, getpwnam=_getpwnam,
+        getpwall=_getpwall)
+_module("grp", "The group database (the sandbox's /etc/group).",
+        struct_group=_StructGroup, getgrgid=_getgrgid, getgrnam=_getgrnam,
+        getgrall=_getgrall)
+os.getuid = os.geteuid = lambda: _me().pw_uid
+os.getgid = os.getegid = lambda: _me().pw_gid
+os.getgroups = lambda: [_me().pw_gid]
+os.getlogin = lambda: _me().pw_name
+for _n in ("getuid", "geteuid", "getgid", "getegid", "getgroups", "getlogin"):
+    getattr(os, _n).__name__ = _n
+
+
+def _hostname():
+    try:
+        with open("/etc/hostname", encoding="utf-8") as f:
+            name = f.read().strip()
+    except OSError:
+        name = ""
+    return name or "localhost"
+
+
+socket.gethostname = _hostname
+_wasi_uname = os.uname
+
+
+def _uname():
+    u = _wasi_uname()
+    return os.uname_result((u.sysname, _hostname(), u.release, u.version, u.machine))
+
+
+os.uname = _uname
+
+
 class _Policy(asyncio.DefaultEventLoopPolicy):
     def new_event_loop(self):
         return _plain_loop()

@@ -139,3 +139,40 @@ async fn what_a_sandbox_lacks_fails_cleanly() {
         assert!(out.stderr.contains("Traceback"), "{code}: {out:?}");
     }
 }
+
+/// The user and the host as `id`, `whoami` and `hostname` give them: `pwd`, `grp`,
+/// `os.getuid()` and friends, `getpass.getuser()`, `socket.gethostname()` (CPython's own
+/// interface and errors, over the sandbox's `/etc/passwd` and `/etc/group`).
+#[tokio::test]
+async fn users_groups_and_the_host_name() {
+    warm().await;
+    let script = r#"
+import getpass, grp, os, platform, pwd, socket
+me = pwd.getpwuid(os.getuid())
+print(me.pw_name, me.pw_uid, me.pw_gid, me.pw_dir, me[0], len(me))
+print(pwd.getpwnam("user").pw_uid, sorted(p.pw_name for p in pwd.getpwall()))
+print(grp.getgrgid(os.getgid()).gr_name, grp.getgrnam("user").gr_gid, os.getgroups())
+print(os.geteuid(), os.getegid(), os.getlogin(), getpass.getuser())
+print(socket.gethostname(), platform.node(), os.uname().nodename)
+for call in (lambda: pwd.getpwuid(4242), lambda: pwd.getpwnam("nobody"), lambda: grp.getgrgid(7)):
+    try:
+        call()
+    except KeyError as e:
+        print("KeyError", e)
+"#;
+    let out = sh(&format!("python3 -c '{script}'; USER=user python3 -c 'import os, pwd; print(os.getuid(), pwd.getpwuid(os.getuid()).pw_dir)'"))
+        .await;
+    assert_eq!(
+        out.stdout,
+        "root 0 0 /root root 7\n\
+         1000 ['root', 'user']\n\
+         root 1000 [0]\n\
+         0 0 root root\n\
+         wasbox wasbox wasbox\n\
+         KeyError 'getpwuid(): uid not found: 4242'\n\
+         KeyError \"getpwnam(): name not found: 'nobody'\"\n\
+         KeyError 'getgrgid(): gid not found: 7'\n\
+         1000 /home/user\n",
+        "{out:?}"
+    );
+}
