@@ -116,3 +116,20 @@ async fn unhandled_rejections_end_the_program() {
     let out = sh("node -e \"const p = Promise.reject(new Error('x')); p.catch(e => console.log('handled', e.message))\"; echo status=$?").await;
     assert_eq!(out.stdout, "handled x\nstatus=0\n", "{out:?}");
 }
+
+/// The user and the host as `id`, `whoami` and `hostname` give them.
+#[tokio::test]
+async fn user_info_and_the_host_name() {
+    warm().await;
+    let script = "const os = require('os'); const u = os.userInfo(); \
+                  console.log(u.username, u.uid, u.gid, u.shell, process.getuid(), process.getgid(), \
+                  process.geteuid(), process.getgroups().join(','), os.hostname(), os.release(), os.machine())";
+    let out = sh(&format!(
+        "node -e \"{script}\"; USER=user node -e 'console.log(require(\"os\").userInfo().uid, process.getuid())'"
+    ))
+    .await;
+    assert_eq!(
+        out.stdout, "root 0 0 /bin/sh 0 0 0 0 wasbox 6.1.0-wasbox wasm32\n1000 1000\n",
+        "{out:?}"
+    );
+}

@@ -736,6 +736,9 @@
   }
   const process = {
     argv: [], env, platform: 'linux', arch: 'wasm32', pid: 1, ppid: 0,
+    getuid: () => sandboxUser().uid, geteuid: () => sandboxUser().uid,
+    getgid: () => sandboxUser().gid, getegid: () => sandboxUser().gid,
+    getgroups: () => [sandboxUser().gid],
     version: '', versions: {}, release: { name: 'node' }, execPath: '/usr/bin/node',
     title: 'node', exitCode: undefined,
     cwd: () => N.cwd(),
@@ -844,10 +847,28 @@
     types: { isDate: (d) => d instanceof Date, isRegExp: (r) => r instanceof RegExp, isPromise: (p) => p instanceof Promise },
     inherits(c, s) { Object.setPrototypeOf(c.prototype, s.prototype); },
   };
+  // The user, as `id` gives it: `$USER` when it names a user of the sandbox's own
+  // /etc/passwd, else root.
+  function sandboxUser() {
+    let lines = [];
+    try { lines = fs.readFileSync('/etc/passwd', 'utf8').split('\n'); } catch (e) { /* none */ }
+    const users = lines.map((l) => l.split(':')).filter((f) => f.length === 7)
+      .map((f) => ({ username: f[0], uid: Number(f[2]), gid: Number(f[3]), homedir: f[5], shell: f[6] }));
+    return users.find((u) => u.username === env.USER) || users.find((u) => u.uid === 0)
+      || { username: 'root', uid: 0, gid: 0, homedir: '/root', shell: '/bin/sh' };
+  }
+  function sandboxHostname() {
+    try { return fs.readFileSync('/etc/hostname', 'utf8').trim() || 'localhost'; } catch (e) { return 'localhost'; }
+  }
   const os = {
-    EOL: '\n', platform: () => 'linux', type: () => 'Linux', arch: () => 'wasm32',
-    homedir: () => env.HOME || '/', tmpdir: () => '/tmp', hostname: () => 'wasbox', cpus: () => [{ model: 'wasm32' }],
-    totalmem: () => 512 * 1024 * 1024, freemem: () => 256 * 1024 * 1024, endianness: () => 'LE', release: () => '0.0.0',
+    EOL: '\n', platform: () => 'linux', type: () => 'Linux', arch: () => 'wasm32', machine: () => 'wasm32',
+    homedir: () => env.HOME || '/', tmpdir: () => '/tmp', hostname: sandboxHostname, cpus: () => [{ model: 'wasm32' }],
+    totalmem: () => 512 * 1024 * 1024, freemem: () => 256 * 1024 * 1024, endianness: () => 'LE',
+    release: () => '6.1.0-wasbox', version: () => '#1 SMP wasbox',
+    userInfo(o) {
+      const u = sandboxUser();
+      return { ...u, homedir: env.HOME || u.homedir };
+    },
   };
   function execResult(cmd, input) {
     const [status, stdout, stderr] = N.run(String(cmd), input == null ? '' : String(input)).split('\0');
