@@ -804,6 +804,18 @@ const SYSTEM: &[(&str, &str, i32)] = &[
     ),
     ("getconf NOPE 2>/dev/null", "", 1),
     ("seq 3 | more -d", "1\n2\n3\n", 0),
+    // Files are the sandbox user's: root, or `user` in an E2B sandbox.
+    (
+        "touch f; ls -l f | awk '{ print $3, $4 }'; ls -ln f | awk '{ print $3, $4 }'",
+        "root root\n0 0\n",
+        0,
+    ),
+    (
+        "touch f; export USER=user; ls -l f | awk '{ print $3, $4 }'; stat -c '%U %G %u %g' f; \
+         find f -printf '%u %g %U %G\\n'; find f -ls | awk '{ print $5, $6 }'",
+        "user user\nuser user 1000 1000\nuser user 1000 1000\nuser user\n",
+        0,
+    ),
     ("less -R -S /etc/hostname", "wasbox\n", 0),
 ];
 

@@ -661,8 +661,10 @@ fn stat_format(fmt: &str, path: &str, m: &Metadata) -> String {
                 };
                 format!("{:x}", t | mode)
             }
-            'u' | 'g' => "0".into(),
-            'U' | 'G' => "root".into(),
+            'u' => crate::system::file_owner().1.to_string(),
+            'g' => crate::system::file_owner().3.to_string(),
+            'U' => crate::system::file_owner().0.clone(),
+            'G' => crate::system::file_owner().2.clone(),
             'h' => (if m.is_dir() { 2 } else { 1 }).to_string(),
             'i' => "0".into(),
             'b' => blocks_of(m).to_string(),

@@ -350,11 +350,13 @@ impl Walk<'_> {
             Expr::Ls => {
                 let mode = guest_support::file_mode(path).unwrap_or(0o644);
                 let line = format!(
-                    "{:>9} {:>6} {} {:>3} root     root     {:>8} {} {path}\n",
+                    "{:>9} {:>6} {} {:>3} {:<8} {:<8} {:>8} {} {path}\n",
                     0,
                     meta.len().div_ceil(1024),
                     crate::files::mode_string(mode, crate::files::kind_char(meta, path)),
                     1,
+                    crate::system::file_owner().0,
+                    crate::system::file_owner().2,
                     meta.len(),
                     crate::ls::date(meta.modified().ok(), false),
                 );
@@ -604,7 +606,10 @@ fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root
                 } else {
                     'f'
                 }),
-                Some('u') | Some('g') => out.push_str("root"),
+                Some('u') => out.push_str(&crate::system::file_owner().0),
+                Some('g') => out.push_str(&crate::system::file_owner().2),
+                Some('U') => out.push_str(&crate::system::file_owner().1.to_string()),
+                Some('G') => out.push_str(&crate::system::file_owner().3.to_string()),
                 Some('n') => out.push('1'),
                 Some('t') => out.push_str(&crate::inspect::ctime(mtime.as_secs() as i64)),
                 Some('T') => match chars.next() {

@@ -1,5 +1,5 @@
 //! `ls`, ours because WASI reports no modes or owners (uutils then prints made-up ones):
-//! modes come from the host, the owner is root, as for every file the sandbox user makes.
+//! modes come from the host, the owner is the sandbox user, as for every file it makes.
 //! GNU's output when stdout is not a terminal: one name per line, `-l` columns aligned.
 
 use std::ffi::OsString;
@@ -305,16 +305,17 @@ fn print_entries(out: &mut impl Write, entries: &[Entry], o: &Opts, total: bool)
             } else {
                 e.meta.len().to_string()
             };
+            let (name, uid, group_name, gid) = crate::system::file_owner();
             let (user, group) = if o.numeric {
-                ("0", "0")
+                (uid.to_string(), gid.to_string())
             } else {
-                ("root", "root")
+                (name.clone(), group_name.clone())
             };
             [
                 mode_string(e.mode, kind_char(&e.meta, &e.path)),
                 nlink(e).to_string(),
-                user.to_string(),
-                group.to_string(),
+                user,
+                group,
                 size,
                 match o.time_style {
                     Some(style) => styled_date(e.meta.modified().ok(), style),

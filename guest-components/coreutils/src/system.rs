@@ -1045,6 +1045,18 @@ fn group_name(gid: u32) -> String {
         .unwrap_or_else(|| gid.to_string())
 }
 
+/// Who owns every file, as `ls -l`, `stat` and `find -ls` show it: the user the sandbox
+/// runs as (WASI keeps no owners; what the sandbox user makes is its own). Name, uid,
+/// group name, gid.
+pub fn file_owner() -> &'static (String, u32, String, u32) {
+    static OWNER: std::sync::OnceLock<(String, u32, String, u32)> = std::sync::OnceLock::new();
+    OWNER.get_or_init(|| {
+        let u = current_user();
+        let group = group_name(u.gid);
+        (u.name, u.uid, group, u.gid)
+    })
+}
+
 /// The user the sandbox runs as: `$USER` when it names a user of the image, else root.
 fn current_user() -> User {
     let all = users();
