@@ -187,6 +187,17 @@ pub struct Quota {
     exceeded: AtomicBool,
 }
 
+/// A quota that goes (its sandbox and files removed) gives its parent back what it held.
+impl Drop for Quota {
+    fn drop(&mut self) {
+        if let Some(p) = &self.parent {
+            let (bytes, inodes) = self.used();
+            p.release_bytes(bytes);
+            p.release_inodes(inodes);
+        }
+    }
+}
+
 impl Quota {
     pub fn new(bytes_limit: u64, inodes_limit: u64) -> Self {
         Quota {
@@ -202,8 +213,12 @@ impl Quota {
     /// A quota whose charges must fit in `parent` too.
     pub fn within(bytes_limit: u64, inodes_limit: u64, parent: Arc<Quota>) -> Self {
         Quota {
+            bytes: AtomicU64::new(0),
+            bytes_limit,
+            inodes: AtomicU64::new(0),
+            inodes_limit,
             parent: Some(parent),
-            ..Quota::new(bytes_limit, inodes_limit)
+            exceeded: AtomicBool::new(false),
         }
     }
 
@@ -318,6 +333,16 @@ pub fn default_node_memory() -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_dropped_quota_gives_its_parent_back_what_it_held() {
+        let node = Arc::new(Quota::new(100, 10));
+        let sandbox = Quota::within(60, 5, node.clone());
+        assert!(sandbox.reserve_bytes(60) && sandbox.reserve_inodes(5));
+        assert_eq!(node.used(), (60, 5));
+        drop(sandbox);
+        assert_eq!(node.used(), (0, 0));
+    }
+
     use super::*;
 
     #[test]
