@@ -674,6 +674,22 @@ fn envd_speaks_connect_with_the_json_codec() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // A cwd in the read-only root (`/`, `/etc`) is a directory like any other.
+    for (cwd, want) in [("/", "/\n"), ("/etc", "/etc\n"), ("/home/user/..", "/home\n")] {
+        let start = json!({"process": {"cmd": "/bin/bash", "args": ["-c", "pwd"], "cwd": cwd}});
+        let msgs = stream(&server, &s, "/process.Process/Start", &start, &[]);
+        let out: String = msgs
+            .iter()
+            .filter_map(|(_, m)| m["event"]["data"]["stdout"].as_str())
+            .map(|d| {
+                use base64::Engine as _;
+                String::from_utf8(base64::engine::general_purpose::STANDARD.decode(d).unwrap())
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(out, want, "{cwd}: {msgs:?}");
+    }
+
     // A bad cwd, a NUL in an argument: refused before anything runs.
     let msgs = stream(
         &server,

@@ -385,9 +385,6 @@ async fn start(
     }
     let cwd = match config.cwd.as_deref().filter(|c| !c.is_empty()) {
         None => super::HOME.to_string(),
-        // The sandbox's tree has no directories above the home directory (`/`, `/home`):
-        // a process asked to start there starts at home.
-        Some(c) if above_home(&sbx.session.sandbox().absolute_path(c)) => super::HOME.to_string(),
         Some(c) => {
             let abs = sbx.session.sandbox().absolute_path(c);
             if !sbx.session.sandbox().is_dir(&abs) {
@@ -535,14 +532,6 @@ async fn start(
     Ok(stream_events(pid, rx, deadline, keepalive))
 }
 
-/// Whether a sandbox path is a directory above the home directory (`/`, `/home`).
-fn above_home(abs: &str) -> bool {
-    abs == "/"
-        || super::HOME
-            .strip_prefix(abs)
-            .is_some_and(|rest| rest.starts_with('/'))
-}
-
 /// What a pipe carries, as data events, until the process closes it.
 async fn pump(proc: Arc<Proc>, r: PipeReader, wrap: fn(Vec<u8>) -> DataEvent) {
     loop {
@@ -665,15 +654,6 @@ mod tests {
         );
         let e = end_event(0, false, Some("no such program".into()));
         assert_eq!(e.error.as_deref(), Some("no such program"));
-    }
-
-    #[test]
-    fn only_directories_above_home_start_at_home() {
-        assert!(above_home("/"));
-        assert!(above_home("/home"));
-        assert!(!above_home("/ho"));
-        assert!(!above_home("/home/user"));
-        assert!(!above_home("/etc"));
     }
 
     #[test]
