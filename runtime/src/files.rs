@@ -196,14 +196,14 @@ impl SandboxState {
             .symlink_metadata(&rel)
             .map_err(|e| FileError::from_io(path, &e))?;
         let (bytes, inodes) = if meta.is_dir() {
-            let counted = tree_usage(&dir, &rel);
+            let counted = tree_usage(&dir, &rel, &self.shared);
             dir.remove_dir_all(&rel)
                 .map_err(|e| FileError::from_io(path, &e))?;
             counted
         } else {
             dir.remove_file(&rel)
                 .map_err(|e| FileError::from_io(path, &e))?;
-            if meta.nlink() <= 1 && meta.is_file() {
+            if meta.is_file() && (meta.nlink() <= 1 || self.shared.holds(&meta)) {
                 (meta.len(), 1)
             } else {
                 (0, 1)
@@ -233,7 +233,7 @@ impl SandboxState {
         let replaced = dst
             .symlink_metadata(&dst_rel)
             .ok()
-            .filter(|m| m.is_file() && m.nlink() <= 1)
+            .filter(|m| m.is_file() && (m.nlink() <= 1 || self.shared.holds(m)))
             .map(|m| m.len());
         src.rename(&src_rel, &dst, &dst_rel)
             .map_err(|e| FileError::from_io(to, &e))?;
@@ -246,8 +246,9 @@ impl SandboxState {
     }
 }
 
-/// The bytes (of files with one link) and inodes of a tree, itself included.
-fn tree_usage(dir: &Dir, rel: &Path) -> (u64, u64) {
+/// The bytes (of files with one link, or shared with a snapshot or fork) and inodes of a
+/// tree, itself included.
+fn tree_usage(dir: &Dir, rel: &Path, shared: &crate::cow::Shared) -> (u64, u64) {
     let (mut bytes, mut inodes) = (0u64, 1u64);
     let mut pending = vec![rel.to_path_buf()];
     while let Some(p) = pending.pop() {
@@ -262,7 +263,7 @@ fn tree_usage(dir: &Dir, rel: &Path) -> (u64, u64) {
             inodes += 1;
             if m.is_dir() {
                 pending.push(child);
-            } else if m.is_file() && m.nlink() <= 1 {
+            } else if m.is_file() && (m.nlink() <= 1 || shared.holds(&m)) {
                 bytes += m.len();
             }
         }

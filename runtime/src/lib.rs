@@ -26,7 +26,7 @@
 //! ```
 //!
 //! The layers, lowest first (each module uses only those below it; see
-//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `sandbox` -> `files`, `watch` ->
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `cow` -> `sandbox` -> `files`, `watch`, `snapshot` ->
 //! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
 //! `agent`.
 
@@ -34,6 +34,7 @@ pub mod agent;
 mod bindings;
 mod cache;
 pub mod capacity;
+mod cow;
 mod engine;
 mod files;
 mod host;
@@ -47,6 +48,7 @@ mod runtime;
 mod sandbox;
 mod scratch;
 mod session;
+mod snapshot;
 mod watch;
 
 pub use agent::term;
@@ -63,6 +65,7 @@ pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, SandboxConfig};
 pub use session::{
     MAX_SESSION_LIMIT, PtyRefused, Session, SessionConfig, SessionRefused, Sessions,
 };
+pub use snapshot::{MANIFEST_NAME, Manifest, SNAPSHOT_FORMAT, Snapshot, SnapshotError, TarLimits};
 pub use watch::{Change, ChangeKind, Watch};
 
 /// The componentize-py the build of this crate installed (for `wasbox term build`), if any.

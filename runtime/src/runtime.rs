@@ -17,6 +17,7 @@ use crate::image::{BASE_IMAGE, Image, base_image};
 use crate::job::{JobOutput, JobSpec};
 use crate::limits::{Limits, Quota, default_node_memory};
 use crate::sandbox::{FileError, SandboxConfig, SandboxState};
+use crate::snapshot::{Snapshot, SnapshotError, TarLimits};
 
 struct RuntimeInner {
     host: Arc<HostContext>,
@@ -305,6 +306,103 @@ impl Runtime {
                 image,
                 sandbox: Arc::new(state),
             },
+        })
+    }
+
+    /// Takes a snapshot of `sandbox`: its workspace (shared copy-on-write, see
+    /// [`Snapshot`]), environment, mount point and disk limits, with `labels` for the
+    /// caller. Refused while processes run in it (a snapshot is taken between them: new
+    /// processes wait the few milliseconds it takes). The workspace must be on the
+    /// runtime's scratch file system (a temporary one is).
+    pub fn snapshot(
+        &self,
+        sandbox: &Sandbox,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> Result<Snapshot, SnapshotError> {
+        crate::snapshot::take(
+            &sandbox.site.sandbox,
+            sandbox.site.image.image.name(),
+            &self.inner.temp_dir,
+            labels,
+        )
+    }
+
+    /// A new sandbox (with a temporary workspace) holding what `snapshot` holds. Its
+    /// files share their data with the snapshot until either changes them. `limits` are
+    /// the runtime's when `None`; the snapshot's disk limits apply either way.
+    pub fn restore(
+        &self,
+        snapshot: &Snapshot,
+        limits: Option<Limits>,
+    ) -> Result<Sandbox, SnapshotError> {
+        let m = snapshot.manifest();
+        if !self.inner.images.contains_key(&m.image) {
+            return Err(SnapshotError::ForeignImage(m.image.clone()));
+        }
+        let limits = limits
+            .unwrap_or_else(|| self.inner.limits.clone())
+            .disk_bytes(m.disk_bytes)
+            .disk_inodes(m.disk_inodes);
+        let mut config = SandboxConfig::default()
+            .image(m.image.clone())
+            .mount(m.mount.clone())
+            .limits(limits);
+        config.env = m.env.clone();
+        let sandbox = self
+            .sandbox(config)
+            .map_err(|e| SnapshotError::Io(format!("{e:#}")))?;
+        crate::snapshot::fill(&sandbox.site.sandbox, snapshot)?;
+        Ok(sandbox)
+    }
+
+    /// `n` new sandboxes, each an independent copy of `sandbox` as it is now (see
+    /// [`Runtime::snapshot`] and [`Runtime::restore`]); they share unchanged file data.
+    pub fn fork(&self, sandbox: &Sandbox, n: usize) -> Result<Vec<Sandbox>, SnapshotError> {
+        let snapshot = self.snapshot(sandbox, Default::default())?;
+        let limits = sandbox.limits().clone();
+        // The copies are made on every core: each is a few thousand system calls.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(n.max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let made: Vec<Vec<(usize, Result<Sandbox, SnapshotError>)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            if i >= n {
+                                return mine;
+                            }
+                            mine.push((i, self.restore(&snapshot, Some(limits.clone()))));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        let mut all: Vec<(usize, Result<Sandbox, SnapshotError>)> =
+            made.into_iter().flatten().collect();
+        if all.len() != n {
+            return Err(SnapshotError::Io("a fork worker failed".into()));
+        }
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Reads a snapshot tar (see [`Snapshot::write_tar`]), an untrusted input checked as
+    /// `read_tar` in the snapshot module describes. Nothing is left behind on refusal.
+    pub fn read_snapshot(
+        &self,
+        input: impl std::io::Read,
+        limits: TarLimits,
+    ) -> Result<Snapshot, SnapshotError> {
+        crate::snapshot::read_tar(input, &self.inner.temp_dir, limits, |image| {
+            self.inner.images.contains_key(image)
         })
     }
 

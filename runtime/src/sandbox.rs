@@ -107,6 +107,8 @@ pub(crate) struct SandboxState {
     pub(crate) in_memory: bool,
     /// The read-only tree around the workspace and `/tmp` (`/usr/bin`, `/etc`, `/dev`).
     pub(crate) root: Option<Arc<RootTree>>,
+    /// Files of the workspace shared with snapshots and forks, copied before a change.
+    pub(crate) shared: crate::cow::Shared,
 }
 
 /// A removal of more entries than this leaves the calling thread for the blocking pool.
@@ -212,6 +214,7 @@ impl SandboxState {
             tmp,
             scratch,
             root,
+            shared: crate::cow::Shared::default(),
         })
     }
 
@@ -302,6 +305,11 @@ impl SandboxState {
         let Some((dir, rel)) = self.resolve(cwd, path) else {
             return self.open_in_root(cwd, path, write.is_some());
         };
+        if write.is_some() {
+            self.shared
+                .unshare(&self.dir.view(), &dir, &rel, true)
+                .map_err(|e| format!("{path}: {}", io_message(&e)))?;
+        }
         let mut o = OpenOptions::new();
         match write {
             None => o.read(true),
@@ -407,6 +415,9 @@ impl SandboxState {
                 return Err(refused());
             }
         }
+        self.shared
+            .unshare(&self.dir.view(), &dir, &rel, true)
+            .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let mask = if meta.is_dir() { 0o1777 } else { 0o777 };
         dir.set_permissions(&rel, cap_std::fs::Permissions::from_mode(mode & mask))
             .map_err(|e| format!("{path}: {}", io_message(&e)))
@@ -467,6 +478,9 @@ impl SandboxState {
             let abs = self.absolute(path);
             self.make_dir(abs.rsplit_once('/').map_or("/", |(p, _)| p))?;
         }
+        self.shared
+            .unshare(&self.dir.view(), &dir, &rel, false)
+            .map_err(|e| FileError::from_io(path, &e))?;
         let before = dir.symlink_metadata(&rel).ok();
         let old_size = before
             .as_ref()
@@ -509,8 +523,20 @@ impl SandboxState {
 
     /// Whether a sandbox path (workspace or `/tmp`) is a directory.
     pub(crate) fn is_dir(&self, path: &str) -> bool {
-        self.resolve(&self.mount, path)
-            .is_some_and(|(dir, rel)| dir.metadata(&rel).is_ok_and(|m| m.is_dir()))
+        match self.resolve(&self.mount, path) {
+            Some((dir, rel)) => dir.metadata(&rel).is_ok_and(|m| m.is_dir()),
+            // A directory of the read-only root (`/`, `/etc`) is one too.
+            None => self.root.as_ref().is_some_and(|root| {
+                let parts = normalize(&self.mount, path);
+                let rel: PathBuf = parts.iter().collect();
+                let rel = if parts.is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    rel
+                };
+                root.view().metadata(rel).is_ok_and(|m| m.is_dir())
+            }),
+        }
     }
 
     /// The directory (workspace or `/tmp`) holding the file `path`, and its path there.
@@ -675,6 +701,35 @@ fn normalize_mount(mount: &str) -> Result<String> {
         "mount point must be an absolute path below / (got {mount:?})"
     );
     Ok(format!("/{}", parts.join("/")))
+}
+
+/// The live-process gate of a sandbox, closed while a snapshot is taken.
+pub(crate) const FROZEN: u32 = 1 << 31;
+
+impl SandboxState {
+    /// Holds back new processes while the guard lives; refused (with the number running)
+    /// when processes run.
+    pub(crate) fn freeze(&self) -> Result<Freeze<'_>, u32> {
+        self.live
+            .compare_exchange(
+                0,
+                FROZEN,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            )
+            .map_err(|n| n & !FROZEN)?;
+        Ok(Freeze(self))
+    }
+}
+
+pub(crate) struct Freeze<'a>(&'a SandboxState);
+
+impl Drop for Freeze<'_> {
+    fn drop(&mut self) {
+        self.0
+            .live
+            .fetch_and(!FROZEN, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 #[cfg(test)]

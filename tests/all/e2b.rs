@@ -675,7 +675,11 @@ fn envd_speaks_connect_with_the_json_codec() {
     }
 
     // A cwd in the read-only root (`/`, `/etc`) is a directory like any other.
-    for (cwd, want) in [("/", "/\n"), ("/etc", "/etc\n"), ("/home/user/..", "/home\n")] {
+    for (cwd, want) in [
+        ("/", "/\n"),
+        ("/etc", "/etc\n"),
+        ("/home/user/..", "/home\n"),
+    ] {
         let start = json!({"process": {"cmd": "/bin/bash", "args": ["-c", "pwd"], "cwd": cwd}});
         let msgs = stream(&server, &s, "/process.Process/Start", &start, &[]);
         let out: String = msgs

@@ -23,6 +23,7 @@ mod python;
 mod routers;
 mod shell;
 mod sidecar;
+mod snapshot;
 mod soak;
 mod support;
 mod telemetry;

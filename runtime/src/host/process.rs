@@ -20,7 +20,7 @@ use crate::capacity::{Admission, Refused};
 use crate::engine::{Placement, pool_was_full};
 use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
-use crate::sandbox::SandboxState;
+use crate::sandbox::{FROZEN, SandboxState};
 
 /// The child processes of a job. Once the job has ended (`closed`), no child may start:
 /// a spawn racing the end of the job is refused rather than left running unseen.
@@ -149,17 +149,36 @@ pub(crate) struct Stdio {
 struct LiveProcess(Arc<SandboxState>);
 
 impl LiveProcess {
-    fn enter(sandbox: &Arc<SandboxState>) -> Option<Self> {
+    /// Counts a new process, or says why not: `Err(true)` while a snapshot of the sandbox
+    /// is being taken (for a few milliseconds), `Err(false)` at its process limit.
+    fn enter(sandbox: &Arc<SandboxState>) -> Result<Self, bool> {
         let max = sandbox.limits.max_processes;
         sandbox
             .live
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
+                (n & FROZEN == 0 && n < max).then_some(n + 1)
             })
-            .ok()
             .map(|_| LiveProcess(sandbox.clone()))
+            .map_err(|n| n & FROZEN != 0)
+    }
+
+    /// [`LiveProcess::enter`], waiting out a snapshot being taken.
+    async fn wait_enter(sandbox: &Arc<SandboxState>) -> Option<Self> {
+        let give_up = std::time::Instant::now() + FREEZE_WAIT;
+        loop {
+            match LiveProcess::enter(sandbox) {
+                Ok(live) => return Some(live),
+                Err(true) if std::time::Instant::now() < give_up => {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await
+                }
+                Err(_) => return None,
+            }
+        }
     }
 }
+
+/// Longest a new process waits for a snapshot of its sandbox to be taken.
+const FREEZE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Drop for LiveProcess {
     fn drop(&mut self) {
@@ -184,7 +203,7 @@ pub(crate) async fn run_process(
         fail(format!("sh: {}: command not found\n", argv[0])).await;
         return EXIT_NOT_FOUND;
     };
-    let Some(_live) = LiveProcess::enter(&job.site.sandbox) else {
+    let Some(_live) = LiveProcess::wait_enter(&job.site.sandbox).await else {
         let max = job.site.sandbox.limits.max_processes;
         fail(format!("sh: {}: process limit of {max} reached\n", argv[0])).await;
         return 126;
@@ -477,7 +496,7 @@ impl wit::Host for ProcessHost {
                 "{argv0}: spawn limit of {max_spawns} processes per job reached"
             ))));
         }
-        if sandbox.live.load(Ordering::Acquire) >= sandbox.limits.max_processes {
+        if sandbox.live.load(Ordering::Acquire) & !FROZEN >= sandbox.limits.max_processes {
             return Ok(Err(wit::Error::Limit(format!(
                 "{argv0}: process limit of {} reached",
                 sandbox.limits.max_processes

@@ -85,10 +85,11 @@ fn entry_at(
 }
 
 /// Gives back what removing the entry `meta` frees: its bytes when it was the last link of
-/// a file, and its inode.
-fn give_back(quota: &Quota, meta: &cap_std::fs::Metadata) {
+/// a file (or this sandbox's link of a file shared with a snapshot or fork), and its inode.
+fn give_back(sandbox: &SandboxState, meta: &cap_std::fs::Metadata) {
     use cap_std::fs::MetadataExt as _;
-    if meta.nlink() <= 1 {
+    let quota: &Quota = &sandbox.quota;
+    if meta.nlink() <= 1 || sandbox.shared.holds(meta) {
         if meta.is_file() {
             quota.release_bytes(meta.len());
         }
@@ -214,6 +215,14 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        // A file shared with a snapshot or fork is copied before a change by its path; one
+        // reached only through a descriptor cannot be, so its times stay.
+        if let Descriptor::File(f) = self.fs.table.get(&fd)?
+            && let Ok(meta) = f.file.metadata()
+            && self.sandbox.shared.holds_file(&meta)
+        {
+            return Err(ErrorCode::NotPermitted.into());
+        }
         HostDescriptor::set_times(&mut self.fs, fd, atim, mtim).await
     }
 
@@ -287,6 +296,8 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+        self.unshare_at(&fd, &path, follow)?;
         HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim).await
     }
 
@@ -339,7 +350,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         if r.is_ok()
             && let Some(meta) = replaced
         {
-            give_back(&self.sandbox.quota, &meta);
+            give_back(&self.sandbox, &meta);
         }
         r
     }
@@ -370,7 +381,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         if r.is_ok()
             && let Some(meta) = meta
         {
-            give_back(&self.sandbox.quota, &meta);
+            give_back(&self.sandbox, &meta);
         }
         r
     }
@@ -465,6 +476,10 @@ impl QuotaFsView<'_> {
         }
         let creates = oflags.contains(types::OpenFlags::CREATE);
         let truncates = oflags.contains(types::OpenFlags::TRUNCATE);
+        if truncates || flags.contains(types::DescriptorFlags::WRITE) {
+            let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+            self.unshare_at(&fd, &path, follow)?;
+        }
         let existing = if creates || truncates {
             entry_at(&mut self.fs, &fd, &path)
         } else {
@@ -506,6 +521,25 @@ impl QuotaFsView<'_> {
         path: String,
     ) -> FsResult<String> {
         HostDescriptor::readlink_at(&mut self.fs, fd, path).await
+    }
+
+    /// Makes the file `path` under `fd` private to this sandbox before it is changed (see
+    /// `crate::cow`).
+    fn unshare_at(
+        &mut self,
+        fd: &Resource<types::Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<()> {
+        if let Descriptor::Dir(d) = self.fs.table.get(fd)? {
+            let dir = DirView::of(&d.dir);
+            let root = self.sandbox.dir.view();
+            self.sandbox
+                .shared
+                .unshare(&root, &dir, std::path::Path::new(path), follow)
+                .map_err(FsError::from)?;
+        }
+        Ok(())
     }
 
     /// The device of the sandbox's read-only root that `path` under `fd` names, if any.

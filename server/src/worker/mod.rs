@@ -12,6 +12,7 @@ pub mod openapi;
 mod pty;
 pub mod serve;
 mod sessions;
+mod snapshots;
 pub mod telemetry;
 mod telemetry_api;
 mod wire;
@@ -70,7 +71,16 @@ pub fn router(node: SharedNode) -> Router {
         )
         .route("/v1/worker/telemetry/logs", get(telemetry_api::logs))
         .route("/v1/worker/sessions", post(sessions::create))
-        .route("/v1/worker/sessions/{id}", get(sessions::get))
+        .route(
+            "/v1/worker/sessions/{id}",
+            get(sessions::get).post(snapshots::session_action),
+        )
+        .route("/v1/worker/sessions:restore", post(snapshots::restore))
+        .route("/v1/worker/snapshots", get(snapshots::list))
+        .route(
+            "/v1/worker/snapshots/{id}",
+            get(snapshots::download).delete(snapshots::delete),
+        )
         .route("/v1/worker/sessions/{id}/exec", post(sessions::exec))
         .route("/v1/worker/sessions/{id}/end", post(sessions::end))
         .route(

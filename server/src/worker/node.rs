@@ -28,6 +28,8 @@ pub struct Node {
     slots: Arc<Semaphore>,
     pub(super) jobs: Mutex<JobTable>,
     pub(super) sessions: Arc<Sessions>,
+    /// Snapshots of sessions (under the state directory).
+    pub(super) snapshots: Arc<super::snapshots::SnapshotStore>,
     shutting_down: AtomicBool,
     /// The telemetry store (SQLite under the state directory) and its recorder.
     pub telemetry: Arc<Telemetry>,
@@ -48,6 +50,7 @@ impl Node {
         Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
+            snapshots: Arc::new(super::snapshots::SnapshotStore::new(&config.state_dir)),
             config: RwLock::new(Arc::new(config)),
             runtime,
             ready: AtomicBool::new(false),

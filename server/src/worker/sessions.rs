@@ -30,7 +30,7 @@ pub(super) fn task_id(session: &Session) -> &str {
 }
 
 /// The label a session keeps its image reference under.
-const IMAGE_REF: &str = "image_ref";
+pub(super) const IMAGE_REF: &str = "image_ref";
 
 /// A session as the telemetry inventory knows it.
 pub(super) fn sandbox_of(session: &Session) -> telemetry::Sandbox {
@@ -58,7 +58,7 @@ pub(super) struct SessionInfo {
     running_execs: usize,
 }
 
-fn info(session: &Session, status: &'static str) -> SessionInfo {
+pub(super) fn info(session: &Session, status: &'static str) -> SessionInfo {
     SessionInfo {
         version: 1,
         task_id: task_id(session).to_string(),

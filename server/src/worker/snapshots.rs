@@ -1,0 +1,750 @@
+//! Snapshots of session sandboxes over HTTP, in the worker API's style (bearer auth, RFC 9457
+//! problems, bounded): `POST /v1/worker/sessions/{id}:snapshot` (`?download=1` answers the
+//! tar), `POST /v1/worker/sessions:restore` (from a snapshot id or an uploaded tar),
+//! `POST /v1/worker/sessions/{id}:fork` with `{"count": n}`, and `GET`/`DELETE
+//! /v1/worker/snapshots[/{id}]`. The snapshot itself is the runtime's [`Snapshot`]; this
+//! module keeps them (as tars in `<state_dir>/snapshots`, which never expire on their own;
+//! the newest also as frozen trees in memory, so that restore and fork need no tar) and
+//! translates.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use wasbox_runtime::{Limits, SessionConfig, SessionRefused, Snapshot, SnapshotError, TarLimits};
+
+use super::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
+use super::node::{SharedNode, check_version, lock, read_body, respond};
+use super::sessions::{SessionInfo, info, sandbox_of};
+use super::wire::check_timeout;
+use crate::problem::Problem;
+
+/// Snapshots a node keeps at most; more are refused until some are deleted.
+pub const MAX_STORED_SNAPSHOTS: usize = 256;
+/// Sessions one fork may make at most.
+pub const MAX_FORK_COUNT: usize = 100;
+/// Snapshots kept as frozen trees in memory besides their tars (the newest).
+const CACHED_TREES: usize = 16;
+/// The largest tar `sessions:restore` accepts: a sandbox's default disk quota and room for
+/// tar headers.
+pub const MAX_UPLOAD_BYTES: usize =
+    (wasbox_runtime::limits::DEFAULT_DISK_BYTES as usize) + (64 << 20);
+
+/// Labels a snapshot keeps a session's own settings under.
+const LABEL_TASK: &str = "task_id";
+const LABEL_IMAGE_REF: &str = "image_ref";
+const LABEL_ENV: &str = "session_env";
+
+/// The node's snapshots: see the module documentation.
+pub struct SnapshotStore {
+    dir: PathBuf,
+    /// The newest snapshots' frozen trees, by id.
+    trees: Mutex<VecDeque<(String, Snapshot)>>,
+    /// Serializes what changes the directory's set of snapshots (count checks).
+    writing: Mutex<()>,
+}
+
+impl SnapshotStore {
+    pub fn new(state_dir: &FsPath) -> SnapshotStore {
+        SnapshotStore {
+            dir: state_dir.join("snapshots"),
+            trees: Mutex::new(VecDeque::new()),
+            writing: Mutex::new(()),
+        }
+    }
+
+    fn tar_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.tar"))
+    }
+
+    fn digest_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.sha256"))
+    }
+
+    fn ids(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".tar"))
+                    .filter(|n| valid_id(n))
+                    .map(str::to_string)
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    fn cache(&self, id: &str, snapshot: Snapshot) {
+        let mut trees = lock(&self.trees);
+        trees.retain(|(i, _)| i != id);
+        trees.push_front((id.to_string(), snapshot));
+        trees.truncate(CACHED_TREES);
+    }
+
+    fn cached(&self, id: &str) -> Option<Snapshot> {
+        lock(&self.trees)
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, s)| s.clone())
+    }
+
+    fn forget(&self, id: &str) {
+        lock(&self.trees).retain(|(i, _)| i != id);
+    }
+}
+
+/// A snapshot id as this node makes them (`snap-` and hex): nothing else names a file.
+fn valid_id(id: &str) -> bool {
+    id.strip_prefix("snap-")
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn new_id() -> String {
+    format!("snap-{}", crate::ids::hex::<16>())
+}
+
+fn snapshot_problem(e: SnapshotError) -> Problem {
+    match &e {
+        SnapshotError::Busy(_) => Problem::conflict(e.to_string()),
+        SnapshotError::Invalid(_) | SnapshotError::ForeignImage(_) => {
+            Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        }
+        SnapshotError::TooLarge(_) => {
+            Problem::with_status(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
+        SnapshotError::Io(_) => Problem::internal(&anyhow::anyhow!(e.to_string())),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Problem> + Send + 'static,
+) -> Result<T, Problem> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Problem::internal(&anyhow::anyhow!("snapshot task failed: {e}")))?
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SnapshotInfo {
+    version: u32,
+    snapshot_id: String,
+    /// `sha256:<hex>` of the snapshot's tar.
+    digest: String,
+    size_bytes: u64,
+    image: String,
+    files: u64,
+    bytes: u64,
+    created_at: String,
+    /// The session it was taken from, in the answer of `:snapshot`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+}
+
+fn snapshot_info(
+    id: &str,
+    digest: String,
+    size: u64,
+    s: &Snapshot,
+    session: Option<String>,
+) -> SnapshotInfo {
+    let m = s.manifest();
+    SnapshotInfo {
+        version: 1,
+        snapshot_id: id.to_string(),
+        digest,
+        size_bytes: size,
+        image: m.image.clone(),
+        files: m.files,
+        bytes: m.bytes,
+        created_at: crate::rfc3339::format(
+            std::time::UNIX_EPOCH + Duration::from_millis(m.created_ms),
+        ),
+        session_id: session,
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SnapshotQuery {
+    /// `1` (or `true`): answer the snapshot's tar instead of its description.
+    download: Option<String>,
+}
+
+/// `POST /v1/worker/sessions/{id}:snapshot` and `POST /v1/worker/sessions/{id}:fork`: the
+/// actions on one session (the path segment is `<session id>:<action>`).
+#[utoipa::path(post, path = "/v1/worker/sessions/{id_action}", tag = "snapshots", security(("bearer" = [])),
+    params(("id_action" = String, Path, description = "`<session id>:snapshot` or `<session id>:fork`"), SnapshotQuery),
+    request_body(content = Option<ForkRequest>, description = "`:fork`: `{\"version\": 1, \"count\": n}`; `:snapshot`: empty or `{\"version\": 1}`"),
+    responses((status = 200, description = "`:snapshot`: the snapshot (or with `?download=1` its tar, `application/x-tar`); `:fork`: the new sessions", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 413 too large, 422 not a valid snapshot, 429 busy with Retry-After, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+pub async fn session_action(
+    State(node): State<SharedNode>,
+    Path(id_action): Path<String>,
+    Query(q): Query<SnapshotQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some((id, action)) = id_action.rsplit_once(':') else {
+        return Problem::with_status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST is for `<session id>:snapshot` and `<session id>:fork`",
+        )
+        .into_response();
+    };
+    let id = id.to_string();
+    match action {
+        "snapshot" => {
+            let download = matches!(q.download.as_deref(), Some("1" | "true"));
+            match snapshot(node, id, headers, body, download).await {
+                Ok(r) => r,
+                Err(p) => p.into_response(),
+            }
+        }
+        "fork" => respond(fork(node, id, headers, body).await),
+        _ => Problem::not_found(format!("no action `{action}` on a session")).into_response(),
+    }
+}
+
+fn labels_of(session: &wasbox_runtime::Session) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    labels.insert(
+        LABEL_TASK.into(),
+        super::sessions::task_id(session).to_string(),
+    );
+    if let Some(r) = session.label(super::sessions::IMAGE_REF) {
+        labels.insert(LABEL_IMAGE_REF.into(), r.to_string());
+    }
+    let env: BTreeMap<&str, &str> = session
+        .env()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    labels.insert(
+        LABEL_ENV.into(),
+        serde_json::to_string(&env).unwrap_or_default(),
+    );
+    labels
+}
+
+async fn optional_version(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+) -> Result<Option<serde_json::Value>, Problem> {
+    let bytes = read_body(headers, body, max).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let v: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(Problem::bad_request("the body must be a JSON object"));
+    }
+    check_version(v.get("version").and_then(|x| x.as_i64()).or(Some(1)))?;
+    Ok(Some(v))
+}
+
+async fn snapshot(
+    node: SharedNode,
+    id: String,
+    headers: HeaderMap,
+    body: Body,
+    download: bool,
+) -> Result<Response, Problem> {
+    node.accepting()?;
+    let session = node.session(&id)?;
+    optional_version(&headers, body, node.config().max_request_bytes).await?;
+    let labels = labels_of(&session);
+    let runtime = node.runtime.clone();
+    let store = node.snapshots.clone();
+    let session_id = id.clone();
+    let (snap_id, digest, size, snap) = blocking(move || {
+        let _w = lock(&store.writing);
+        if store.ids().len() >= MAX_STORED_SNAPSHOTS {
+            return Err(Problem::with_status(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "the node keeps at most {MAX_STORED_SNAPSHOTS} snapshots: delete some first"
+                ),
+            ));
+        }
+        let snap = runtime
+            .snapshot(session.sandbox(), labels)
+            .map_err(snapshot_problem)?;
+        let snap_id = new_id();
+        std::fs::create_dir_all(&store.dir)
+            .map_err(|e| Problem::internal(&anyhow::anyhow!("creating the snapshot store: {e}")))?;
+        let path = store.tar_path(&snap_id);
+        let written = (|| -> std::io::Result<(String, u64)> {
+            let tmp = store.dir.join(format!(".{snap_id}.tar.part"));
+            let file = std::fs::File::create(&tmp)?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            let digest = snap.write_tar(&mut out)?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            let size = file.metadata()?.len();
+            std::fs::write(store.digest_path(&snap_id), &digest)?;
+            std::fs::rename(&tmp, &path)?;
+            Ok((digest, size))
+        })();
+        let (digest, size) = written.map_err(|e| {
+            let _ = std::fs::remove_file(store.dir.join(format!(".{snap_id}.tar.part")));
+            let _ = std::fs::remove_file(store.digest_path(&snap_id));
+            Problem::internal(&anyhow::anyhow!("writing the snapshot: {e}"))
+        })?;
+        store.cache(&snap_id, snap.clone());
+        Ok((snap_id, digest, size, snap))
+    })
+    .await?;
+    tracing::info!(session_id = %session_id, snapshot_id = %snap_id, %digest, size, "snapshot taken");
+    if download {
+        return tar_response(&node.snapshots.tar_path(&snap_id), &snap_id, &digest).await;
+    }
+    Ok(axum::Json(snapshot_info(
+        &snap_id,
+        digest,
+        size,
+        &snap,
+        Some(session_id),
+    ))
+    .into_response())
+}
+
+async fn tar_response(path: &FsPath, id: &str, digest: &str) -> Result<Response, Problem> {
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|_| Problem::not_found(format!("snapshot `{id}` does not exist")))?;
+    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+    let stream = tokio_util_stream(file);
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if let Ok(v) = HeaderValue::from_str(id) {
+        h.insert("x-snapshot-id", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(digest) {
+        h.insert("x-snapshot-digest", v);
+    }
+    Ok(r)
+}
+
+/// The file's bytes as a stream of chunks.
+fn tokio_util_stream(
+    mut file: tokio::fs::File,
+) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> {
+    futures_util::stream::poll_fn(move |cx| {
+        use tokio::io::AsyncRead as _;
+        let mut buf = vec![0u8; 256 << 10];
+        let mut rb = tokio::io::ReadBuf::new(&mut buf);
+        match std::pin::Pin::new(&mut file).poll_read(cx, &mut rb) {
+            std::task::Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                if n == 0 {
+                    std::task::Poll::Ready(None)
+                } else {
+                    buf.truncate(n);
+                    std::task::Poll::Ready(Some(Ok(bytes::Bytes::from(buf))))
+                }
+            }
+            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Some(Err(e))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    })
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct ForkRequest {
+    version: Option<i64>,
+    /// How many new sessions (1 to 100).
+    #[schema(required = true)]
+    count: Option<i64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ForkResponse {
+    version: u32,
+    session_id: String,
+    /// The new sessions, each an independent copy of the session as it was.
+    session_ids: Vec<String>,
+}
+
+/// What a new session made from a snapshot gets from it and from the request.
+struct NewSession {
+    lifetime: u64,
+    idle: u64,
+}
+
+fn session_config(id: &str, labels: &BTreeMap<String, String>, new: &NewSession) -> SessionConfig {
+    let mut config = SessionConfig::new(id.to_string());
+    config.lifetime = Duration::from_secs(new.lifetime);
+    config.idle = Duration::from_secs(new.idle);
+    config.env = labels
+        .get(LABEL_ENV)
+        .and_then(|e| serde_json::from_str::<BTreeMap<String, String>>(e).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    for (from, to) in [
+        (LABEL_TASK, super::sessions::TASK_ID),
+        (LABEL_IMAGE_REF, super::sessions::IMAGE_REF),
+    ] {
+        if let Some(v) = labels.get(from) {
+            config.labels.insert(to.into(), v.clone());
+        }
+    }
+    config
+}
+
+fn session_limits(node: &SharedNode) -> Limits {
+    Limits::default()
+        .timeout(Duration::from_secs(node.config().max_timeout_secs))
+        .max_output_bytes(MAX_OUTPUT_BYTES)
+}
+
+/// Makes the session `id` from `snap`; the session table's refusals as problems.
+fn start_session(
+    node: &SharedNode,
+    id: &str,
+    snap: &Snapshot,
+    new: &NewSession,
+) -> Result<Arc<wasbox_runtime::Session>, Problem> {
+    let config = session_config(id, &snap.manifest().labels, new);
+    let mut failed = None;
+    let made = node.sessions.create(config, || {
+        node.runtime
+            .restore(snap, Some(session_limits(node)))
+            .map_err(|e| {
+                let msg = e.to_string();
+                failed = Some(e);
+                anyhow::anyhow!(msg)
+            })
+    });
+    match made {
+        Ok(s) => {
+            node.telemetry.started(&sandbox_of(&s));
+            Ok(s)
+        }
+        Err(SessionRefused::Exists(_)) => {
+            Err(Problem::conflict(format!("session `{id}` already exists")))
+        }
+        Err(SessionRefused::Full(n)) => {
+            Err(Problem::busy(format!("the node is at its limit of {n} sessions")).retry_after(5))
+        }
+        Err(SessionRefused::Sandbox(e)) => Err(match failed {
+            Some(f) => snapshot_problem(f),
+            None => Problem::internal(&e),
+        }),
+    }
+}
+
+async fn fork(
+    node: SharedNode,
+    id: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<ForkResponse, Problem> {
+    node.accepting()?;
+    let session = node.session(&id)?;
+    let req: ForkRequest =
+        match optional_version(&headers, body, node.config().max_request_bytes).await? {
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| Problem::bad_request(format!("invalid request: {e}")))?,
+            None => return Err(Problem::bad_request("count is required")),
+        };
+    check_version(req.version.or(Some(1)))?;
+    let count = match req.count {
+        Some(n) if (1..=MAX_FORK_COUNT as i64).contains(&n) => n as usize,
+        Some(_) => {
+            return Err(Problem::bad_request(format!(
+                "count must be from 1 to {MAX_FORK_COUNT}"
+            )));
+        }
+        None => return Err(Problem::bad_request("count is required")),
+    };
+    let free = node.sessions.max().saturating_sub(node.sessions.len());
+    if count > free {
+        return Err(Problem::busy(format!(
+            "the node has room for {free} more sessions, not {count}"
+        ))
+        .retry_after(5));
+    }
+    let new = NewSession {
+        lifetime: session.remaining().as_secs().max(1),
+        idle: session.idle_limit().as_secs(),
+    };
+    let labels = labels_of(&session);
+    let node2 = node.clone();
+    let ids = blocking(move || {
+        let snap = node2
+            .runtime
+            .snapshot(session.sandbox(), labels)
+            .map_err(snapshot_problem)?;
+        let mut ids = Vec::with_capacity(count);
+        for _ in 0..count {
+            let new_id = format!("{}-fork-{}", session.id(), crate::ids::hex::<6>());
+            match start_session(&node2, &new_id, &snap, &new) {
+                Ok(_) => ids.push(new_id),
+                Err(p) => {
+                    // All or nothing: the forks made so far go.
+                    for made in &ids {
+                        node2.sessions.end(made, "fork failed");
+                    }
+                    return Err(p);
+                }
+            }
+        }
+        Ok(ids)
+    })
+    .await?;
+    tracing::info!(session_id = %id, count, "session forked");
+    Ok(ForkResponse {
+        version: 1,
+        session_id: id,
+        session_ids: ids,
+    })
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct RestoreRequest {
+    version: Option<i64>,
+    /// The snapshot to restore (or upload its tar as `application/x-tar` with `session_id`
+    /// in the query).
+    snapshot_id: Option<String>,
+    #[schema(required = true)]
+    session_id: Option<String>,
+    max_lifetime_seconds: Option<i64>,
+    idle_timeout_seconds: Option<i64>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RestoreQuery {
+    /// With an uploaded tar: the new session's id.
+    session_id: Option<String>,
+    max_lifetime_seconds: Option<i64>,
+    idle_timeout_seconds: Option<i64>,
+}
+
+/// `POST /v1/worker/sessions:restore`: a new session from a stored snapshot (JSON body) or
+/// from an uploaded tar (`Content-Type: application/x-tar`).
+#[utoipa::path(post, path = "/v1/worker/sessions:restore", tag = "snapshots", security(("bearer" = [])),
+    params(RestoreQuery),
+    request_body(content = RestoreRequest, description = "JSON naming a stored snapshot, or the tar itself as `application/x-tar`"),
+    responses((status = 200, description = "The new session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404 no such snapshot, 409 the session exists, 413 too large, 422 not a valid snapshot or a foreign image, 429 busy with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+pub async fn restore(
+    State(node): State<SharedNode>,
+    Query(q): Query<RestoreQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(restore_inner(node, q, headers, body).await)
+}
+
+async fn restore_inner(
+    node: SharedNode,
+    q: RestoreQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<SessionInfo, Problem> {
+    node.accepting()?;
+    let is_tar = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-tar"));
+    let (session_id, lifetime, idle, source) = if is_tar {
+        let bytes = read_body(&headers, body, MAX_UPLOAD_BYTES).await?;
+        (
+            q.session_id,
+            q.max_lifetime_seconds,
+            q.idle_timeout_seconds,
+            Err(bytes),
+        )
+    } else {
+        let bytes = read_body(&headers, body, node.config().max_request_bytes).await?;
+        let req: RestoreRequest = serde_json::from_slice(&bytes)
+            .map_err(|e| Problem::bad_request(format!("invalid JSON: {e}")))?;
+        check_version(req.version)?;
+        let snap_id = req
+            .snapshot_id
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| Problem::bad_request("snapshot_id is required (or upload a tar)"))?;
+        (
+            req.session_id,
+            req.max_lifetime_seconds,
+            req.idle_timeout_seconds,
+            Ok(snap_id),
+        )
+    };
+    let session_id = session_id
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| Problem::bad_request("session_id is required"))?;
+    let new = NewSession {
+        lifetime: check_timeout(lifetime, "max_lifetime_seconds")?
+            .unwrap_or(DEFAULT_SESSION_LIFETIME_SECS),
+        idle: check_timeout(idle, "idle_timeout_seconds")?.unwrap_or(DEFAULT_SESSION_IDLE_SECS),
+    };
+    if node.sessions.get(&session_id).is_some() {
+        return Err(Problem::conflict(format!(
+            "session `{session_id}` already exists"
+        )));
+    }
+    let node2 = node.clone();
+    let session = blocking(move || {
+        let limits = TarLimits {
+            max_bytes: wasbox_runtime::limits::DEFAULT_DISK_BYTES,
+            max_entries: Limits::default().disk_inodes,
+            links_may_leave: false,
+        };
+        let snap = match source {
+            Ok(snap_id) => load(&node2, &snap_id, limits)?,
+            Err(bytes) => node2
+                .runtime
+                .read_snapshot(std::io::Cursor::new(bytes), limits)
+                .map_err(snapshot_problem)?,
+        };
+        check_image(&node2, &snap)?;
+        start_session(&node2, &session_id, &snap, &new)
+    })
+    .await?;
+    tracing::info!(session_id = %session.id(), "session restored from a snapshot");
+    Ok(info(&session, "running"))
+}
+
+/// A restored session's image must be one this node's rules allow.
+fn check_image(node: &SharedNode, snap: &Snapshot) -> Result<(), Problem> {
+    let m = snap.manifest();
+    let image_ref = m.labels.get(LABEL_IMAGE_REF).unwrap_or(&m.image);
+    match node.config().image_for(image_ref) {
+        Some(image) if image == m.image => Ok(()),
+        _ => Err(Problem::with_status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the snapshot's image `{image_ref}` is not allowed on this node"),
+        )),
+    }
+}
+
+/// A stored snapshot: its frozen tree when cached, else read from its tar (checked against
+/// the digest recorded when it was taken).
+fn load(node: &SharedNode, id: &str, limits: TarLimits) -> Result<Snapshot, Problem> {
+    let store = &node.snapshots;
+    let missing = || Problem::not_found(format!("snapshot `{id}` does not exist"));
+    if !valid_id(id) {
+        return Err(missing());
+    }
+    if let Some(s) = store.cached(id) {
+        return Ok(s);
+    }
+    let file = std::fs::File::open(store.tar_path(id)).map_err(|_| missing())?;
+    let recorded = std::fs::read_to_string(store.digest_path(id)).unwrap_or_default();
+    // A tar this node wrote may hold what its sandbox held (a symlink to `/usr/bin/python3`);
+    // its digest is checked before it is used.
+    let limits = TarLimits {
+        links_may_leave: true,
+        ..limits
+    };
+    let snap = node
+        .runtime
+        .read_snapshot(std::io::BufReader::with_capacity(1 << 20, file), limits)
+        .map_err(snapshot_problem)?;
+    if snap.digest() != Some(recorded.trim()) {
+        return Err(Problem::with_status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("snapshot `{id}` is corrupt: its digest does not match the recorded one"),
+        ));
+    }
+    store.cache(id, snap.clone());
+    Ok(snap)
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SnapshotList {
+    version: u32,
+    snapshots: Vec<StoredSnapshot>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct StoredSnapshot {
+    snapshot_id: String,
+    digest: String,
+    size_bytes: u64,
+}
+
+/// `GET /v1/worker/snapshots`: the snapshots the node keeps.
+#[utoipa::path(get, path = "/v1/worker/snapshots", tag = "snapshots", security(("bearer" = [])),
+    responses((status = 200, description = "The stored snapshots", body = SnapshotList), (status = "default", description = "An RFC 9457 problem (401)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+pub async fn list(State(node): State<SharedNode>) -> Response {
+    let store = node.snapshots.clone();
+    respond(
+        blocking(move || {
+            let snapshots = store
+                .ids()
+                .into_iter()
+                .map(|id| StoredSnapshot {
+                    digest: std::fs::read_to_string(store.digest_path(&id))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                    size_bytes: std::fs::metadata(store.tar_path(&id)).map_or(0, |m| m.len()),
+                    snapshot_id: id,
+                })
+                .collect();
+            Ok(SnapshotList {
+                version: 1,
+                snapshots,
+            })
+        })
+        .await,
+    )
+}
+
+/// `GET /v1/worker/snapshots/{id}`: the snapshot's tar.
+#[utoipa::path(get, path = "/v1/worker/snapshots/{id}", tag = "snapshots", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The snapshot id")),
+    responses((status = 200, description = "The snapshot's tar (`application/x-tar`)"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+pub async fn download(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
+    if !valid_id(&id) {
+        return Problem::not_found(format!("snapshot `{id}` does not exist")).into_response();
+    }
+    let digest = std::fs::read_to_string(node.snapshots.digest_path(&id)).unwrap_or_default();
+    match tar_response(&node.snapshots.tar_path(&id), &id, digest.trim()).await {
+        Ok(r) => r,
+        Err(p) => p.into_response(),
+    }
+}
+
+/// `DELETE /v1/worker/snapshots/{id}`: forgets a snapshot (sessions made from it stay).
+#[utoipa::path(delete, path = "/v1/worker/snapshots/{id}", tag = "snapshots", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The snapshot id")),
+    responses((status = 204, description = "Deleted"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+pub async fn delete(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
+    let store = node.snapshots.clone();
+    let r = blocking(move || {
+        let _w = lock(&store.writing);
+        if !valid_id(&id) || std::fs::remove_file(store.tar_path(&id)).is_err() {
+            return Err(Problem::not_found(format!(
+                "snapshot `{id}` does not exist"
+            )));
+        }
+        let _ = std::fs::remove_file(store.digest_path(&id));
+        store.forget(&id);
+        Ok(())
+    })
+    .await;
+    match r {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(p) => p.into_response(),
+    }
+}

@@ -1,0 +1,508 @@
+//! Snapshots, restores and forks: in the runtime (copy-on-write independence, the tar form,
+//! hostile tars) and over the worker API (`:snapshot`, `sessions:restore`, `:fork`,
+//! download, upload to another server).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasbox_runtime::{JobSpec, Runtime, SnapshotError, TarLimits};
+
+use crate::support::http::{Server, TOKEN, request};
+use crate::support::runtime::{cache_dir, runtime};
+
+const LIMITS: TarLimits = TarLimits {
+    max_bytes: 1 << 30,
+    max_entries: 100_000,
+    links_may_leave: false,
+};
+
+async fn sh(sb: &wasbox_runtime::Sandbox, script: &str) -> String {
+    let out = sb.run(JobSpec::shell(script)).await.expect("job");
+    assert_eq!(out.exit_code, 0, "{script}: {}", out.stderr);
+    out.stdout
+}
+
+/// Files of several kinds, modes and a symlink.
+const PREPARE: &str = "mkdir -p src/deep/er && echo one > a.txt && printf 'x%.0s' $(seq 1 5000) > src/big \
+    && echo '#!/bin/sh' > run.sh && chmod 755 run.sh && ln -s a.txt link && echo deep > src/deep/er/f \
+    && chmod 700 src/deep && ln a.txt hard";
+const LISTING: &str = "ls -la . src src/deep; cat a.txt link src/deep/er/f; wc -c src/big";
+
+#[tokio::test]
+async fn forks_are_independent_copies_sharing_unchanged_files() {
+    let rt = runtime();
+    let sb = rt
+        .sandbox(wasbox_runtime::SandboxConfig::default().env("MODE", "forked"))
+        .unwrap();
+    sh(&sb, PREPARE).await;
+    let before = sh(&sb, LISTING).await;
+    let forks = rt.fork(&sb, 3).unwrap();
+    for f in &forks {
+        assert_eq!(sh(f, LISTING).await, before);
+        assert_eq!(sh(f, "echo $MODE").await, "forked\n");
+    }
+    // Every way of changing a file, in one fork: none shows anywhere else.
+    sh(
+        &forks[0],
+        "echo two > a.txt; echo more >> src/deep/er/f; chmod 600 run.sh; rm src/big; \
+         touch -d '2001-01-01' hard; mkdir new; echo n > new/file",
+    )
+    .await;
+    // Writing through a symlink, in another fork.
+    sh(&forks[1], "echo via-link > link").await;
+    // And in the source, after the fork.
+    sh(&sb, "echo source >> a.txt").await;
+
+    assert_eq!(sh(&forks[2], LISTING).await, before);
+    assert_eq!(
+        sh(
+            &forks[0],
+            "cat a.txt src/deep/er/f; ls src; ls new; stat -c %a run.sh"
+        )
+        .await,
+        "two\ndeep\nmore\ndeep\nfile\n600\n"
+    );
+    // `hard` is the guest's own second name of `a.txt`: it follows the copy.
+    assert_eq!(
+        sh(&forks[1], "cat a.txt hard").await,
+        "via-link\nvia-link\n"
+    );
+    assert_eq!(sh(&sb, "cat a.txt").await, "one\nsource\n");
+    // Written through its second name, in the fork nobody changed yet.
+    assert_eq!(sh(&forks[2], "echo w >> hard; cat a.txt").await, "one\nw\n");
+}
+
+#[tokio::test]
+async fn a_snapshot_round_trips_through_its_tar() {
+    let rt = runtime();
+    let sb = rt
+        .sandbox(wasbox_runtime::SandboxConfig::default().env("K", "v"))
+        .unwrap();
+    sh(&sb, PREPARE).await;
+    let before = sh(&sb, LISTING).await;
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("task".to_string(), "t1".to_string());
+    let snap = rt.snapshot(&sb, labels.clone()).unwrap();
+    assert_eq!(snap.manifest().files, 5, "{:?}", snap.manifest());
+    let mut tar = Vec::new();
+    let digest = snap.write_tar(&mut tar).unwrap();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+    // The same tree gives the same tar.
+    let mut again = Vec::new();
+    assert_eq!(snap.write_tar(&mut again).unwrap(), digest);
+    assert_eq!(tar, again);
+
+    let read = rt.read_snapshot(tar.as_slice(), LIMITS).unwrap();
+    assert_eq!(read.digest(), Some(digest.as_str()));
+    assert_eq!(read.manifest().labels, labels);
+    let restored = rt.restore(&read, None).unwrap();
+    assert_eq!(sh(&restored, LISTING).await, before);
+    assert_eq!(sh(&restored, "echo $K").await, "v\n");
+    // A change in the snapshot's sandbox after it was taken is not in it.
+    sh(&sb, "echo changed > a.txt").await;
+    let from_memory = rt.restore(&snap, None).unwrap();
+    assert_eq!(sh(&from_memory, "cat a.txt").await, "one\n");
+}
+
+#[tokio::test]
+async fn a_snapshot_waits_for_no_process_and_holds_new_ones_back() {
+    let rt = runtime();
+    let sb = rt.sandbox(Default::default()).unwrap();
+    let running = tokio::spawn({
+        let sb = sb.clone();
+        async move { sb.run(JobSpec::shell("sleep 2")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    match rt.snapshot(&sb, Default::default()) {
+        // The shell and its `sleep`.
+        Err(SnapshotError::Busy(n)) if n >= 1 => {}
+        other => panic!("expected Busy, got {:?}", other.err()),
+    }
+    running.await.unwrap().unwrap();
+    assert!(rt.snapshot(&sb, Default::default()).is_ok());
+}
+
+/// One ustar header and its data, padded.
+fn entry(out: &mut Vec<u8>, name: &str, kind: u8, mode: u32, data: &[u8], size: u64, link: &str) {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    let octal = |h: &mut [u8; 512], at: usize, len: usize, v: u64| {
+        let s = format!("{v:0w$o}\0", w = len - 1);
+        h[at..at + len].copy_from_slice(s.as_bytes());
+    };
+    octal(&mut h, 100, 8, u64::from(mode));
+    octal(&mut h, 108, 8, 0);
+    octal(&mut h, 116, 8, 0);
+    octal(&mut h, 124, 12, size);
+    octal(&mut h, 136, 12, 0);
+    h[156] = kind;
+    h[157..157 + link.len()].copy_from_slice(link.as_bytes());
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    let s = format!("{sum:06o}\0 ");
+    h[148..156].copy_from_slice(s.as_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+}
+
+fn manifest(image: &str) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"format": 1, "image": image, "mount": "/workspace", "env": [],
+        "limits": {"disk_bytes": 1u64 << 30, "disk_inodes": 100000}}),
+    )
+    .unwrap()
+}
+
+/// A tar with the manifest, the workspace root and `rest`.
+fn tar_with(rest: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut t = Vec::new();
+    let m = manifest("base");
+    entry(
+        &mut t,
+        "wasbox-snapshot.json",
+        b'0',
+        0o644,
+        &m,
+        m.len() as u64,
+        "",
+    );
+    entry(&mut t, "workspace/", b'5', 0o755, b"", 0, "");
+    rest(&mut t);
+    t.extend_from_slice(&[0u8; 1024]);
+    t
+}
+
+#[test]
+fn hostile_tars_are_refused_and_leave_nothing_behind() {
+    let scratch = tempfile::tempdir().unwrap();
+    let rt = Runtime::builder()
+        .cache_dir(cache_dir())
+        .temp_dir(scratch.path())
+        .build()
+        .unwrap();
+    let ok = tar_with(|t| entry(t, "workspace/f", b'0', 0o4755, b"hi", 2, ""));
+    let snap = rt.read_snapshot(ok.as_slice(), LIMITS).unwrap();
+    assert_eq!(snap.manifest().files, 1);
+    drop(snap);
+
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "traversal",
+            tar_with(|t| entry(t, "workspace/../evil", b'0', 0o644, b"x", 1, "")),
+        ),
+        (
+            "outside",
+            tar_with(|t| entry(t, "evil", b'0', 0o644, b"x", 1, "")),
+        ),
+        (
+            "absolute",
+            tar_with(|t| entry(t, "/workspace/x", b'0', 0o644, b"x", 1, "")),
+        ),
+        (
+            "symlink escape",
+            tar_with(|t| entry(t, "workspace/a/l", b'2', 0o777, b"", 0, "../../etc")),
+        ),
+        (
+            "absolute symlink",
+            tar_with(|t| entry(t, "workspace/l", b'2', 0o777, b"", 0, "/etc/passwd")),
+        ),
+        (
+            "through a symlink",
+            tar_with(|t| {
+                entry(t, "workspace/l", b'2', 0o777, b"", 0, "d");
+                entry(t, "workspace/d/", b'5', 0o755, b"", 0, "");
+                entry(t, "workspace/l/f", b'0', 0o644, b"x", 1, "");
+            }),
+        ),
+        (
+            "device",
+            tar_with(|t| entry(t, "workspace/null", b'3', 0o666, b"", 0, "")),
+        ),
+        (
+            "fifo",
+            tar_with(|t| entry(t, "workspace/p", b'6', 0o666, b"", 0, "")),
+        ),
+        (
+            "hard link",
+            tar_with(|t| entry(t, "workspace/h", b'1', 0o644, b"", 0, "/etc/passwd")),
+        ),
+        (
+            "hard link to nothing",
+            tar_with(|t| entry(t, "workspace/h", b'1', 0o644, b"", 0, "workspace/none")),
+        ),
+        (
+            "sparse",
+            tar_with(|t| entry(t, "workspace/s", b'S', 0o644, b"", 0, "")),
+        ),
+        (
+            "huge",
+            tar_with(|t| entry(t, "workspace/huge", b'0', 0o644, b"", 1 << 32, "")),
+        ),
+        (
+            "duplicate",
+            tar_with(|t| {
+                entry(t, "workspace/f", b'0', 0o644, b"a", 1, "");
+                entry(t, "workspace/f", b'0', 0o644, b"b", 1, "");
+            }),
+        ),
+        (
+            "bomb",
+            tar_with(|t| {
+                for i in 0..2000 {
+                    entry(t, &format!("workspace/{i}"), b'0', 0o644, b"", 0, "");
+                }
+            }),
+        ),
+        ("no manifest", {
+            let mut t = Vec::new();
+            entry(&mut t, "workspace/f", b'0', 0o644, b"x", 1, "");
+            t
+        }),
+        ("foreign image", {
+            let mut t = Vec::new();
+            let m = manifest("not-an-image");
+            entry(
+                &mut t,
+                "wasbox-snapshot.json",
+                b'0',
+                0o644,
+                &m,
+                m.len() as u64,
+                "",
+            );
+            t
+        }),
+        ("not a tar", b"garbage".repeat(100)),
+    ];
+    let small = TarLimits {
+        max_bytes: 1 << 20,
+        max_entries: 1000,
+        links_may_leave: false,
+    };
+    for (what, tar) in cases {
+        let r = rt.read_snapshot(tar.as_slice(), small);
+        let e = match r {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(e) => e,
+        };
+        match (what, &e) {
+            ("huge" | "bomb", SnapshotError::TooLarge(_)) => {}
+            ("foreign image", SnapshotError::ForeignImage(_)) => {}
+            (_, SnapshotError::Invalid(_)) => {}
+            _ => panic!("{what}: unexpected {e:?}"),
+        }
+        let left: Vec<_> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with("wasbox-snap-"))
+            .collect();
+        assert!(left.is_empty(), "{what}: left {left:?}");
+    }
+    // Set-user-id bits never survive.
+    let snap = rt.read_snapshot(ok.as_slice(), LIMITS).unwrap();
+    let sb = rt.restore(&snap, None).unwrap();
+    let mode = std::fs::metadata(sb.workspace().join("f")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o7777,
+        0o755
+    );
+}
+
+fn exec(s: &Server, id: &str, cmd: &str) -> Value {
+    let r = s.post(
+        &format!("/v1/worker/sessions/{id}/exec"),
+        &json!({"version": 1, "command": cmd}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn stdout(s: &Server, id: &str, cmd: &str) -> String {
+    let v = exec(s, id, cmd);
+    assert_eq!(v["exit_code"], 0, "{v}");
+    v["stdout"].as_str().unwrap().to_string()
+}
+
+fn problem(r: &crate::support::http::Reply, status: u16) -> Value {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    r.json()
+}
+
+#[test]
+fn worker_api_snapshots_restores_and_forks_sessions() {
+    let s = Server::start(&[]);
+    let create = json!({"version": 1, "task_id": "t", "session_id": "base-1", "image": "bash:latest", "env": {"MODE": "session"}});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    stdout(&s, "base-1", PREPARE);
+    let before = stdout(&s, "base-1", LISTING);
+
+    let snap = s.post(
+        "/v1/worker/sessions/base-1:snapshot",
+        &json!({"version": 1}),
+    );
+    assert_eq!(snap.status, 200, "{}", snap.text());
+    let snap = snap.json();
+    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+    assert!(
+        snap["digest"].as_str().unwrap().starts_with("sha256:"),
+        "{snap}"
+    );
+    assert_eq!(snap["files"], 5);
+    stdout(&s, "base-1", "echo later > a.txt");
+
+    // Restore by id: the session as it was, its environment too.
+    let r = s.post(
+        "/v1/worker/sessions:restore",
+        &json!({"version": 1, "snapshot_id": snap_id, "session_id": "restored-1"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["task_id"], "t");
+    assert_eq!(stdout(&s, "restored-1", LISTING), before);
+    assert_eq!(stdout(&s, "restored-1", "echo $MODE"), "session\n");
+    problem(
+        &s.post(
+            "/v1/worker/sessions:restore",
+            &json!({"version": 1, "snapshot_id": snap_id, "session_id": "restored-1"}),
+        ),
+        409,
+    );
+
+    // Fork: n independent sessions.
+    let f = s.post(
+        "/v1/worker/sessions/restored-1:fork",
+        &json!({"version": 1, "count": 3}),
+    );
+    assert_eq!(f.status, 200, "{}", f.text());
+    let ids: Vec<String> = f.json()["session_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    stdout(&s, &ids[0], "echo mine > a.txt; rm src/big");
+    assert_eq!(stdout(&s, &ids[1], LISTING), before);
+    assert_eq!(stdout(&s, &ids[0], "cat a.txt"), "mine\n");
+    assert_eq!(stdout(&s, "restored-1", "cat a.txt"), "one\n");
+
+    // The tar, downloaded, restores on another server.
+    let dl = s.post(
+        "/v1/worker/sessions/restored-1:snapshot?download=1",
+        &json!({}),
+    );
+    assert_eq!(dl.status, 200);
+    assert_eq!(dl.header("content-type"), Some("application/x-tar"));
+    let digest = dl.header("x-snapshot-digest").unwrap().to_string();
+    let other = Server::start(&[]);
+    let up = request(
+        other.addr,
+        "POST",
+        "/v1/worker/sessions:restore?session_id=elsewhere",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/x-tar"),
+        ],
+        &dl.body,
+    );
+    assert_eq!(up.status, 200, "{}", up.text());
+    assert_eq!(stdout(&other, "elsewhere", LISTING), before);
+    let listed = s.get("/v1/worker/snapshots").json();
+    let stored = listed["snapshots"].as_array().unwrap();
+    assert_eq!(stored.len(), 2, "{listed}");
+    assert!(stored.iter().any(|x| x["digest"] == digest.as_str()));
+    let got = s.get(&format!("/v1/worker/snapshots/{snap_id}"));
+    assert_eq!(got.status, 200);
+    assert_eq!(got.header("x-snapshot-digest"), snap["digest"].as_str());
+
+    // Refusals, each a problem; the server keeps serving.
+    problem(
+        &s.post("/v1/worker/sessions/nope:snapshot", &json!({})),
+        404,
+    );
+    problem(
+        &s.post(
+            "/v1/worker/sessions/base-1:fork",
+            &json!({"version": 1, "count": 0}),
+        ),
+        400,
+    );
+    problem(
+        &s.post(
+            "/v1/worker/sessions/base-1:fork",
+            &json!({"version": 1, "count": 101}),
+        ),
+        400,
+    );
+    problem(
+        &s.post("/v1/worker/sessions/base-1:fork", &json!({"version": 1})),
+        400,
+    );
+    problem(
+        &s.post("/v1/worker/sessions/base-1:explode", &json!({})),
+        404,
+    );
+    problem(
+        &s.post(
+            "/v1/worker/sessions:restore",
+            &json!({"version": 1, "snapshot_id": "snap-0123", "session_id": "x"}),
+        ),
+        404,
+    );
+    let corrupt = request(
+        s.addr,
+        "POST",
+        "/v1/worker/sessions:restore?session_id=bad",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/x-tar"),
+        ],
+        &dl.body[..dl.body.len() / 2],
+    );
+    problem(&corrupt, 422);
+    let hostile = tar_with(|t| entry(t, "workspace/l", b'2', 0o777, b"", 0, "/etc/passwd"));
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/worker/sessions:restore?session_id=bad",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/x-tar"),
+        ],
+        &hostile,
+    );
+    problem(&r, 422);
+    assert_eq!(s.get("/v1/worker/sessions/bad").status, 404);
+    let unauthenticated = request(
+        s.addr,
+        "POST",
+        "/v1/worker/sessions/base-1:snapshot",
+        &[],
+        b"",
+    );
+    assert_eq!(unauthenticated.status, 401);
+    assert_eq!(
+        s.call("DELETE", &format!("/v1/worker/snapshots/{snap_id}"), b"")
+            .status,
+        204
+    );
+    problem(
+        &s.call("DELETE", &format!("/v1/worker/snapshots/{snap_id}"), b""),
+        404,
+    );
+    problem(
+        &s.post(
+            "/v1/worker/sessions:restore",
+            &json!({"version": 1, "snapshot_id": snap_id, "session_id": "gone"}),
+        ),
+        404,
+    );
+    assert_eq!(stdout(&s, "base-1", "cat a.txt"), "later\n");
+}
