@@ -506,3 +506,47 @@ fn worker_api_snapshots_restores_and_forks_sessions() {
     );
     assert_eq!(stdout(&s, "base-1", "cat a.txt"), "later\n");
 }
+
+#[test]
+fn stored_snapshots_outlive_the_server_and_a_corrupt_one_is_refused() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let mut s = Server::start(&["--state-dir", dir]);
+    let create =
+        json!({"version": 1, "task_id": "t", "session_id": "keep", "image": "bash:latest"});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    // A symlink out of the workspace, as a Python venv has: kept in the node's own tars.
+    stdout(&s, "keep", "echo kept > f; ln -s /usr/bin/python3 py");
+    let listing = stdout(&s, "keep", "cat f; readlink py; ls -l py | cut -c1");
+    let take = |s: &Server| {
+        let r = s.post("/v1/worker/sessions/keep:snapshot", &json!({}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["snapshot_id"].as_str().unwrap().to_string()
+    };
+    let (good, bad) = (take(&s), take(&s));
+    assert!(s.terminate().success());
+
+    // Flip a byte of the file's data in the second tar.
+    let tar = state.path().join("snapshots").join(format!("{bad}.tar"));
+    let mut bytes = std::fs::read(&tar).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"kept\n").unwrap();
+    bytes[at] = b'K';
+    std::fs::write(&tar, bytes).unwrap();
+
+    let s = Server::start(&["--state-dir", dir]);
+    let restore = |id: &str, session: &str| {
+        s.post(
+            "/v1/worker/sessions:restore",
+            &json!({"version": 1, "snapshot_id": id, "session_id": session}),
+        )
+    };
+    let r = restore(&good, "back");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        stdout(&s, "back", "cat f; readlink py; ls -l py | cut -c1"),
+        listing
+    );
+    let p = problem(&restore(&bad, "broken"), 422);
+    assert!(p["detail"].as_str().unwrap().contains("corrupt"), "{p}");
+    assert_eq!(s.get("/v1/worker/sessions/broken").status, 404);
+}

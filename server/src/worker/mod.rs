@@ -12,6 +12,7 @@ pub mod openapi;
 mod pty;
 pub mod serve;
 mod sessions;
+mod snapshot_store;
 mod snapshots;
 pub mod telemetry;
 mod telemetry_api;

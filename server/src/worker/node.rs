@@ -29,7 +29,7 @@ pub struct Node {
     pub(super) jobs: Mutex<JobTable>,
     pub(super) sessions: Arc<Sessions>,
     /// Snapshots of sessions (under the state directory).
-    pub(super) snapshots: Arc<super::snapshots::SnapshotStore>,
+    pub(super) snapshots: Arc<super::snapshot_store::SnapshotStore>,
     shutting_down: AtomicBool,
     /// The telemetry store (SQLite under the state directory) and its recorder.
     pub telemetry: Arc<Telemetry>,
@@ -50,7 +50,7 @@ impl Node {
         Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
-            snapshots: Arc::new(super::snapshots::SnapshotStore::new(&config.state_dir)),
+            snapshots: Arc::new(super::snapshot_store::SnapshotStore::new(&config.state_dir)),
             config: RwLock::new(Arc::new(config)),
             runtime,
             ready: AtomicBool::new(false),

@@ -7,9 +7,9 @@
 //! the newest also as frozen trees in memory, so that restore and fork need no tar) and
 //! translates.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path as FsPath, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::path::Path as FsPath;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use wasbox_runtime::{Limits, SessionConfig, SessionRefused, Snapshot, SnapshotError, TarLimits};
 
 use super::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
-use super::node::{SharedNode, check_version, lock, read_body, respond};
+use super::node::{SharedNode, check_version, read_body, respond};
 use super::sessions::{SessionInfo, info, sandbox_of};
+use super::snapshot_store::{lock, valid_id};
 use super::wire::check_timeout;
 use crate::problem::Problem;
 
@@ -29,8 +30,6 @@ use crate::problem::Problem;
 pub const MAX_STORED_SNAPSHOTS: usize = 256;
 /// Sessions one fork may make at most.
 pub const MAX_FORK_COUNT: usize = 100;
-/// Snapshots kept as frozen trees in memory besides their tars (the newest).
-const CACHED_TREES: usize = 16;
 /// The largest tar `sessions:restore` accepts: a sandbox's default disk quota and room for
 /// tar headers.
 pub const MAX_UPLOAD_BYTES: usize =
@@ -40,79 +39,6 @@ pub const MAX_UPLOAD_BYTES: usize =
 const LABEL_TASK: &str = "task_id";
 const LABEL_IMAGE_REF: &str = "image_ref";
 const LABEL_ENV: &str = "session_env";
-
-/// The node's snapshots: see the module documentation.
-pub struct SnapshotStore {
-    dir: PathBuf,
-    /// The newest snapshots' frozen trees, by id.
-    trees: Mutex<VecDeque<(String, Snapshot)>>,
-    /// Serializes what changes the directory's set of snapshots (count checks).
-    writing: Mutex<()>,
-}
-
-impl SnapshotStore {
-    pub fn new(state_dir: &FsPath) -> SnapshotStore {
-        SnapshotStore {
-            dir: state_dir.join("snapshots"),
-            trees: Mutex::new(VecDeque::new()),
-            writing: Mutex::new(()),
-        }
-    }
-
-    fn tar_path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.tar"))
-    }
-
-    fn digest_path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.sha256"))
-    }
-
-    fn ids(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut ids: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".tar"))
-                    .filter(|n| valid_id(n))
-                    .map(str::to_string)
-            })
-            .collect();
-        ids.sort();
-        ids
-    }
-
-    fn cache(&self, id: &str, snapshot: Snapshot) {
-        let mut trees = lock(&self.trees);
-        trees.retain(|(i, _)| i != id);
-        trees.push_front((id.to_string(), snapshot));
-        trees.truncate(CACHED_TREES);
-    }
-
-    fn cached(&self, id: &str) -> Option<Snapshot> {
-        lock(&self.trees)
-            .iter()
-            .find(|(i, _)| i == id)
-            .map(|(_, s)| s.clone())
-    }
-
-    fn forget(&self, id: &str) {
-        lock(&self.trees).retain(|(i, _)| i != id);
-    }
-}
-
-/// A snapshot id as this node makes them (`snap-` and hex): nothing else names a file.
-fn valid_id(id: &str) -> bool {
-    id.strip_prefix("snap-")
-        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-fn new_id() -> String {
-    format!("snap-{}", crate::ids::hex::<16>())
-}
 
 fn snapshot_problem(e: SnapshotError) -> Problem {
     match &e {
@@ -281,7 +207,7 @@ async fn snapshot(
         let snap = runtime
             .snapshot(session.sandbox(), labels)
             .map_err(snapshot_problem)?;
-        let snap_id = new_id();
+        let snap_id = super::snapshot_store::new_id();
         std::fs::create_dir_all(&store.dir)
             .map_err(|e| Problem::internal(&anyhow::anyhow!("creating the snapshot store: {e}")))?;
         let path = store.tar_path(&snap_id);
