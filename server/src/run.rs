@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use wasbox_runtime::{JobSpec, JobStatus, Limits, Output, Runtime, SandboxConfig, StopSignal};
+use wasbox_runtime::{
+    JobSpec, JobStatus, Limits, Output, Runtime, SandboxConfig, StopSignal, TarLimits,
+};
 
 use crate::args::{key_value, seconds};
 
@@ -35,6 +37,14 @@ pub struct RunArgs {
     /// Where the workspace appears inside the sandbox (also the working directory).
     #[arg(long, value_name = "PATH", default_value = wasbox_runtime::DEFAULT_MOUNT)]
     pub mount: String,
+    /// After the job, write a snapshot of the sandbox (workspace, environment, mount) to
+    /// FILE as a tar, for `--from-snapshot`.
+    #[arg(long, value_name = "FILE")]
+    pub snapshot_out: Option<PathBuf>,
+    /// Start from a snapshot tar (`--snapshot-out`, or a worker API snapshot) instead of an
+    /// empty workspace: its files, environment and mount point.
+    #[arg(long, value_name = "FILE", conflicts_with = "workspace")]
+    pub from_snapshot: Option<PathBuf>,
     /// The program and its arguments, e.g. `-- sh -c 'echo hi'`.
     #[arg(
         required = true,
@@ -112,7 +122,7 @@ impl<W: Write> Write for Budgeted<W> {
     }
 }
 
-pub fn main(args: RunArgs) -> Result<i32> {
+pub fn main(mut args: RunArgs) -> Result<i32> {
     let limits = Limits::default().timeout(args.timeout);
     let mut stdin = Vec::new();
     if !std::io::stdin().is_terminal() {
@@ -123,12 +133,36 @@ pub fn main(args: RunArgs) -> Result<i32> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         // One job, then exit: a pool of warm slots would cost more to set up than it saves.
-        let runtime = Runtime::builder().limits(limits).pool_slots(0).build()?;
-        let mut config = SandboxConfig::default().mount(args.mount);
-        if let Some(w) = args.workspace {
-            config = config.workspace(w);
-        }
-        let sandbox = runtime.sandbox(config)?;
+        let runtime = Runtime::builder()
+            .limits(limits.clone())
+            .pool_slots(0)
+            .build()?;
+        let sandbox = match &args.from_snapshot {
+            Some(file) => {
+                let f = std::fs::File::open(file)
+                    .with_context(|| format!("opening {}", file.display()))?;
+                // The operator's own file: a symlink leaving the workspace (a venv's python)
+                // is kept; the host never follows one either way.
+                let tar_limits = TarLimits {
+                    max_bytes: limits.disk_bytes,
+                    max_entries: limits.disk_inodes,
+                    links_may_leave: true,
+                };
+                let snapshot = runtime
+                    .read_snapshot(std::io::BufReader::new(f), tar_limits)
+                    .with_context(|| format!("reading the snapshot {}", file.display()))?;
+                runtime.restore(&snapshot, Some(limits.clone()))?
+            }
+            None => {
+                // The variables belong to the sandbox, so that a snapshot of it keeps them.
+                let mut config = SandboxConfig::default().mount(args.mount);
+                config.env = std::mem::take(&mut args.env);
+                if let Some(w) = args.workspace {
+                    config = config.workspace(w);
+                }
+                runtime.sandbox(config)?
+            }
+        };
         let limit = match args.max_output {
             Some(0) => None,
             Some(n) => Some(n),
@@ -143,6 +177,16 @@ pub fn main(args: RunArgs) -> Result<i32> {
             .stop_signal(budget.stop.clone());
         spec.env = args.env;
         let out = sandbox.run(spec).await?;
+        if let Some(file) = &args.snapshot_out {
+            let snapshot = runtime.snapshot(&sandbox, Default::default())?;
+            let f = std::fs::File::create(file)
+                .with_context(|| format!("creating {}", file.display()))?;
+            let mut w = std::io::BufWriter::new(f);
+            snapshot
+                .write_tar(&mut w)
+                .and_then(|_| w.flush())
+                .with_context(|| format!("writing the snapshot {}", file.display()))?;
+        }
         if budget.exceeded() {
             eprintln!(
                 "wasbox: the job wrote more than --max-output {} bytes and was stopped",

@@ -199,3 +199,69 @@ fn run_stops_a_flood_at_max_output() {
     let out = run_bounded(cmd, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn run_prepares_an_environment_once_and_starts_from_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("env.tar");
+    let snap = snap.to_str().unwrap();
+    let mut cmd = wasbox();
+    cmd.args([
+        "run",
+        "--mount",
+        "/src",
+        "--env",
+        "STAGE=prepared",
+        "--snapshot-out",
+        snap,
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p lib && echo 'def f(): return 42' > lib/m.py && ln -s /usr/bin/python3 py",
+    ]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // An ordinary tar: the manifest first, then the workspace.
+    let list = std::process::Command::new("tar")
+        .args(["tf", snap])
+        .output()
+        .unwrap();
+    let names = text(&list.stdout);
+    assert!(
+        names.starts_with("wasbox-snapshot.json\nworkspace\n")
+            && names.contains("workspace/lib/m.py"),
+        "{names}"
+    );
+
+    for round in 0..2 {
+        let mut cmd = wasbox();
+        cmd.args([
+            "run",
+            "--from-snapshot",
+            snap,
+            "--",
+            "sh",
+            "-c",
+            "echo $STAGE $PWD; cd lib && python3 -c 'import m; print(m.f())'; echo x >> m.py",
+        ]);
+        let out = run_bounded(cmd, LIMIT);
+        assert_eq!(
+            text(&out.stdout),
+            "prepared /src\n42\n",
+            "round {round}: {}",
+            text(&out.stderr)
+        );
+    }
+    // A file that is not a snapshot: a clear error, and no job.
+    let junk = dir.path().join("junk.tar");
+    std::fs::write(&junk, b"not a tar at all").unwrap();
+    let mut cmd = wasbox();
+    cmd.args(["run", "--from-snapshot", junk.to_str().unwrap(), "--", "true"]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("snapshot"),
+        "{}",
+        text(&out.stderr)
+    );
+}
