@@ -256,7 +256,13 @@ fn run_prepares_an_environment_once_and_starts_from_its_snapshot() {
     let junk = dir.path().join("junk.tar");
     std::fs::write(&junk, b"not a tar at all").unwrap();
     let mut cmd = wasbox();
-    cmd.args(["run", "--from-snapshot", junk.to_str().unwrap(), "--", "true"]);
+    cmd.args([
+        "run",
+        "--from-snapshot",
+        junk.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
     let out = run_bounded(cmd, LIMIT);
     assert_ne!(out.status.code(), Some(0));
     assert!(

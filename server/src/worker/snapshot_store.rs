@@ -8,8 +8,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use wasbox_runtime::Snapshot;
 
-/// Snapshots kept as frozen trees in memory besides their tars (the newest).
+/// Snapshots kept as frozen trees in memory besides their tars (the newest), and the most
+/// file data they may hold together (a tree holds its files' memory once its session has
+/// changed or dropped them).
 const CACHED_TREES: usize = 16;
+const CACHED_BYTES: u64 = 1 << 30;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -64,6 +67,16 @@ impl SnapshotStore {
         trees.retain(|(i, _)| i != id);
         trees.push_front((id.to_string(), snapshot));
         trees.truncate(CACHED_TREES);
+        let mut total = 0u64;
+        let keep = trees
+            .iter()
+            .take_while(|(_, s)| {
+                total = total.saturating_add(s.manifest().bytes);
+                total <= CACHED_BYTES
+            })
+            .count()
+            .max(1);
+        trees.truncate(keep);
     }
 
     pub(super) fn cached(&self, id: &str) -> Option<Snapshot> {
