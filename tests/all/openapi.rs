@@ -28,7 +28,7 @@ fn template<'a>(doc: &'a Value, path: &str) -> &'a str {
         .as_object()
         .unwrap()
         .keys()
-        .find(|t| {
+        .filter(|t| {
             let ts: Vec<&str> = t.split('/').collect();
             ts.len() == segs.len()
                 && ts.iter().zip(&segs).all(|(t, s)| {
@@ -41,6 +41,8 @@ fn template<'a>(doc: &'a Value, path: &str) -> &'a str {
                     }
                 })
         })
+        // The most specific template (`{id}:fork` before `{id}`).
+        .max_by_key(|t| t.len())
         .unwrap_or_else(|| panic!("no path of the document matches {path}"))
 }
 
@@ -151,6 +153,11 @@ fn the_document_is_valid_complete_and_matches_real_answers() {
         "/v1/worker/sessions/{id}/pty:recv",
         "/v1/worker/sessions/{id}/pty:resize",
         "/v1/worker/sessions/{id}/pty:close",
+        "/v1/worker/sessions/{id}:snapshot",
+        "/v1/worker/sessions/{id}:fork",
+        "/v1/worker/sessions:restore",
+        "/v1/worker/snapshots",
+        "/v1/worker/snapshots/{id}",
         "/v1/worker/telemetry/node:info",
         "/v1/worker/telemetry/node:stats",
         "/v1/worker/telemetry/containers",
@@ -250,6 +257,50 @@ fn the_document_is_valid_complete_and_matches_real_answers() {
         ),
     );
     check("GET", s, server.get(s));
+    let snap = server.post(&format!("{s}:snapshot"), &json!({"version": 1}));
+    let snap_id = snap.json()["snapshot_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    check("POST", &format!("{s}:snapshot"), snap);
+    check(
+        "POST",
+        "/v1/worker/sessions/nope:snapshot",
+        server.post("/v1/worker/sessions/nope:snapshot", &json!({})),
+    );
+    check(
+        "POST",
+        &format!("{s}:fork"),
+        server.post(&format!("{s}:fork"), &json!({"version": 1, "count": 1})),
+    );
+    check(
+        "POST",
+        &format!("{s}:fork"),
+        server.post(&format!("{s}:fork"), &json!({"version": 1, "count": 0})),
+    );
+    check(
+        "POST",
+        "/v1/worker/sessions:restore",
+        server.post(
+            "/v1/worker/sessions:restore",
+            &json!({"version": 1, "snapshot_id": snap_id, "session_id": "s-oa-restored"}),
+        ),
+    );
+    check(
+        "POST",
+        "/v1/worker/sessions:restore",
+        server.post("/v1/worker/sessions:restore", &json!({"version": 1})),
+    );
+    check(
+        "GET",
+        "/v1/worker/snapshots",
+        server.get("/v1/worker/snapshots"),
+    );
+    check(
+        "DELETE",
+        &format!("/v1/worker/snapshots/{snap_id}"),
+        server.call("DELETE", &format!("/v1/worker/snapshots/{snap_id}"), b""),
+    );
     check(
         "POST",
         &format!("{s}/exec"),

@@ -50,7 +50,7 @@ impl Node {
         Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
-            snapshots: Arc::new(super::snapshot_store::SnapshotStore::new(&config.state_dir)),
+            snapshots: Arc::new(super::snapshot_store::SnapshotStore::at(&config.state_dir)),
             config: RwLock::new(Arc::new(config)),
             runtime,
             ready: AtomicBool::new(false),

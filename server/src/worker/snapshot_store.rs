@@ -28,7 +28,7 @@ pub struct SnapshotStore {
 }
 
 impl SnapshotStore {
-    pub fn new(state_dir: &FsPath) -> SnapshotStore {
+    pub fn at(state_dir: &FsPath) -> SnapshotStore {
         SnapshotStore {
             dir: state_dir.join("snapshots"),
             trees: Mutex::new(VecDeque::new()),

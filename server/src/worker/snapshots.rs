@@ -108,11 +108,8 @@ pub struct SnapshotQuery {
 }
 
 /// `POST /v1/worker/sessions/{id}:snapshot` and `POST /v1/worker/sessions/{id}:fork`: the
-/// actions on one session (the path segment is `<session id>:<action>`).
-#[utoipa::path(post, path = "/v1/worker/sessions/{id_action}", tag = "snapshots", security(("bearer" = [])),
-    params(("id_action" = String, Path, description = "`<session id>:snapshot` or `<session id>:fork`"), SnapshotQuery),
-    request_body(content = Option<ForkRequest>, description = "`:fork`: `{\"version\": 1, \"count\": n}`; `:snapshot`: empty or `{\"version\": 1}`"),
-    responses((status = 200, description = "`:snapshot`: the snapshot (or with `?download=1` its tar, `application/x-tar`); `:fork`: the new sessions", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 413 too large, 422 not a valid snapshot, 429 busy with Retry-After, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+/// actions on one session (the path segment is `<session id>:<action>`; documented as
+/// [`snapshot_route`] and [`fork_route`]).
 pub async fn session_action(
     State(node): State<SharedNode>,
     Path(id_action): Path<String>,
@@ -140,6 +137,22 @@ pub async fn session_action(
         _ => Problem::not_found(format!("no action `{action}` on a session")).into_response(),
     }
 }
+
+/// The OpenAPI operation of `:snapshot` (served by [`session_action`]).
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}:snapshot", tag = "snapshots", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id"), SnapshotQuery),
+    request_body(content = Option<serde_json::Value>, description = "Empty or `{\"version\": 1}`"),
+    responses((status = 200, description = "The snapshot (with `?download=1`, its tar as `application/x-tar`)", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+#[allow(dead_code)]
+pub(super) async fn snapshot_route() {}
+
+/// The OpenAPI operation of `:fork` (served by [`session_action`]).
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}:fork", tag = "snapshots", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    request_body = ForkRequest,
+    responses((status = 200, description = "The new sessions", body = ForkResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 413, 422, 429 no room for the sessions, with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+#[allow(dead_code)]
+pub(super) async fn fork_route() {}
 
 fn labels_of(session: &wasbox_runtime::Session) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
