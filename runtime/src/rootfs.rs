@@ -6,9 +6,9 @@
 //!   `/bin` is a link to it, `/usr/local/bin` is empty;
 //! - `/etc` holds `passwd`, `group`, `hostname`, `hosts`, `os-release` and `shells` written
 //!   here, never the host's;
-//! - `/dev` is empty on the host: opening `null`, `zero`, `full`, `random` or `urandom` in it
-//!   opens the host's character device of that name (and only those five), and `stat` of
-//!   them answers a character device;
+//! - `/dev` holds empty placeholders named `null`, `zero`, `full`, `random` and `urandom`
+//!   (so that `ls /dev` lists them): opening one opens the host's character device of that
+//!   name (and only those five), and `stat` of them answers a character device;
 //! - the mount point's directories and `tmp` exist, so a listing of `/` shows them (the
 //!   workspace and `/tmp` themselves are their own preopens, found first by a guest).
 //!
@@ -158,8 +158,11 @@ pub(crate) struct RootTrees {
     made: Mutex<HashMap<(String, String), Arc<RootTree>>>,
 }
 
+/// The devices of `/dev`, by name.
+const DEVICES: [&str; 5] = ["full", "null", "random", "urandom", "zero"];
+
 /// The version of a tree's layout, part of its name in the cache.
-const LAYOUT: u32 = 1;
+const LAYOUT: u32 = 2;
 
 impl RootTrees {
     pub(crate) fn new(scratch: &Path, cache: Option<&Path>) -> Result<Self> {
@@ -277,6 +280,13 @@ fn fill_tree(path: &Path, programs: &[&str], mount: &str) -> std::io::Result<()>
         std::fs::create_dir_all(path.join(d))?;
     }
     std::os::unix::fs::symlink("usr/bin", path.join("bin"))?;
+    for name in DEVICES {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(path.join("dev").join(name))?;
+    }
     for name in programs {
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
             continue;

@@ -125,10 +125,16 @@ async fn the_root_is_read_only() {
     }
     let out = sh_in(
         &f.workspace,
-        "cat /etc/passwd; ls /usr/bin | wc -l; ls -a /dev | wc -l",
+        "cat /etc/passwd; ls /usr/bin | wc -l; ls /dev | tr '\\n' ' '; echo; ls -l /dev | cut -c1 | sort -u",
     )
     .await;
     assert!(out.stdout.starts_with(SANDBOX_PASSWD), "{out:?}");
+    // The five devices, listed as character devices.
+    assert!(
+        out.stdout.contains("\nfull null random urandom zero \n"),
+        "{out:?}"
+    );
+    assert!(out.stdout.ends_with("\nc\nt\n"), "{out:?}");
     assert!(!out.stdout.contains("sda"), "{out:?}");
 }
 
