@@ -59,6 +59,14 @@ const CASES: &[(&str, &str, i32)] = &[
         "126\nvia shebang\n",
         0,
     ),
+    // Symlinks to programs of the image (as a venv's `bin/python`) and to scripts.
+    (
+        "mkdir -p v/bin && ln -s /usr/bin/python3 v/bin/python && v/bin/python -c 'print(6*7)'; \
+         cd v && ln -s ../../bin/sh s && ./s -c 'echo via-link'; cd ..; \
+         printf 'echo script-link\\n' > r.sh && chmod +x r.sh && ln -s r.sh r && ./r",
+        "42\nvia-link\nscript-link\n",
+        0,
+    ),
     (
         "if [ -f nope ]; then echo y; elif [ 1 -lt 2 ]; then echo elif; else echo n; fi",
         "elif\n",

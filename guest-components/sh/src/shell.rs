@@ -1455,7 +1455,12 @@ impl Shell {
     ) -> Result<Launched, i32> {
         let mut argv = argv.to_vec();
         if argv[0].contains('/') && !is_bin_path(&argv[0]) {
-            argv = self.script_argv(&argv, io)?;
+            // A symlink to a program of the image (a venv's `bin/python`) runs the program.
+            if let Some(target) = self.link_target(&argv[0]).filter(|t| is_bin_path(t)) {
+                argv[0] = target;
+            } else {
+                argv = self.script_argv(&argv, io)?;
+            }
         } else if let Some(found) = self.sandbox_command(&argv[0], extra_env) {
             // A script of the sandbox found on PATH, run by its `#!` line like `./script`.
             argv[0] = found;
@@ -1579,6 +1584,29 @@ impl Shell {
     pub fn path_lookup(&self, name: &str) -> Option<String> {
         let path = self.get_var("PATH").unwrap_or_default();
         guest_support::path_lookup(name, &path, &self.cwd)
+    }
+
+    /// Where the path `p` leads when it is a symlink (followed to its end, as absolute sandbox
+    /// paths); `None` when it is not one.
+    fn link_target(&self, p: &str) -> Option<String> {
+        let mut path = normalize_path(&self.abs_path(p));
+        let mut followed = false;
+        for _ in 0..40 {
+            let Ok(target) = std::fs::read_link(&path) else {
+                break;
+            };
+            let target = target.to_string_lossy().into_owned();
+            let dir = path
+                .rsplit_once('/')
+                .map_or("/", |(d, _)| if d.is_empty() { "/" } else { d });
+            path = if target.starts_with('/') {
+                normalize_path(&target)
+            } else {
+                normalize_path(&format!("{dir}/{target}"))
+            };
+            followed = true;
+        }
+        followed.then_some(path)
     }
 
     /// `./script.sh ARGS`: a file of the workspace run by the interpreter its `#!` line
@@ -1953,6 +1981,21 @@ pub enum Prepared {
         env: Vec<(String, String)>,
         io: Io,
     },
+}
+
+/// `p` (absolute) with `.`, `..` and repeated slashes resolved.
+fn normalize_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            x => parts.push(x),
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
 
 fn is_bin_path(p: &str) -> bool {
