@@ -296,7 +296,11 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         stderr,
     };
 
-    let process = run_process(job.clone(), spec.argv, env, cwd, stdio, None);
+    let pids = crate::host::Pids {
+        pid: job.site.sandbox.new_pid(),
+        ppid: 0,
+    };
+    let process = run_process(job.clone(), spec.argv, env, cwd, stdio, None, pids);
     // A stop ends the processes too, so the process may report first: what it ended
     // with is decided by the flag, not by which branch wins.
     let (status, exit_code) = tokio::select! {

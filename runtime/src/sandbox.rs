@@ -109,6 +109,67 @@ pub(crate) struct SandboxState {
     pub(crate) root: Option<Arc<RootTree>>,
     /// Files of the workspace shared with snapshots and forks, copied before a change.
     pub(crate) shared: crate::cow::Shared,
+    /// The processes alive now, by pid (for `ps`), and the next pid.
+    pub(crate) procs: std::sync::Mutex<std::collections::BTreeMap<u32, ProcEntry>>,
+    next_pid: AtomicU32,
+}
+
+/// A process alive in a sandbox.
+pub(crate) struct ProcEntry {
+    pub(crate) ppid: u32,
+    pub(crate) argv: Vec<String>,
+    pub(crate) started: std::time::SystemTime,
+    /// The linear memory it holds (its memory limiter keeps this up to date).
+    pub(crate) memory: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Longest command line kept for `ps` (the rest is cut).
+const PS_ARGV_BYTES: usize = 4096;
+
+impl SandboxState {
+    /// A new pid, unique in the sandbox.
+    pub(crate) fn new_pid(&self) -> u32 {
+        self.next_pid
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records a live process; its memory counter comes back.
+    pub(crate) fn register(
+        &self,
+        pid: u32,
+        ppid: u32,
+        argv: &[String],
+    ) -> Arc<std::sync::atomic::AtomicUsize> {
+        let mut kept = Vec::new();
+        let mut room = PS_ARGV_BYTES;
+        for a in argv {
+            if room == 0 {
+                break;
+            }
+            let cut: String = a.chars().take(room).collect();
+            room = room.saturating_sub(cut.len() + 1);
+            kept.push(cut);
+        }
+        let memory = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let entry = ProcEntry {
+            ppid,
+            argv: kept,
+            started: std::time::SystemTime::now(),
+            memory: memory.clone(),
+        };
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid, entry);
+        memory
+    }
+
+    pub(crate) fn unregister(&self, pid: u32) {
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
+    }
 }
 
 /// A removal of more entries than this leaves the calling thread for the blocking pool.
@@ -215,6 +276,8 @@ impl SandboxState {
             scratch,
             root,
             shared: crate::cow::Shared::default(),
+            procs: Default::default(),
+            next_pid: AtomicU32::new(1),
         })
     }
 

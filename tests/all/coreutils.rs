@@ -209,6 +209,18 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ("arch", "arch", "wasm32\n"),
     ("uname", "uname; uname -m", "Linux\nwasm32\n"),
     ("nproc", "nproc", "1\n"),
+    ("ps", "ps -o comm= -p 1", "sh\n"),
+    ("pgrep", "sleep 2 & pgrep -x sleep; kill $!", "2\n"),
+    (
+        "free",
+        "free -b | awk 'NR == 2 { print ($2 > 0), ($3 > 0) }'",
+        "1 1\n",
+    ),
+    (
+        "top",
+        "top -b -n 1 | sed -n '5p;6p' | awk '{ print $1 }'",
+        "\nPID\n",
+    ),
     ("id", "id", "uid=0(root) gid=0(root) groups=0(root)\n"),
     ("whoami", "whoami", "root\n"),
     ("logname", "logname", "root\n"),
@@ -822,4 +834,36 @@ const SYSTEM: &[(&str, &str, i32)] = &[
 #[tokio::test]
 async fn system_applets_like_gnu() {
     check_table(SYSTEM).await;
+}
+
+/// `ps`, `pgrep`, `free` and `top` see the sandbox's processes with the pids `$!` gives,
+/// and its memory.
+#[tokio::test]
+async fn process_applets_see_the_sandbox() {
+    let out = sh(
+        "sleep 3 & p=$!; ps -o pid=,ppid=,comm= > t; ps > d; ps aux > a; ps -ef > f; \
+         awk '{ print $1, $2, $3 }' t; echo \"bg $p\"; head -1 d; head -1 a; head -1 f; \
+         grep -c 'sleep 3$' a; pgrep -l sleep; pgrep -x -f 'sleep 3'; pgrep nothing-like-this; \
+         echo \"none $?\"; ps -p 999; echo \"missing $?\"; kill $p; wait $p; \
+         ps -o comm= > e; cat e",
+    )
+    .await;
+    // `sleep` is pid 2, as `$!` says; the shell's own command line mentions `sleep` too.
+    assert_eq!(
+        out.stdout,
+        "1 0 sh\n2 1 sleep\n3 1 ps\nbg 2\n    PID TTY          TIME CMD\n\
+         USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START     TIME COMMAND\n\
+         UID          PID    PPID  C STIME TTY          TIME CMD\n\
+         1\n2 sleep\n2\nnone 1\n    PID TTY          TIME CMD\nmissing 1\nsh\nps\n",
+        "{out:?}"
+    );
+    // The sandbox's memory limit is free's total; what its processes hold is used.
+    let out = sh("free -m | head -2; top -b -n 1 | head -3 | awk '{ print $1 }'").await;
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].trim_start().starts_with("total        used"),
+        "{out:?}"
+    );
+    assert!(lines[1].starts_with("Mem:"), "{out:?}");
+    assert_eq!(&lines[2..], ["top", "Tasks:", "MiB"], "{out:?}");
 }

@@ -16,6 +16,7 @@ mod grep;
 mod inspect;
 mod ls;
 mod own;
+mod procs;
 mod sed;
 mod system;
 mod term;
@@ -45,6 +46,10 @@ fn applet(name: &str) -> Option<Main> {
         "chown" | "chgrp" => system::chown,
         "sync" => system::sync,
         "getconf" => system::getconf,
+        "ps" => procs::ps,
+        "pgrep" => procs::pgrep,
+        "free" => procs::free,
+        "top" => procs::top,
         "cp" => files::cp,
         "cmp" => files::cmp,
         "du" => files::du,

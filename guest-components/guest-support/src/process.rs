@@ -236,3 +236,41 @@ pub fn disk_usage() -> (u64, u64, u64, u64) {
 pub fn take_interrupt() -> bool {
     wit::take_interrupt()
 }
+
+/// A process alive in the sandbox (`ps`).
+#[derive(Clone, Debug)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    /// 0 for the first process of a job.
+    pub ppid: u32,
+    pub argv: Vec<String>,
+    /// Milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// Linear memory it holds, in bytes.
+    pub memory_bytes: u64,
+}
+
+/// Every process alive in the sandbox now, by pid.
+pub fn processes() -> Vec<ProcessInfo> {
+    wit::processes()
+        .into_iter()
+        .map(|p| ProcessInfo {
+            pid: p.pid,
+            ppid: p.ppid,
+            argv: p.argv,
+            started_ms: p.started_ms,
+            memory_bytes: p.memory_bytes,
+        })
+        .collect()
+}
+
+/// What the sandbox's processes hold of its memory, and its limit: (used, limit) bytes.
+pub fn memory_usage() -> (u64, u64) {
+    let m = wit::memory_usage();
+    (m.used_bytes, m.limit_bytes)
+}
+
+/// The calling process's pid.
+pub fn self_pid() -> u32 {
+    wit::self_pid()
+}

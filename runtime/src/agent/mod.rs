@@ -122,6 +122,8 @@ pub(crate) fn store<E: Send + 'static>(
     let mount = sandbox.mount().to_string();
     let env = crate::host::environment(&sandbox.site().sandbox, env, &mount);
     let launch = Launch {
+        pid: sandbox.site().sandbox.new_pid(),
+        memory: None,
         argv: &[name.to_string()],
         env: &env,
         cwd: &mount,

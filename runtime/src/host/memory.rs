@@ -23,6 +23,8 @@ pub(crate) struct MemoryLimiter {
     node: Arc<Budget>,
     /// Bytes this store holds in both budgets.
     held: usize,
+    /// Where `held` is shown (`ps`).
+    shown: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl MemoryLimiter {
@@ -32,7 +34,14 @@ impl MemoryLimiter {
             sandbox,
             node,
             held: 0,
+            shown: None,
         }
+    }
+
+    /// Keeps `counter` equal to what this store holds.
+    pub(crate) fn shown_in(mut self, counter: Option<Arc<std::sync::atomic::AtomicUsize>>) -> Self {
+        self.shown = counter;
+        self
     }
 }
 
@@ -55,6 +64,9 @@ impl ResourceLimiter for MemoryLimiter {
             return Err(MemoryExceeded::Node(self.node.limit()).into());
         }
         self.held += delta;
+        if let Some(c) = &self.shown {
+            c.store(self.held, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(true)
     }
 

@@ -29,7 +29,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 pub(crate) use exit::Exit;
 pub use exit::MemoryExceeded;
-pub(crate) use process::{JobContext, Stdio, run_process};
+pub(crate) use process::{JobContext, Pids, Stdio, run_process};
 
 use crate::bindings::process as wit;
 use crate::cache::CompileCache;
@@ -302,6 +302,10 @@ pub(crate) struct Launch<'a> {
     pub(crate) admission: Option<Admission>,
     /// Which engine the store belongs to.
     pub(crate) placement: Placement,
+    /// Its pid in the sandbox.
+    pub(crate) pid: u32,
+    /// Where its memory is shown to `ps` (a registered process), if anywhere.
+    pub(crate) memory: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 /// Builds the store of one component instance of `job`'s sandbox: the only `Store::new` of
@@ -339,12 +343,18 @@ pub(crate) fn new_store<E: Send + 'static>(
         sandbox.limits.memory_bytes,
         sandbox.memory.clone(),
         job.site.host.node_memory.clone(),
-    );
+    )
+    .shown_in(launch.memory.clone());
     let state = HostState {
         wasi: wasi.build(),
         table,
         limiter,
-        process: ProcessHost::new(job.clone(), launch.cwd.to_string(), launch.stdio),
+        process: ProcessHost::new(
+            job.clone(),
+            launch.cwd.to_string(),
+            launch.stdio,
+            launch.pid,
+        ),
         admission,
         sandbox: job.site.sandbox.clone(),
         own_deadline: None,

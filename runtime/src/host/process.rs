@@ -186,6 +186,36 @@ impl Drop for LiveProcess {
     }
 }
 
+/// A process's pid and its parent's (0 for a job's first process).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pids {
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
+}
+
+/// Lists a process in its sandbox's table (`ps`) from before it starts until it ends.
+struct Listed {
+    sandbox: Arc<SandboxState>,
+    pid: u32,
+    memory: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Listed {
+    fn new(sandbox: &Arc<SandboxState>, pids: Pids, argv: &[String]) -> Listed {
+        Listed {
+            memory: sandbox.register(pids.pid, pids.ppid, argv),
+            sandbox: sandbox.clone(),
+            pid: pids.pid,
+        }
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.sandbox.unregister(self.pid);
+    }
+}
+
 /// Runs `argv` to completion in the job's sandbox and returns its exit status.
 pub(crate) async fn run_process(
     job: Arc<JobContext>,
@@ -194,6 +224,22 @@ pub(crate) async fn run_process(
     cwd: String,
     stdio: Stdio,
     admission: Option<Admission>,
+    pids: Pids,
+) -> i32 {
+    let listed = Listed::new(&job.site.sandbox, pids, &argv);
+    run_listed(job, argv, env, cwd, stdio, admission, listed).await
+}
+
+/// [`run_process`] of a process already listed (its parent lists it when it spawns it, so
+/// that `ps` right after sees it).
+async fn run_listed(
+    job: Arc<JobContext>,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: String,
+    stdio: Stdio,
+    admission: Option<Admission>,
+    listed: Listed,
 ) -> i32 {
     let stderr = stdio.stderr.clone();
     let fail = |msg: String| async move {
@@ -208,6 +254,7 @@ pub(crate) async fn run_process(
         fail(format!("sh: {}: process limit of {max} reached\n", argv[0])).await;
         return 126;
     };
+    let memory = listed.memory.clone();
     let stderr = stdio.stderr.clone();
     // A program on a terminal is interactive and long-lived: it takes no pool slot, which
     // is kept for short jobs. A job's program finding the pool full goes on demand too.
@@ -238,6 +285,8 @@ pub(crate) async fn run_process(
             stdio: stdio.clone(),
             admission: admission.take(),
             placement,
+            pid: listed.pid,
+            memory: Some(memory.clone()),
         };
         let mut store = match new_store(&job, launch, ()) {
             Ok(store) => store,
@@ -284,7 +333,8 @@ pub(crate) struct ProcessHost {
     cwd: String,
     stdio: Stdio,
     table: ResourceTable,
-    next_pid: u32,
+    /// Its own pid.
+    pid: u32,
 }
 
 /// Most pipe ends and children one process may hold at once.
@@ -301,7 +351,7 @@ fn cast<T: 'static, U: 'static>(r: &Resource<T>) -> Resource<U> {
 }
 
 impl ProcessHost {
-    pub(crate) fn new(job: Arc<JobContext>, cwd: String, stdio: Stdio) -> Self {
+    pub(crate) fn new(job: Arc<JobContext>, cwd: String, stdio: Stdio, pid: u32) -> Self {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
         ProcessHost {
@@ -309,7 +359,7 @@ impl ProcessHost {
             cwd,
             stdio,
             table,
-            next_pid: 1,
+            pid,
         }
     }
 
@@ -525,19 +575,25 @@ impl wit::Host for ProcessHost {
                     "{argv0}: the job is over (stopped or past its deadline)"
                 ))));
             }
-            let task = tokio::spawn(run_process(
+            let pid = sandbox.new_pid();
+            let pids = Pids {
+                pid,
+                ppid: self.pid,
+            };
+            let listed = Listed::new(sandbox, pids, &cmd.argv);
+            let task = tokio::spawn(run_listed(
                 job.clone(),
                 cmd.argv,
                 cmd.env,
                 cwd,
                 stdio,
                 Some(admission),
+                listed,
             ));
             tasks.handles.push(task.abort_handle());
-            task
+            (task, pid)
         };
-        let pid = self.next_pid;
-        self.next_pid += 1;
+        let (task, pid) = task;
         let child = self.push(Child {
             pid,
             task: Some(task),
@@ -577,6 +633,41 @@ impl wit::Host for ProcessHost {
             .sandbox
             .set_mode(&self.cwd, &path, mode)
             .map_err(wit::Error::Io))
+    }
+
+    async fn processes(&mut self) -> Result<Vec<wit::ProcessInfo>> {
+        let procs = self
+            .job
+            .site
+            .sandbox
+            .procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Ok(procs
+            .iter()
+            .map(|(pid, p)| wit::ProcessInfo {
+                pid: *pid,
+                ppid: p.ppid,
+                argv: p.argv.clone(),
+                started_ms: p
+                    .started
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                memory_bytes: p.memory.load(Ordering::Relaxed) as u64,
+            })
+            .collect())
+    }
+
+    async fn memory_usage(&mut self) -> Result<wit::MemorySpace> {
+        let m = &self.job.site.sandbox.memory;
+        Ok(wit::MemorySpace {
+            used_bytes: m.used() as u64,
+            limit_bytes: m.limit() as u64,
+        })
+    }
+
+    async fn self_pid(&mut self) -> Result<u32> {
+        Ok(self.pid)
     }
 
     async fn disk_usage(&mut self) -> Result<wit::DiskSpace> {
