@@ -550,3 +550,41 @@ fn stored_snapshots_outlive_the_server_and_a_corrupt_one_is_refused() {
     assert!(p["detail"].as_str().unwrap().contains("corrupt"), "{p}");
     assert_eq!(s.get("/v1/worker/sessions/broken").status, 404);
 }
+
+#[test]
+fn the_snapshot_store_is_bounded() {
+    let s = Server::start(&[]);
+    let create =
+        json!({"version": 1, "task_id": "t", "session_id": "many", "image": "bash:latest"});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    stdout(&s, "many", "echo x > f");
+    let mut first = None;
+    for i in 0..256 {
+        let r = s.post("/v1/worker/sessions/many:snapshot", &json!({}));
+        assert_eq!(r.status, 200, "snapshot {i}: {}", r.text());
+        first.get_or_insert_with(|| r.json()["snapshot_id"].as_str().unwrap().to_string());
+    }
+    let p = problem(
+        &s.post("/v1/worker/sessions/many:snapshot", &json!({})),
+        507,
+    );
+    assert!(p["detail"].as_str().unwrap().contains("256"), "{p}");
+    let first = first.unwrap();
+    assert_eq!(
+        s.call("DELETE", &format!("/v1/worker/snapshots/{first}"), b"")
+            .status,
+        204
+    );
+    assert_eq!(
+        s.post("/v1/worker/sessions/many:snapshot", &json!({}))
+            .status,
+        200
+    );
+    assert_eq!(
+        s.get("/v1/worker/snapshots").json()["snapshots"]
+            .as_array()
+            .unwrap()
+            .len(),
+        256
+    );
+}

@@ -62,6 +62,15 @@ impl SnapshotStore {
         ids
     }
 
+    /// What the stored tars take together.
+    pub(super) fn bytes(&self) -> u64 {
+        self.ids()
+            .iter()
+            .filter_map(|id| std::fs::metadata(self.tar_path(id)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
     pub(super) fn cache(&self, id: &str, snapshot: Snapshot) {
         let mut trees = lock(&self.trees);
         trees.retain(|(i, _)| i != id);

@@ -28,6 +28,8 @@ use crate::problem::Problem;
 
 /// Snapshots a node keeps at most; more are refused until some are deleted.
 pub const MAX_STORED_SNAPSHOTS: usize = 256;
+/// What the stored tars may take together on the node's disk.
+pub const MAX_STORED_BYTES: u64 = 16 << 30;
 /// Sessions one fork may make at most.
 pub const MAX_FORK_COUNT: usize = 100;
 /// The largest tar `sessions:restore` accepts: a sandbox's default disk quota and room for
@@ -220,6 +222,19 @@ async fn snapshot(
         let snap = runtime
             .snapshot(session.sandbox(), labels)
             .map_err(snapshot_problem)?;
+        // Its tar: the files' bytes, a header and padding per entry.
+        let m = snap.manifest();
+        let estimate = m.bytes + (m.entries + 2) * 1024;
+        let stored = store.bytes();
+        if stored.saturating_add(estimate) > MAX_STORED_BYTES {
+            return Err(Problem::with_status(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "the node's snapshots take {stored} of at most {MAX_STORED_BYTES} bytes, \
+                     this one about {estimate} more: delete some first"
+                ),
+            ));
+        }
         let snap_id = super::snapshot_store::new_id();
         std::fs::create_dir_all(&store.dir)
             .map_err(|e| Problem::internal(&anyhow::anyhow!("creating the snapshot store: {e}")))?;
