@@ -335,6 +335,32 @@ def _():
     eq(other.commands.run("cat /home/user/info.txt").stdout, "12345")
 
 
+@check("fork")
+def _():
+    if not hasattr(sbx, "fork"):
+        print("  (this SDK has no fork)", flush=True)
+        return
+    src = Sandbox.create(timeout=60, envs={"ORIGIN": "src"})
+    try:
+        src.files.write("/home/user/state.txt", "before")
+        forks = src.fork(count=2)
+        eq(len(forks), 2, "forks")
+        for f in forks:
+            assert not isinstance(f, Exception), f
+        a, b = forks
+        assert a.sandbox_id not in (src.sandbox_id, b.sandbox_id)
+        eq(a.files.read("/home/user/state.txt"), "before", "fork a sees the file")
+        a.files.write("/home/user/state.txt", "changed in a")
+        eq(b.files.read("/home/user/state.txt"), "before", "fork b is independent")
+        eq(src.files.read("/home/user/state.txt"), "before", "the source is independent")
+        r = b.commands.run("echo $ORIGIN $E2B_SANDBOX_ID")
+        eq(r.stdout, f"src {b.sandbox_id}\n", "env of a fork")
+        for f in forks:
+            f.kill()
+    finally:
+        src.kill()
+
+
 @check("wrong_access_token")
 def _():
     victim = Sandbox.create(timeout=60)

@@ -164,7 +164,7 @@ pub fn router(e2b: SharedE2b) -> Router {
         .route("/sandboxes/{id}/pause", post(unsupported))
         .route("/sandboxes/{id}/resume", post(unsupported))
         .route("/sandboxes/{id}/snapshots", post(unsupported))
-        .route("/sandboxes/{id}/fork", post(unsupported))
+        .route("/sandboxes/{id}/fork", post(fork))
         .route_layer(middleware::from_fn_with_state(e2b.clone(), api_key));
     let envd =
         Router::new()
@@ -299,7 +299,6 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
     };
     let lifetime = check_timeout(req.timeout, DEFAULT_TIMEOUT_SECS)?;
     let id = format!("i{}", crate::ids::hex::<10>());
-    let token = crate::ids::hex::<24>();
     let mut env: Vec<(String, String)> = vec![
         ("HOME".into(), HOME.into()),
         ("USER".into(), "user".into()),
@@ -318,6 +317,58 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
         env.retain(|(name, _)| *name != k);
         env.push((k, v));
     }
+    let metadata = req.metadata.unwrap_or_default();
+    start(
+        e2b,
+        Start {
+            id,
+            template,
+            lifetime,
+            env,
+            metadata,
+        },
+        || {
+            node.runtime.sandbox(
+                SandboxConfig::default()
+                    .image(image)
+                    .mount(HOME)
+                    .limits(sandbox_limits()),
+            )
+        },
+    )
+}
+
+/// What a new E2B sandbox is made of.
+struct Start {
+    id: String,
+    template: String,
+    lifetime: Duration,
+    env: Vec<(String, String)>,
+    metadata: BTreeMap<String, String>,
+}
+
+/// The limits of every E2B sandbox.
+fn sandbox_limits() -> Limits {
+    Limits::default()
+        .timeout(Duration::from_secs(MAX_TIMEOUT_SECS as u64))
+        .max_output_bytes(1 << 20)
+}
+
+/// Makes the session of a new E2B sandbox (its sandbox from `make`) and records it.
+fn start(
+    e2b: &SharedE2b,
+    new: Start,
+    make: impl FnOnce() -> anyhow::Result<wasbox_runtime::Sandbox>,
+) -> Result<Arc<Sbx>, Response> {
+    let node = &e2b.node;
+    let Start {
+        id,
+        template,
+        lifetime,
+        env,
+        metadata,
+    } = new;
+    let token = crate::ids::hex::<24>();
     let mut config = SessionConfig::new(format!("e2b-{id}"));
     config.lifetime = lifetime;
     // An E2B sandbox lives until its timeout, whether used or not.
@@ -328,31 +379,18 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
     config.deadline_from_lifetime = false;
     config.labels.insert("task_id".into(), format!("e2b:{id}"));
     config.labels.insert("image_ref".into(), template.clone());
-    let limits = Limits::default()
-        .timeout(Duration::from_secs(MAX_TIMEOUT_SECS as u64))
-        .max_output_bytes(1 << 20);
-    let session = node
-        .sessions()
-        .create(config, || {
-            node.runtime.sandbox(
-                SandboxConfig::default()
-                    .image(image)
-                    .mount(HOME)
-                    .limits(limits),
-            )
-        })
-        .map_err(|e| match e {
-            SessionRefused::Full(n) => {
-                let mut r = error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    format!("the node is at its limit of {n} sandboxes"),
-                );
-                r.headers_mut()
-                    .insert("retry-after", HeaderValue::from_static("5"));
-                r
-            }
-            other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
-        })?;
+    let session = node.sessions().create(config, make).map_err(|e| match e {
+        SessionRefused::Full(n) => {
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("the node is at its limit of {n} sandboxes"),
+            );
+            r.headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            r
+        }
+        other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+    })?;
     node.telemetry
         .started(&crate::worker::telemetry::Sandbox::session(
             session.id(),
@@ -365,7 +403,7 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
         template,
         token,
         session,
-        metadata: req.metadata.unwrap_or_default(),
+        metadata,
         started_at: SystemTime::now(),
         procs: process::Table::default(),
         watchers: fs::Watchers::default(),
@@ -373,6 +411,96 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
     crate::worker::lock(&e2b.sandboxes).insert(id.clone(), sbx.clone());
     tracing::info!(sandbox_id = %id, template = %sbx.template, "e2b sandbox created");
     Ok(sbx)
+}
+
+/// Forks one sandbox makes at most (E2B's SDK allows 1 to 20).
+const MAX_FORKS: i64 = 20;
+
+/// `POST /sandboxes/{id}/fork`: `count` new sandboxes (default 1), each with the sandbox's
+/// files, environment and metadata as they are now, sharing unchanged files copy-on-write.
+/// Running processes are not copied: the fork is refused (409) while a command runs in it.
+async fn fork(State(e2b): State<SharedE2b>, Path(id): Path<String>, body: Body) -> Response {
+    let Some(src) = e2b.get(&id) else {
+        return not_found(&id);
+    };
+    let req: wire::ForkRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let count = req.count.unwrap_or(1);
+    if !(1..=MAX_FORKS).contains(&count) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("count must be from 1 to {MAX_FORKS}"),
+        );
+    }
+    let lifetime = match check_timeout(req.timeout, DEFAULT_TIMEOUT_SECS) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let e2b2 = e2b.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        let snap = match e2b2
+            .node
+            .runtime
+            .snapshot(src.session.sandbox(), Default::default())
+        {
+            Ok(s) => s,
+            Err(wasbox_runtime::SnapshotError::Busy(n)) => {
+                return Err(error(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "{n} process(es) run in the sandbox: a fork copies its files, not running \
+                         processes, and is made while no command runs"
+                    ),
+                ));
+            }
+            Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        };
+        let mut results = Vec::new();
+        for _ in 0..count {
+            let new_id = format!("i{}", crate::ids::hex::<10>());
+            let env = src
+                .session
+                .env()
+                .iter()
+                .map(|(k, v)| {
+                    let v = if k == "E2B_SANDBOX_ID" { new_id.clone() } else { v.clone() };
+                    (k.clone(), v)
+                })
+                .collect();
+            let new = Start {
+                id: new_id,
+                template: src.template.clone(),
+                lifetime,
+                env,
+                metadata: src.metadata.clone(),
+            };
+            let made = start(&e2b2, new, || {
+                e2b2.node
+                    .runtime
+                    .restore(&snap, Some(sandbox_limits()))
+                    .map_err(anyhow::Error::from)
+            });
+            results.push(match made {
+                Ok(s) => serde_json::json!({"sandbox": s.created()}),
+                Err(r) => {
+                    let status = r.status().as_u16();
+                    serde_json::json!({"error": {"code": status, "message": "the fork could not start"}})
+                }
+            });
+        }
+        Ok(results)
+    })
+    .await;
+    match made {
+        Ok(Ok(results)) => (StatusCode::CREATED, axum::Json(results)).into_response(),
+        Ok(Err(r)) => r,
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("fork failed: {e}"),
+        ),
+    }
 }
 
 fn not_found(id: &str) -> Response {

@@ -289,6 +289,13 @@ pub struct TimeoutRequest {
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default)]
+pub struct ForkRequest {
+    pub timeout: Option<i64>,
+    pub count: Option<i64>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
 pub struct RefreshRequest {
     pub duration: Option<i64>,
 }
