@@ -403,10 +403,40 @@ fn control_plane_answers_e2b_errors() {
         &json!({"timeout": 30}),
     );
     assert_eq!(r.status, 204);
+    // Pause keeps the files; resume brings the sandbox back under its id; what cannot be
+    // kept is refused.
+    let pause = |body: Value| {
+        control(
+            &server,
+            "POST",
+            &format!("/sandboxes/{}/pause", a.id),
+            &body,
+        )
+    };
+    assert_eq!(pause(json!({})).status, 204);
+    assert_eq!(pause(json!({})).status, 409);
+    let r = control(&server, "GET", &format!("/sandboxes/{}", a.id), &json!({}));
+    assert_eq!(r.json()["state"], "paused");
     let r = control(
         &server,
         "POST",
-        &format!("/sandboxes/{}/pause", a.id),
+        &format!("/sandboxes/{}/resume", a.id),
+        &json!({}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = control(
+        &server,
+        "POST",
+        &format!("/sandboxes/{}/resume", a.id),
+        &json!({}),
+    );
+    assert_eq!(r.status, 409);
+    let r = control(&server, "POST", "/sandboxes/nope/pause", &json!({}));
+    assert_eq!(r.status, 404);
+    let r = control(
+        &server,
+        "POST",
+        &format!("/sandboxes/{}/snapshots", a.id),
         &json!({}),
     );
     assert_eq!(r.status, 501);

@@ -361,6 +361,36 @@ def _():
         src.kill()
 
 
+@check("pause_resume")
+def _():
+    s = Sandbox.create(timeout=60, envs={"KEPT": "yes"}, metadata={"kind": "paused"})
+    try:
+        s.files.write("/home/user/keep.txt", "kept")
+        eq(s.pause(), True, "paused")
+        eq(s.pause(), False, "already paused")
+        eq(Sandbox.get_info(s.sandbox_id).state.value, "paused", "state")
+        assert not s.is_running(), "a paused sandbox answers health"
+        back = Sandbox.connect(s.sandbox_id)
+        eq(back.sandbox_id, s.sandbox_id, "same id")
+        eq(back.files.read("/home/user/keep.txt"), "kept", "files kept")
+        eq(back.commands.run("echo $KEPT $E2B_SANDBOX_ID").stdout, f"yes {s.sandbox_id}\n")
+        eq(Sandbox.get_info(s.sandbox_id).state.value, "running", "state after resume")
+        # Running processes cannot be kept: refused, unless only the files are asked for.
+        back.commands.run("sleep 30", background=True)
+        try:
+            back.pause()
+            raise AssertionError("a pause with a running process kept nothing of it")
+        except AssertionError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            assert "process" in str(e), e
+        eq(back.pause(keep_memory=False), True, "paused, files only")
+        again = Sandbox.connect(s.sandbox_id)
+        eq(again.files.read("/home/user/keep.txt"), "kept", "files kept")
+    finally:
+        Sandbox.kill(s.sandbox_id)
+
+
 @check("wrong_access_token")
 def _():
     victim = Sandbox.create(timeout=60)

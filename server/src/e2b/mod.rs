@@ -55,6 +55,45 @@ const MAX_MESSAGE_BYTES: usize = 4 << 20;
 pub struct E2b {
     node: SharedNode,
     sandboxes: Mutex<HashMap<String, Arc<Sbx>>>,
+    /// Paused sandboxes: their files and settings, until resumed or killed.
+    paused: Mutex<HashMap<String, Arc<Paused>>>,
+}
+
+/// A paused sandbox: a snapshot of its files (copy-on-write, in the node's memory) and what
+/// it is resumed with. Its processes ended when it was paused.
+pub(crate) struct Paused {
+    template: String,
+    token: String,
+    env: Vec<(String, String)>,
+    metadata: BTreeMap<String, String>,
+    started_at: SystemTime,
+    snapshot: wasbox_runtime::Snapshot,
+    memory_mb: u64,
+    disk_size_mb: u64,
+}
+
+/// Sandboxes a node keeps paused at most.
+const MAX_PAUSED: usize = 256;
+
+impl Paused {
+    fn detail(&self, id: &str) -> wire::SandboxDetail {
+        wire::SandboxDetail {
+            template_id: self.template.clone(),
+            sandbox_id: id.to_string(),
+            client_id: CLIENT_ID.into(),
+            alias: self.template.clone(),
+            started_at: crate::rfc3339::format(self.started_at),
+            end_at: crate::rfc3339::format(SystemTime::now()),
+            envd_version: ENVD_VERSION,
+            cpu_count: 1,
+            memory_mb: self.memory_mb,
+            disk_size_mb: self.disk_size_mb,
+            state: "paused",
+            metadata: self.metadata.clone(),
+            envd_access_token: None,
+            domain: None,
+        }
+    }
 }
 
 pub type SharedE2b = Arc<E2b>;
@@ -115,7 +154,13 @@ impl E2b {
         Arc::new(E2b {
             node,
             sandboxes: Mutex::new(HashMap::new()),
+            paused: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// A paused sandbox by id.
+    pub(crate) fn paused(&self, id: &str) -> Option<Arc<Paused>> {
+        crate::worker::lock(&self.paused).get(id).cloned()
     }
 
     /// A live sandbox by id; a sandbox whose session has ended is forgotten here.
@@ -161,8 +206,8 @@ pub fn router(e2b: SharedE2b) -> Router {
         .route("/sandboxes/{id}/connect", post(connect_sandbox))
         .route("/v2/sandboxes/{id}/connect", post(connect_sandbox))
         .route("/sandboxes/{id}/metrics", get(metrics))
-        .route("/sandboxes/{id}/pause", post(unsupported))
-        .route("/sandboxes/{id}/resume", post(unsupported))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/resume", post(resume))
         .route("/sandboxes/{id}/snapshots", post(unsupported))
         .route("/sandboxes/{id}/fork", post(fork))
         .route_layer(middleware::from_fn_with_state(e2b.clone(), api_key));
@@ -322,6 +367,7 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
         e2b,
         Start {
             id,
+            token: None,
             template,
             lifetime,
             env,
@@ -341,6 +387,8 @@ async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>, Response>
 /// What a new E2B sandbox is made of.
 struct Start {
     id: String,
+    /// The envd access token (a new one when `None`).
+    token: Option<String>,
     template: String,
     lifetime: Duration,
     env: Vec<(String, String)>,
@@ -363,12 +411,13 @@ fn start(
     let node = &e2b.node;
     let Start {
         id,
+        token,
         template,
         lifetime,
         env,
         metadata,
     } = new;
-    let token = crate::ids::hex::<24>();
+    let token = token.unwrap_or_else(crate::ids::hex::<24>);
     let mut config = SessionConfig::new(format!("e2b-{id}"));
     config.lifetime = lifetime;
     // An E2B sandbox lives until its timeout, whether used or not.
@@ -411,6 +460,144 @@ fn start(
     crate::worker::lock(&e2b.sandboxes).insert(id.clone(), sbx.clone());
     tracing::info!(sandbox_id = %id, template = %sbx.template, "e2b sandbox created");
     Ok(sbx)
+}
+
+/// `POST /sandboxes/{id}/pause`: the sandbox's files, environment and metadata are kept
+/// (a snapshot, copy-on-write) and its session ends; `connect` or `resume` brings it back
+/// with the same id. Running processes are not kept: with `memory: false` (E2B's
+/// "filesystem" mode) they are stopped first; otherwise a pause while a command runs is
+/// refused (501). Already paused: 409.
+async fn pause(State(e2b): State<SharedE2b>, Path(id): Path<String>, body: Body) -> Response {
+    let req: wire::PauseRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let Some(sbx) = e2b.get(&id) else {
+        if e2b.paused(&id).is_some() {
+            return error(
+                StatusCode::CONFLICT,
+                format!("sandbox \"{id}\" is already paused"),
+            );
+        }
+        return not_found(&id);
+    };
+    if crate::worker::lock(&e2b.paused).len() >= MAX_PAUSED {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("the node keeps at most {MAX_PAUSED} paused sandboxes"),
+        );
+    }
+    let files_only = req.memory == Some(false);
+    let runtime = e2b.node.runtime.clone();
+    let mut tries = 0;
+    let snapshot = loop {
+        match runtime.snapshot(sbx.session.sandbox(), Default::default()) {
+            Ok(s) => break s,
+            Err(wasbox_runtime::SnapshotError::Busy(_)) if files_only && tries < 200 => {
+                // Filesystem mode: the processes go; their ends take a moment.
+                if tries == 0 {
+                    sbx.procs.kill_all();
+                }
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(wasbox_runtime::SnapshotError::Busy(n)) => {
+                return error(
+                    StatusCode::NOT_IMPLEMENTED,
+                    format!(
+                        "{n} process(es) run in the sandbox: a pause keeps its files, not running \
+                         processes; end them or pause with mode=\"filesystem\""
+                    ),
+                );
+            }
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    };
+    let limits = sbx.session.sandbox().limits();
+    let paused = Arc::new(Paused {
+        template: sbx.template.clone(),
+        token: sbx.token.clone(),
+        env: sbx.session.env().to_vec(),
+        metadata: sbx.metadata.clone(),
+        started_at: sbx.started_at,
+        snapshot,
+        memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
+        disk_size_mb: limits.disk_bytes / (1 << 20),
+    });
+    crate::worker::lock(&e2b.sandboxes).remove(&id);
+    crate::worker::lock(&e2b.paused).insert(id.clone(), paused);
+    e2b.node
+        .sessions()
+        .end(sbx.session.id(), "paused by the client");
+    tracing::info!(sandbox_id = %id, "e2b sandbox paused");
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST /sandboxes/{id}/resume`: a paused sandbox runs again (201); a running one is a 409.
+async fn resume(State(e2b): State<SharedE2b>, Path(id): Path<String>, body: Body) -> Response {
+    let req: wire::TimeoutRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if e2b.get(&id).is_some() {
+        return error(
+            StatusCode::CONFLICT,
+            format!("sandbox \"{id}\" is already running"),
+        );
+    }
+    resume_paused(&e2b, &id, req.timeout).await
+}
+
+/// Brings the paused sandbox `id` back (same id and access token, its files, environment
+/// and metadata) with a lifetime of `timeout` seconds (E2B's default when `None`).
+async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64>) -> Response {
+    let Some(p) = crate::worker::lock(&e2b.paused).remove(id) else {
+        return not_found(id);
+    };
+    let lifetime = match check_timeout(timeout, DEFAULT_TIMEOUT_SECS) {
+        Ok(t) => t,
+        Err(r) => {
+            crate::worker::lock(&e2b.paused).insert(id.to_string(), p);
+            return r;
+        }
+    };
+    let e2b2 = e2b.clone();
+    let (id2, p2) = (id.to_string(), p.clone());
+    let made = tokio::task::spawn_blocking(move || {
+        let new = Start {
+            id: id2,
+            token: Some(p2.token.clone()),
+            template: p2.template.clone(),
+            lifetime,
+            env: p2.env.clone(),
+            metadata: p2.metadata.clone(),
+        };
+        start(&e2b2, new, || {
+            e2b2.node
+                .runtime
+                .restore(&p2.snapshot, Some(sandbox_limits()))
+                .map_err(anyhow::Error::from)
+        })
+    })
+    .await;
+    match made {
+        Ok(Ok(s)) => {
+            tracing::info!(sandbox_id = %id, "e2b sandbox resumed");
+            (StatusCode::CREATED, axum::Json(s.created())).into_response()
+        }
+        Ok(Err(r)) => {
+            // Still paused: it may be resumed later.
+            crate::worker::lock(&e2b.paused).insert(id.to_string(), p);
+            r
+        }
+        Err(e) => {
+            crate::worker::lock(&e2b.paused).insert(id.to_string(), p);
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("resume failed: {e}"),
+            )
+        }
+    }
 }
 
 /// Forks one sandbox makes at most (E2B's SDK allows 1 to 20).
@@ -471,6 +658,7 @@ async fn fork(State(e2b): State<SharedE2b>, Path(id): Path<String>, body: Body) 
                 .collect();
             let new = Start {
                 id: new_id,
+                token: None,
                 template: src.template.clone(),
                 lifetime,
                 env,
@@ -512,8 +700,11 @@ fn not_found(id: &str) -> Response {
 
 /// `GET /sandboxes/{id}`.
 async fn info(State(e2b): State<SharedE2b>, Path(id): Path<String>) -> Response {
-    match e2b.get(&id) {
-        Some(s) => axum::Json(s.detail(true)).into_response(),
+    if let Some(s) = e2b.get(&id) {
+        return axum::Json(s.detail(true)).into_response();
+    }
+    match e2b.paused(&id) {
+        Some(p) => axum::Json(p.detail(&id)).into_response(),
         None => not_found(&id),
     }
 }
@@ -521,6 +712,9 @@ async fn info(State(e2b): State<SharedE2b>, Path(id): Path<String>) -> Response 
 /// `DELETE /sandboxes/{id}`: the sandbox ends now (its processes are stopped).
 async fn kill(State(e2b): State<SharedE2b>, Path(id): Path<String>) -> Response {
     let Some(s) = e2b.get(&id) else {
+        if crate::worker::lock(&e2b.paused).remove(&id).is_some() {
+            return StatusCode::NO_CONTENT.into_response();
+        }
         return not_found(&id);
     };
     crate::worker::lock(&e2b.sandboxes).remove(&id);
@@ -578,12 +772,13 @@ async fn connect_sandbox(
     Path(id): Path<String>,
     body: Body,
 ) -> Response {
-    let Some(s) = e2b.get(&id) else {
-        return not_found(&id);
-    };
     let req: wire::TimeoutRequest = match read_json(&e2b, body).await {
         Ok(r) => r,
         Err(r) => return r,
+    };
+    let Some(s) = e2b.get(&id) else {
+        // A paused sandbox is resumed by a connect.
+        return resume_paused(&e2b, &id, req.timeout).await;
     };
     if req.timeout.is_some() {
         match check_timeout(req.timeout, 0) {
@@ -615,9 +810,8 @@ async fn list(State(e2b): State<SharedE2b>, Query(q): Query<HashMap<String, Stri
         .get("state")
         .map(|s| s.split(',').map(str::trim).collect())
         .unwrap_or_default();
-    if !states.is_empty() && !states.contains(&"running") {
-        return axum::Json(Vec::<wire::SandboxDetail>::new()).into_response();
-    }
+    let running = states.is_empty() || states.contains(&"running");
+    let paused = states.is_empty() || states.contains(&"paused");
     let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
         None => 100,
         Some(Ok(l)) if (1..=1000).contains(&l) => l,
@@ -647,20 +841,36 @@ async fn list(State(e2b): State<SharedE2b>, Query(q): Query<HashMap<String, Stri
         Some("asc") => true,
         Some(o) => return error(StatusCode::BAD_REQUEST, format!("order {o:?}: asc or desc")),
     };
-    let mut live = e2b.live();
-    if !ascending {
-        live.reverse();
+    // (started, id, template, metadata, detail) of every sandbox the states name.
+    let mut all: Vec<(SystemTime, String, wire::SandboxDetail)> = Vec::new();
+    if running {
+        all.extend(
+            e2b.live()
+                .iter()
+                .map(|s| (s.started_at, s.id.clone(), s.detail(false))),
+        );
     }
-    let matching: Vec<wire::SandboxDetail> = live
-        .iter()
-        .filter(|s| {
+    if paused {
+        let held = crate::worker::lock(&e2b.paused);
+        all.extend(
+            held.iter()
+                .map(|(id, p)| (p.started_at, id.clone(), p.detail(id))),
+        );
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    if !ascending {
+        all.reverse();
+    }
+    let matching: Vec<wire::SandboxDetail> = all
+        .into_iter()
+        .filter(|(started, _, d)| {
             wanted
                 .iter()
-                .all(|(k, v)| s.metadata.get(k).is_some_and(|m| m == v))
-                && after.is_none_or(|a| s.started_at >= a)
-                && template.is_none_or(|t| *t == s.template)
+                .all(|(k, v)| d.metadata.get(k).is_some_and(|m| m == v))
+                && after.is_none_or(|a| *started >= a)
+                && template.is_none_or(|t| *t == d.template_id)
         })
-        .map(|s| s.detail(false))
+        .map(|(_, _, d)| d)
         .collect();
     let total = matching.len();
     let page: Vec<wire::SandboxDetail> = matching.into_iter().skip(offset).take(limit).collect();

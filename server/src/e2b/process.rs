@@ -42,6 +42,17 @@ impl Default for Table {
 }
 
 impl Table {
+    /// Ends every process (as SIGKILL would): for a pause that keeps only files.
+    pub(crate) fn kill_all(&self) {
+        for p in lock(&self.procs).values() {
+            p.killed.store(true, Ordering::Release);
+            p.stop.stop();
+            if let Some(pty) = &p.pty {
+                pty.close();
+            }
+        }
+    }
+
     fn find(&self, sel: Option<&wire::ProcessSelector>) -> Result<Arc<Proc>, RpcError> {
         let sel = sel.ok_or_else(|| RpcError::invalid("process selector is required"))?;
         let procs = lock(&self.procs);

@@ -288,6 +288,14 @@ pub struct TimeoutRequest {
 }
 
 #[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PauseRequest {
+    /// `false`: E2B's "filesystem" mode (running processes are dropped).
+    pub memory: Option<bool>,
+    pub require_healthy_guest: Option<bool>,
+}
+
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 pub struct ForkRequest {
     pub timeout: Option<i64>,
