@@ -474,6 +474,7 @@ impl Sandbox {
     /// Writes (creates or replaces) a file of the workspace, creating missing parent
     /// directories. A symlink as the last component is refused.
     pub fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
+        let _changing = self.site.sandbox.changing();
         self.site.sandbox.write_file(path, data)
     }
 
@@ -518,16 +519,19 @@ impl Sandbox {
 
     /// Makes a directory and its missing parents; `Ok(false)` when it existed.
     pub fn make_dir(&self, path: &str) -> Result<bool, FileError> {
+        let _changing = self.site.sandbox.changing();
         self.site.sandbox.make_dir(path)
     }
 
     /// Removes a file, symlink or directory tree (never a mount point).
     pub fn remove(&self, path: &str) -> Result<(), FileError> {
+        let _changing = self.site.sandbox.changing();
         self.site.sandbox.remove(path)
     }
 
     /// Moves an entry, making the destination's missing parents; the moved entry.
     pub fn rename(&self, from: &str, to: &str) -> Result<FileInfo, FileError> {
+        let _changing = self.site.sandbox.changing();
         self.site.sandbox.rename(from, to)
     }
 
@@ -555,6 +559,7 @@ impl Sandbox {
     /// the mount points keep theirs). The error is the message `chmod` prints.
     pub fn set_permissions(&self, path: &str, mode: u32) -> Result<(), String> {
         let sandbox = &self.site.sandbox;
+        let _changing = sandbox.changing();
         sandbox.set_mode(&sandbox.mount, path, mode)
     }
 

@@ -109,6 +109,9 @@ pub(crate) struct SandboxState {
     pub(crate) root: Option<Arc<RootTree>>,
     /// Files of the workspace shared with snapshots and forks, copied before a change.
     pub(crate) shared: crate::cow::Shared,
+    /// Held (shared) by the host's own changes of the tree (the files API) and (exclusive)
+    /// while a snapshot is taken, so that none lands half in it.
+    changes: std::sync::RwLock<()>,
     /// The processes alive now, by pid (for `ps`), and the next pid.
     pub(crate) procs: std::sync::Mutex<std::collections::BTreeMap<u32, ProcEntry>>,
     next_pid: AtomicU32,
@@ -278,6 +281,7 @@ impl SandboxState {
             shared: crate::cow::Shared::default(),
             procs: Default::default(),
             next_pid: AtomicU32::new(1),
+            changes: std::sync::RwLock::new(()),
         })
     }
 
@@ -773,6 +777,7 @@ impl SandboxState {
     /// Holds back new processes while the guard lives; refused (with the number running)
     /// when processes run.
     pub(crate) fn freeze(&self) -> Result<Freeze<'_>, u32> {
+        let changes = self.changes.write().unwrap_or_else(|e| e.into_inner());
         self.live
             .compare_exchange(
                 0,
@@ -781,15 +786,28 @@ impl SandboxState {
                 std::sync::atomic::Ordering::Acquire,
             )
             .map_err(|n| n & !FROZEN)?;
-        Ok(Freeze(self))
+        Ok(Freeze {
+            sandbox: self,
+            _changes: changes,
+        })
+    }
+
+    /// Held by a change of the tree the host makes for a client (write, mkdir, remove,
+    /// move): a snapshot waits for it, and it for a snapshot.
+    pub(crate) fn changing(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.changes.read().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-pub(crate) struct Freeze<'a>(&'a SandboxState);
+pub(crate) struct Freeze<'a> {
+    sandbox: &'a SandboxState,
+    /// Host changes of the tree wait while it lives.
+    _changes: std::sync::RwLockWriteGuard<'a, ()>,
+}
 
 impl Drop for Freeze<'_> {
     fn drop(&mut self) {
-        self.0
+        self.sandbox
             .live
             .fetch_and(!FROZEN, std::sync::atomic::Ordering::AcqRel);
     }
