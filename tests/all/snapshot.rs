@@ -599,6 +599,13 @@ fn host_writes_racing_snapshots_land_whole() {
     sb.write_file("f", &versions[0]).unwrap();
     sb.make_dir("d").unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    // The writer stops however the snapshots end (a failed one too).
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut i = 0;
@@ -611,12 +618,12 @@ fn host_writes_racing_snapshots_land_whole() {
                 i += 1;
             }
         });
+        let _stop = Stop(&stop);
         for _ in 0..40 {
             let snap = rt.snapshot(&sb, Default::default()).expect("snapshot");
             let copy = rt.restore(&snap, None).unwrap();
             let got = copy.read_file("f", 1 << 20).unwrap();
             assert!(versions.contains(&got), "a mixed or partial file");
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
 }
