@@ -357,6 +357,16 @@ def _():
         eq(r.stdout, f"src {b.sandbox_id}\n", "env of a fork")
         for f in forks:
             f.kill()
+        # Running processes are not copied: a fork waits for none to run.
+        h = src.commands.run("sleep 30", background=True)
+        try:
+            src.fork(count=1)
+            raise AssertionError("a fork while a command runs")
+        except AssertionError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            assert "process" in str(e), e
+        h.kill()
     finally:
         src.kill()
 
