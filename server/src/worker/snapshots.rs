@@ -141,7 +141,7 @@ pub async fn session_action(
 }
 
 /// The OpenAPI operation of `:snapshot` (served by [`session_action`]).
-#[utoipa::path(post, path = "/v1/worker/sessions/{id}:snapshot", tag = "snapshots", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}:snapshot", tag = "snapshots", operation_id = "snapshot_session", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id"), SnapshotQuery),
     request_body(content = Option<serde_json::Value>, description = "Empty or `{\"version\": 1}`"),
     responses((status = 200, description = "The snapshot (with `?download=1`, its tar as `application/x-tar`)", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
@@ -149,7 +149,7 @@ pub async fn session_action(
 pub(super) async fn snapshot_route() {}
 
 /// The OpenAPI operation of `:fork` (served by [`session_action`]).
-#[utoipa::path(post, path = "/v1/worker/sessions/{id}:fork", tag = "snapshots", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/worker/sessions/{id}:fork", tag = "snapshots", operation_id = "fork_session", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = ForkRequest,
     responses((status = 200, description = "The new sessions", body = ForkResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 413, 422, 429 no room for the sessions, with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
@@ -494,7 +494,7 @@ pub struct RestoreQuery {
 
 /// `POST /v1/worker/sessions:restore`: a new session from a stored snapshot (JSON body) or
 /// from an uploaded tar (`Content-Type: application/x-tar`).
-#[utoipa::path(post, path = "/v1/worker/sessions:restore", tag = "snapshots", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/worker/sessions:restore", tag = "snapshots", operation_id = "restore_session", security(("bearer" = [])),
     params(RestoreQuery),
     request_body(content = RestoreRequest, description = "JSON naming a stored snapshot, or the tar itself as `application/x-tar`"),
     responses((status = 200, description = "The new session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404 no such snapshot, 409 the session exists, 413 too large, 422 not a valid snapshot or a foreign image, 429 busy with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
@@ -637,7 +637,7 @@ pub(super) struct StoredSnapshot {
 }
 
 /// `GET /v1/worker/snapshots`: the snapshots the node keeps.
-#[utoipa::path(get, path = "/v1/worker/snapshots", tag = "snapshots", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/worker/snapshots", tag = "snapshots", operation_id = "list_snapshots", security(("bearer" = [])),
     responses((status = 200, description = "The stored snapshots", body = SnapshotList), (status = "default", description = "An RFC 9457 problem (401)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn list(State(node): State<SharedNode>) -> Response {
     let store = node.snapshots.clone();
@@ -665,7 +665,7 @@ pub async fn list(State(node): State<SharedNode>) -> Response {
 }
 
 /// `GET /v1/worker/snapshots/{id}`: the snapshot's tar.
-#[utoipa::path(get, path = "/v1/worker/snapshots/{id}", tag = "snapshots", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/worker/snapshots/{id}", tag = "snapshots", operation_id = "download_snapshot", security(("bearer" = [])),
     params(("id" = String, Path, description = "The snapshot id")),
     responses((status = 200, description = "The snapshot's tar (`application/x-tar`)"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn download(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
@@ -680,7 +680,7 @@ pub async fn download(State(node): State<SharedNode>, Path(id): Path<String>) ->
 }
 
 /// `DELETE /v1/worker/snapshots/{id}`: forgets a snapshot (sessions made from it stay).
-#[utoipa::path(delete, path = "/v1/worker/snapshots/{id}", tag = "snapshots", security(("bearer" = [])),
+#[utoipa::path(delete, path = "/v1/worker/snapshots/{id}", tag = "snapshots", operation_id = "delete_snapshot", security(("bearer" = [])),
     params(("id" = String, Path, description = "The snapshot id")),
     responses((status = 204, description = "Deleted"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn delete(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
