@@ -464,7 +464,7 @@ pub(crate) fn read_tar(
     let cleanup = RemoveOnError(Some(path.clone()));
     let manifest = {
         let mut archive = tar::Archive::new(&mut hashing);
-        extract(&mut archive, &dir, limits, &image_known)?.0
+        extract(&mut archive, &dir, limits, &image_known)?
     };
     let cloned = cow::list_tree(&dir).map_err(io_error("reading the snapshot"))?;
     // The rest of the stream (tar's end blocks, padding) belongs to the digest too.
@@ -567,7 +567,7 @@ fn extract<R: Read>(
     dir: &Dir,
     limits: TarLimits,
     image_known: &impl Fn(&str) -> bool,
-) -> Result<(Manifest, cow::Cloned), SnapshotError> {
+) -> Result<Manifest, SnapshotError> {
     let mut entries = archive
         .entries()
         .map_err(|e| invalid(format!("reading the tar: {e}")))?;
@@ -596,7 +596,8 @@ fn extract<R: Read>(
     }
     let max_bytes = limits.max_bytes.min(manifest.disk_bytes);
     let max_entries = limits.max_entries.min(manifest.disk_inodes);
-    let mut out = cow::Cloned::default();
+    // Entries and file bytes read so far, against the limits.
+    let (mut count, mut bytes) = (0u64, 0u64);
     let mut dirs: Vec<(PathBuf, u32, u64)> = Vec::new();
     for entry in entries {
         let mut entry = entry.map_err(read_err)?;
@@ -613,8 +614,8 @@ fn extract<R: Read>(
             }
             return Err(invalid("the workspace root must be a directory"));
         };
-        out.entries += 1;
-        if out.entries > max_entries {
+        count += 1;
+        if count > max_entries {
             return Err(SnapshotError::TooLarge(format!(
                 "more than {max_entries} entries"
             )));
@@ -648,8 +649,8 @@ fn extract<R: Read>(
                 dirs.push((rel, mode & 0o1777, mtime));
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                out.bytes = out.bytes.saturating_add(size);
-                if out.bytes > max_bytes {
+                bytes = bytes.saturating_add(size);
+                if bytes > max_bytes {
                     return Err(SnapshotError::TooLarge(format!(
                         "more than {max_bytes} bytes of files"
                     )));
@@ -680,12 +681,6 @@ fn extract<R: Read>(
                         ))
                     })
                     .map_err(io_error("writing a file of the snapshot"))?;
-                let meta = file
-                    .metadata()
-                    .map_err(io_error("writing a file of the snapshot"))?;
-                use std::os::unix::fs::MetadataExt as _;
-                out.inodes.insert(meta.dev(), meta.ino());
-                out.files += 1;
             }
             tar::EntryType::Link => {
                 // A second name of a file already read (a guest's hard link).
@@ -703,11 +698,6 @@ fn extract<R: Read>(
                         ))
                     })?;
                 dir.hard_link(&target, dir, &rel).map_err(exists)?;
-                let meta = dir
-                    .symlink_metadata(&rel)
-                    .map_err(io_error("reading the snapshot"))?;
-                use cap_std::fs::MetadataExt as _;
-                out.inodes.insert(meta.dev(), meta.ino());
             }
             tar::EntryType::Symlink => {
                 let target = entry
@@ -761,5 +751,5 @@ fn extract<R: Read>(
             .and_then(|_| file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode)))
             .map_err(io_error("setting a directory's mode"))?;
     }
-    Ok((manifest, out))
+    Ok(manifest)
 }

@@ -218,6 +218,23 @@ pub async fn serve(
     Ok(())
 }
 
+/// A file's bytes as a response body, read in 256 KiB chunks as the client takes them.
+pub fn file_body(file: tokio::fs::File) -> axum::body::Body {
+    let stream = futures_util::stream::unfold(file, |mut f| async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = vec![0u8; 256 << 10];
+        match f.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), f))
+            }
+            Err(e) => Some((Err(e), f)),
+        }
+    });
+    axum::body::Body::from_stream(stream)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

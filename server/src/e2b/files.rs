@@ -4,7 +4,6 @@
 
 use std::io::Read as _;
 
-use axum::body::Body;
 use axum::extract::{FromRequest as _, Multipart, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -170,24 +169,12 @@ pub async fn download(
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let file = tokio::fs::File::from_std(file);
-    let stream = futures_util::stream::unfold(file, |mut f| async move {
-        use tokio::io::AsyncReadExt as _;
-        let mut buf = vec![0u8; 256 << 10];
-        match f.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(buf)), f))
-            }
-            Err(e) => Some((Err(e), f)),
-        }
-    });
     (
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_string()),
             (header::CONTENT_LENGTH, len.to_string()),
         ],
-        Body::from_stream(stream),
+        crate::http::file_body(file),
     )
         .into_response()
 }

@@ -278,8 +278,7 @@ async fn tar_response(path: &FsPath, id: &str, digest: &str) -> Result<Response,
         .await
         .map_err(|_| Problem::not_found(format!("snapshot `{id}` does not exist")))?;
     let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-    let stream = tokio_util_stream(file);
-    let mut r = Response::new(Body::from_stream(stream));
+    let mut r = Response::new(crate::http::file_body(file));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -293,30 +292,6 @@ async fn tar_response(path: &FsPath, id: &str, digest: &str) -> Result<Response,
         h.insert("x-snapshot-digest", v);
     }
     Ok(r)
-}
-
-/// The file's bytes as a stream of chunks.
-fn tokio_util_stream(
-    mut file: tokio::fs::File,
-) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> {
-    futures_util::stream::poll_fn(move |cx| {
-        use tokio::io::AsyncRead as _;
-        let mut buf = vec![0u8; 256 << 10];
-        let mut rb = tokio::io::ReadBuf::new(&mut buf);
-        match std::pin::Pin::new(&mut file).poll_read(cx, &mut rb) {
-            std::task::Poll::Ready(Ok(())) => {
-                let n = rb.filled().len();
-                if n == 0 {
-                    std::task::Poll::Ready(None)
-                } else {
-                    buf.truncate(n);
-                    std::task::Poll::Ready(Some(Ok(bytes::Bytes::from(buf))))
-                }
-            }
-            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Some(Err(e))),
-            std::task::Poll::Pending => std::task::Poll::Pending,
-        }
-    })
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
