@@ -39,6 +39,22 @@ impl Inodes {
 pub(crate) struct Shared {
     any: AtomicBool,
     sets: Mutex<Vec<Arc<Inodes>>>,
+    /// Whether directories wait to be filled (see [`Shared::fill_lazily`]).
+    lazy_any: AtomicBool,
+    lazy: Mutex<Option<Lazy>>,
+}
+
+/// A tree a workspace is filled from lazily: a frozen snapshot tree and its listing.
+pub(crate) trait Tree: Send + Sync {
+    fn dir(&self) -> &Dir;
+    fn listing(&self) -> &Listing;
+}
+
+/// The directories of a workspace made empty, to be filled from `tree` when first reached.
+struct Lazy {
+    tree: Arc<dyn Tree>,
+    /// By device and inode (a rename keeps them), the directory of the listing each is.
+    pending: HashMap<(u64, u64), usize>,
 }
 
 impl Shared {
@@ -107,6 +123,8 @@ impl Shared {
             if self.holds(&meta) {
                 copy_up(dir, &path, &meta)?;
                 if self.names(meta.dev(), meta.ino()).unwrap_or(1) > 1 {
+                    // Its other names may be in directories not filled yet.
+                    self.fill_all(root)?;
                     relink(root, dir, &path, (meta.dev(), meta.ino()), 0)?;
                 }
             }
@@ -118,6 +136,180 @@ impl Shared {
             _ => Ok(()),
         }
     }
+
+    /// Whether directories of the workspace wait to be filled.
+    pub(crate) fn waits(&self) -> bool {
+        self.lazy_any.load(Ordering::Acquire)
+    }
+
+    /// Fills the empty workspace `dst` from `tree` lazily: the top directory now, each
+    /// directory below it made empty and filled when a path first reaches it
+    /// ([`Shared::reach`]) or the host needs the whole tree ([`Shared::fill_all`]). A fork
+    /// or restore thus costs the entries of the top directory, not of the whole tree; a
+    /// guest never sees a directory before it is filled.
+    pub(crate) fn fill_lazily(&self, tree: Arc<dyn Tree>, dst: &Dir) -> io::Result<()> {
+        let mut pending = HashMap::new();
+        fill_dir(
+            tree.listing(),
+            0,
+            tree.dir().as_raw_fd(),
+            dst.as_raw_fd(),
+            &mut |child, _, fd| {
+                let st = fstat(&fd)?;
+                pending.insert((st.st_dev, st.st_ino), child);
+                Ok(())
+            },
+        )?;
+        if !pending.is_empty() {
+            *self.lazy.lock().unwrap_or_else(|e| e.into_inner()) = Some(Lazy { tree, pending });
+            self.lazy_any.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Fills every directory on the way of `path` under `base` (a directory of the
+    /// workspace), the last one included, following symlinks inside as the kernel will
+    /// (a final one only with `follow`). Cheap when nothing waits to be filled.
+    pub(crate) fn reach(&self, base: &Dir, path: &Path, follow: bool) -> io::Result<()> {
+        if !self.lazy_any.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut guard = self.lazy.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(lazy) = guard.as_mut() else {
+            return Ok(());
+        };
+        let fd = base.as_raw_fd();
+        let mut todo: Vec<Vec<u8>> = components(path.as_os_str().as_bytes());
+        todo.reverse();
+        let mut at: Vec<Vec<u8>> = Vec::new();
+        let mut links = 0;
+        while let Some(c) = todo.pop() {
+            if c == b".." {
+                if at.pop().is_none() {
+                    break;
+                }
+                continue;
+            }
+            at.push(c);
+            let rel = CString::new(at.join(&b'/'))
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            let Ok(st) = stat_at(fd, &rel) else {
+                break;
+            };
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => {
+                    if let Some(index) = lazy.pending.remove(&(st.st_dev, st.st_ino)) {
+                        let dir = open_dir_at(fd, &rel)?;
+                        lazy.fill(index, &dir)?;
+                    }
+                }
+                libc::S_IFLNK if follow || !todo.is_empty() => {
+                    links += 1;
+                    let path = Path::new(std::ffi::OsStr::from_bytes(rel.as_bytes()));
+                    let target = read_link_at(base, path)?;
+                    if links > MAX_LINKS || target.is_absolute() {
+                        break;
+                    }
+                    at.pop();
+                    let mut more = components(target.as_os_str().as_bytes());
+                    more.reverse();
+                    todo.extend(more);
+                }
+                _ => break,
+            }
+        }
+        self.settle(&mut guard);
+        Ok(())
+    }
+
+    /// Fills every directory of the workspace `root` still waiting (before the host
+    /// walks, lists, watches or snapshots the tree).
+    pub(crate) fn fill_all(&self, root: &Dir) -> io::Result<()> {
+        if !self.lazy_any.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut guard = self.lazy.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(lazy) = guard.as_mut() else {
+            return Ok(());
+        };
+        let top = open_dir_at(root.as_raw_fd(), c".")?;
+        let done = lazy.fill_under(top, 0);
+        self.settle(&mut guard);
+        done
+    }
+
+    /// Forgets the tree once nothing waits any more.
+    fn settle(&self, lazy: &mut Option<Lazy>) {
+        if lazy.as_ref().is_some_and(|l| l.pending.is_empty()) {
+            *lazy = None;
+            self.lazy_any.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Lazy {
+    /// Fills the waiting directory `dir` (listed as `index`).
+    fn fill(&mut self, index: usize, dir: &OwnedFd) -> io::Result<()> {
+        let listing = self.tree.listing();
+        let filled = open_dir_at(self.tree.dir().as_raw_fd(), &listing.0[index].path).and_then(
+            |src| {
+                let pending = &mut self.pending;
+                fill_dir(
+                    listing,
+                    index,
+                    src.as_raw_fd(),
+                    dir.as_raw_fd(),
+                    &mut |child, _, fd| {
+                        let st = fstat(&fd)?;
+                        pending.insert((st.st_dev, st.st_ino), child);
+                        Ok(())
+                    },
+                )
+            },
+        );
+        if filled.is_err() {
+            // Tried again when next reached (what was made is kept: see `fill_dir`).
+            let st = fstat(dir)?;
+            self.pending.insert((st.st_dev, st.st_ino), index);
+        }
+        filled
+    }
+
+    /// Fills the directory `dir` if it waits, then every directory under it.
+    fn fill_under(&mut self, dir: OwnedFd, depth: usize) -> io::Result<()> {
+        if self.pending.is_empty() || depth > MAX_DEPTH {
+            return Ok(());
+        }
+        let st = fstat(&dir)?;
+        if let Some(index) = self.pending.remove(&(st.st_dev, st.st_ino)) {
+            self.fill(index, &dir)?;
+        }
+        let view = Dir::from_std_file(std::fs::File::from(dir));
+        for entry in view.entries()? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                let name = cstr(&entry.file_name())?;
+                self.fill_under(open_dir_at(view.as_raw_fd(), &name)?, depth + 1)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The parts of a path but empty ones and `.`.
+fn components(path: &[u8]) -> Vec<Vec<u8>> {
+    path.split(|b| *b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: a zeroed stat is a valid value for fstat(2) to fill in.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` writable.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
 }
 
 /// Symlinks followed when finding the file a change reaches (as the kernel's limit).
@@ -212,8 +404,7 @@ fn relink(at: &Dir, copy_dir: &Dir, copy: &Path, old: (u64, u64), depth: usize) 
 
 const NOFOLLOW: i32 = libc::O_NOFOLLOW;
 
-/// What [`list_tree`] found: the shared files, the totals of the tree, and the steps that
-/// remake it.
+/// What [`list_tree`] found: the shared files, the totals of the tree, and how to remake it.
 #[derive(Default)]
 pub(crate) struct Cloned {
     pub(crate) inodes: Inodes,
@@ -224,25 +415,30 @@ pub(crate) struct Cloned {
     pub(crate) listing: Listing,
 }
 
-/// A tree as the steps that remake it from the tree it was listed from (depth first; a
-/// directory's mode and times are set when it is left, after its entries are made).
+/// A tree as the directories that remake it from the tree it was listed from: the root
+/// first, each with its entries, its mode and times.
 #[derive(Default)]
-pub(crate) struct Listing(Vec<Step>);
+pub(crate) struct Listing(Vec<DirNode>);
 
-enum Step {
+struct DirNode {
+    /// Where it is in the tree listed (`.` for the root).
+    path: CString,
+    mode: u32,
+    times: [libc::timespec; 2],
+    entries: Vec<Entry>,
+}
+
+enum Entry {
     /// A hard link of the file of that name.
     File(CString),
     Symlink(CString, CString),
-    Enter(CString),
-    Leave {
-        mode: u32,
-        times: [libc::timespec; 2],
-    },
+    /// A directory, by its index in the listing.
+    Dir(CString, usize),
 }
 
 // SAFETY: `timespec` is plain data.
-unsafe impl Send for Step {}
-unsafe impl Sync for Step {}
+unsafe impl Send for DirNode {}
+unsafe impl Sync for DirNode {}
 
 /// Directories deeper than this are not copied (a guest cannot make paths this deep
 /// through WASI's path length anyway).
@@ -284,122 +480,139 @@ fn check(r: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Lists the tree `src` (see [`Listing`]). Other kinds of entry than directories, regular
-/// files and symlinks (which no guest can make) are left out.
-pub(crate) fn list_tree(src: &Dir) -> io::Result<Cloned> {
-    let mut out = Cloned::default();
-    let root = src.dir_metadata()?;
-    list_into(src, &mut out, 0)?;
-    out.listing.0.push(Step::Leave {
-        mode: root.permissions().mode() & 0o1777,
-        times: times_of_meta(&root),
-    });
-    Ok(out)
-}
-
-fn times_of_meta(meta: &cap_std::fs::Metadata) -> [libc::timespec; 2] {
+fn times_of(st: &libc::stat) -> [libc::timespec; 2] {
     [
         libc::timespec {
-            tv_sec: meta.atime() as _,
-            tv_nsec: meta.atime_nsec() as _,
+            tv_sec: st.st_atime,
+            tv_nsec: st.st_atime_nsec,
         },
         libc::timespec {
-            tv_sec: meta.mtime() as _,
-            tv_nsec: meta.mtime_nsec() as _,
+            tv_sec: st.st_mtime,
+            tv_nsec: st.st_mtime_nsec,
         },
     ]
 }
 
-fn list_into(src: &Dir, out: &mut Cloned, depth: usize) -> io::Result<()> {
+/// Lists the tree `src` (see [`Listing`]). Other kinds of entry than directories, regular
+/// files and symlinks (which no guest can make) are left out.
+pub(crate) fn list_tree(src: &Dir) -> io::Result<Cloned> {
+    let mut out = Cloned::default();
+    let fd = open_dir_at(src.as_raw_fd(), c".")?;
+    list_into(fd, c".".to_owned(), &mut out, 0)?;
+    Ok(out)
+}
+
+/// Lists the directory `fd` (at `path` in the tree) into a new node; returns its index.
+fn list_into(fd: OwnedFd, path: CString, out: &mut Cloned, depth: usize) -> io::Result<usize> {
     if depth > MAX_DEPTH {
         return Err(io::Error::other("the workspace is nested too deeply"));
     }
-    let fd = src.as_raw_fd();
-    for entry in src.entries()? {
+    let me = stat_at(fd.as_raw_fd(), c".")?;
+    let index = out.listing.0.len();
+    out.listing.0.push(DirNode {
+        path: path.clone(),
+        mode: me.st_mode & 0o1777,
+        times: times_of(&me),
+        entries: Vec::new(),
+    });
+    let dir = Dir::from_std_file(std::fs::File::from(fd));
+    let raw = dir.as_raw_fd();
+    let mut entries = Vec::new();
+    for entry in dir.entries()? {
         let name = cstr(&entry?.file_name())?;
-        let st = stat_at(fd, &name)?;
+        let st = stat_at(raw, &name)?;
         match st.st_mode & libc::S_IFMT {
             libc::S_IFREG => {
                 out.inodes.insert(st.st_dev, st.st_ino);
                 out.files += 1;
                 out.bytes += st.st_size as u64;
                 out.entries += 1;
-                out.listing.0.push(Step::File(name));
+                entries.push(Entry::File(name));
             }
             libc::S_IFDIR => {
-                let sub = Dir::from_std_file(std::fs::File::from(open_dir_at(fd, &name)?));
-                out.listing.0.push(Step::Enter(name));
-                list_into(&sub, out, depth + 1)?;
-                out.listing.0.push(Step::Leave {
-                    mode: st.st_mode & 0o1777,
-                    times: [
-                        libc::timespec {
-                            tv_sec: st.st_atime,
-                            tv_nsec: st.st_atime_nsec,
-                        },
-                        libc::timespec {
-                            tv_sec: st.st_mtime,
-                            tv_nsec: st.st_mtime_nsec,
-                        },
-                    ],
-                });
+                let sub = open_dir_at(raw, &name)?;
+                let sub_path = if depth == 0 {
+                    name.clone()
+                } else {
+                    let mut p = path.as_bytes().to_vec();
+                    p.push(b'/');
+                    p.extend_from_slice(name.as_bytes());
+                    CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
+                };
+                let child = list_into(sub, sub_path, out, depth + 1)?;
+                entries.push(Entry::Dir(name, child));
                 out.entries += 1;
             }
             libc::S_IFLNK => {
                 let target =
-                    read_link_at(src, Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))?;
-                out.listing
-                    .0
-                    .push(Step::Symlink(name, cstr(target.as_os_str())?));
+                    read_link_at(&dir, Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))?;
+                entries.push(Entry::Symlink(name, cstr(target.as_os_str())?));
                 out.entries += 1;
             }
             _ => {}
         }
     }
-    Ok(())
+    out.listing.0[index].entries = entries;
+    Ok(index)
+}
+
+/// Makes the entries of the listed directory `index` in `dst` (an empty directory) from
+/// `src` (that directory of the tree listed): files as hard links, symlinks anew, and each
+/// directory empty, handed to `made` with its index, name and descriptor to be filled. The
+/// directory's mode and times are set last.
+fn fill_dir(
+    listing: &Listing,
+    index: usize,
+    src: RawFd,
+    dst: RawFd,
+    made: &mut dyn FnMut(usize, &CStr, OwnedFd) -> io::Result<()>,
+) -> io::Result<()> {
+    let node = &listing.0[index];
+    for entry in &node.entries {
+        match entry {
+            Entry::File(name) => {
+                // SAFETY: both are open directories; `name` is NUL-terminated.
+                made_once(unsafe { libc::linkat(src, name.as_ptr(), dst, name.as_ptr(), 0) })?;
+            }
+            Entry::Symlink(name, target) => {
+                // SAFETY: `dst` is an open directory; both strings are NUL-terminated.
+                made_once(unsafe { libc::symlinkat(target.as_ptr(), dst, name.as_ptr()) })?;
+            }
+            Entry::Dir(name, child) => {
+                // SAFETY: `dst` is an open directory; `name` is NUL-terminated.
+                made_once(unsafe { libc::mkdirat(dst, name.as_ptr(), 0o700) })?;
+                made(*child, name, open_dir_at(dst, name)?)?;
+            }
+        }
+    }
+    // `dst` may be an `O_PATH` descriptor, which cannot change the directory.
+    let own = open_dir_at(dst, c".")?;
+    // SAFETY: `own` is an open directory; `times` holds two timespecs.
+    check(unsafe { libc::futimens(own.as_raw_fd(), node.times.as_ptr()) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::fchmod(own.as_raw_fd(), node.mode) })
+}
+
+/// [`check`] for making an entry, where one already there was made by an earlier try that
+/// failed part way (nobody else sees a directory being filled).
+fn made_once(r: libc::c_int) -> io::Result<()> {
+    match check(r) {
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+        other => other,
+    }
 }
 
 /// Remakes the tree `listing` describes in `dst` (an empty directory): directories and
 /// symlinks anew, regular files as hard links of the files of `src` (the tree listed).
 pub(crate) fn replay(listing: &Listing, src: &Dir, dst: &Dir) -> io::Result<()> {
-    let mut stack: Vec<(OwnedFd, OwnedFd)> = Vec::new();
-    let top = |stack: &Vec<(OwnedFd, OwnedFd)>| match stack.last() {
-        Some((s, d)) => (s.as_raw_fd(), d.as_raw_fd()),
-        None => (src.as_raw_fd(), dst.as_raw_fd()),
-    };
-    for step in &listing.0 {
-        let (s, d) = top(&stack);
-        match step {
-            Step::File(name) => {
-                // SAFETY: both are open directories; `name` is NUL-terminated.
-                check(unsafe { libc::linkat(s, name.as_ptr(), d, name.as_ptr(), 0) })?;
-            }
-            Step::Symlink(name, target) => {
-                // SAFETY: `d` is an open directory; both strings are NUL-terminated.
-                check(unsafe { libc::symlinkat(target.as_ptr(), d, name.as_ptr()) })?;
-            }
-            Step::Enter(name) => {
-                // SAFETY: `d` is an open directory; `name` is NUL-terminated.
-                check(unsafe { libc::mkdirat(d, name.as_ptr(), 0o700) })?;
-                stack.push((open_dir_at(s, name)?, open_dir_at(d, name)?));
-            }
-            Step::Leave { mode, times } => {
-                // The root's descriptor may be an `O_PATH` one, which cannot change it.
-                let left = stack.pop();
-                let root = match left {
-                    Some(_) => None,
-                    None => Some(open_dir_at(d, c".")?),
-                };
-                let d = root.as_ref().map_or(d, |r| r.as_raw_fd());
-                // SAFETY: `d` is an open directory; `times` holds two timespecs.
-                check(unsafe { libc::futimens(d, times.as_ptr()) })?;
-                // SAFETY: as above.
-                check(unsafe { libc::fchmod(d, *mode) })?;
-                drop(left);
-            }
-        }
-    }
-    Ok(())
+    replay_dir(listing, 0, src.as_raw_fd(), dst.as_raw_fd())
+}
+
+fn replay_dir(listing: &Listing, index: usize, src: RawFd, dst: RawFd) -> io::Result<()> {
+    fill_dir(listing, index, src, dst, &mut |child, name, made| {
+        let from = open_dir_at(src, name)?;
+        replay_dir(listing, child, from.as_raw_fd(), made.as_raw_fd())
+    })
 }
 
 /// Makes `dst` (an empty directory) a copy of the tree `src`: directories and symlinks are
@@ -490,6 +703,74 @@ mod tests {
         let meta = dir(&a).symlink_metadata("sub/f").unwrap();
         assert!(!shared.holds(&meta));
         assert_eq!(std::fs::read_dir(b.join("sub")).unwrap().count(), 1);
+    }
+
+    struct Frozen(Dir, Listing);
+
+    impl Tree for Frozen {
+        fn dir(&self) -> &Dir {
+            &self.0
+        }
+        fn listing(&self) -> &Listing {
+            &self.1
+        }
+    }
+
+    fn names(p: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_lazy_fill_makes_what_a_path_reaches_and_all_on_demand() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("a"), t.path().join("b"));
+        std::fs::create_dir_all(a.join("p/q/r")).unwrap();
+        std::fs::create_dir_all(a.join("s/t")).unwrap();
+        std::fs::write(a.join("p/q/r/f"), b"f").unwrap();
+        std::fs::write(a.join("s/t/g"), b"g").unwrap();
+        std::os::unix::fs::symlink("../p/q", a.join("s/link")).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let listed = list_tree(&dir(&a)).unwrap();
+        let shared = Shared::default();
+        shared
+            .fill_lazily(Arc::new(Frozen(dir(&a), listed.listing)), &dir(&b))
+            .unwrap();
+        assert!(shared.waits());
+        assert_eq!(names(&b), ["p", "s"]);
+        assert!(names(&b.join("p")).is_empty(), "filled before reached");
+        // Through a symlink and `..`: `s`, then `p`, `p/q` and `p/q/r`, not `s/t`.
+        shared
+            .reach(&dir(&b), Path::new("s/link/r/../r/f"), true)
+            .unwrap();
+        assert_eq!(std::fs::read(b.join("p/q/r/f")).unwrap(), b"f");
+        assert!(names(&b.join("s/t")).is_empty());
+        // A final symlink not followed leaves what it points to alone.
+        std::fs::remove_dir_all(&b).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let listed = list_tree(&dir(&a)).unwrap();
+        let shared = Shared::default();
+        shared
+            .fill_lazily(Arc::new(Frozen(dir(&a), listed.listing)), &dir(&b))
+            .unwrap();
+        shared.reach(&dir(&b), Path::new("s/link"), false).unwrap();
+        assert!(names(&b.join("p")).is_empty());
+        shared.fill_all(&dir(&b)).unwrap();
+        assert!(!shared.waits());
+        assert_eq!(std::fs::read(b.join("s/t/g")).unwrap(), b"g");
+        let again = list_tree(&dir(&b)).unwrap();
+        assert_eq!((again.files, again.entries), (listed.files, listed.entries));
+        // Modes and times are the listed ones, set after the entries were made.
+        let (ma, mb) = (
+            std::fs::metadata(a.join("p/q")).unwrap(),
+            std::fs::metadata(b.join("p/q")).unwrap(),
+        );
+        assert_eq!(ma.modified().unwrap(), mb.modified().unwrap());
+        assert_eq!(ma.permissions(), mb.permissions());
     }
 
     #[test]

@@ -431,8 +431,13 @@ impl Sandbox {
         &self.site
     }
 
-    /// The host directory behind the workspace.
+    /// The host directory behind the workspace. A restored or forked sandbox's directories
+    /// are filled from its snapshot when first reached; they are all filled before this
+    /// returns, so the host can read the directory as it is.
     pub fn workspace(&self) -> &Path {
+        if let Err(e) = self.site.sandbox.fill_all() {
+            tracing::warn!(error = %e, "filling a restored workspace");
+        }
         &self.site.sandbox.workspace
     }
 

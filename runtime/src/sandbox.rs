@@ -285,6 +285,12 @@ impl SandboxState {
         })
     }
 
+    /// Fills every directory of the workspace still waiting to be (a fork's or a restored
+    /// sandbox's: see [`crate::cow::Shared::fill_lazily`]) before the host walks the tree.
+    pub(crate) fn fill_all(&self) -> std::io::Result<()> {
+        self.shared.fill_all(&self.dir.view())
+    }
+
     /// The directories every process of the sandbox sees, by where they are mounted.
     pub(crate) fn preopens(
         &self,
@@ -349,10 +355,18 @@ impl SandboxState {
     }
 
     /// The directory (workspace or `/tmp`) holding a sandbox path, and the path inside it.
+    /// The workspace's directories on the way are filled (see [`crate::cow::Shared::reach`]);
+    /// what walks the tree below calls [`SandboxState::fill_all`] first.
     pub(crate) fn resolve(&self, cwd: &str, path: &str) -> Option<(DirView<'_>, PathBuf)> {
         let parts = normalize(cwd, path);
         match under(&parts, &self.mount) {
-            Some(rel) => Some((self.dir.view(), rel)),
+            Some(rel) => {
+                let dir = self.dir.view();
+                if let Err(e) = self.shared.reach(&dir, &rel, true) {
+                    tracing::warn!(error = %e, "filling a directory of a restored workspace");
+                }
+                Some((dir, rel))
+            }
             None => match (&self.tmp, under(&parts, "/tmp")) {
                 (Some((_, dir)), Some(rel)) => Some((dir.view(), rel)),
                 _ => None,

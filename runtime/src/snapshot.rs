@@ -161,7 +161,8 @@ fn io_error(what: &str) -> impl Fn(io::Error) -> SnapshotError + '_ {
 }
 
 /// A frozen workspace and what goes with it. Cheap to clone; its tree is removed when the
-/// last clone goes (sandboxes restored from it keep their own links).
+/// last clone goes and no sandbox restored from it waits for a directory of it (see
+/// `crate::cow::Shared::fill_lazily`).
 #[derive(Clone)]
 pub struct Snapshot {
     inner: Arc<Frozen>,
@@ -176,6 +177,16 @@ struct Frozen {
     manifest: Manifest,
     /// The sha256 of its tar, when it was read from one.
     digest: Option<String>,
+}
+
+impl cow::Tree for Frozen {
+    fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    fn listing(&self) -> &cow::Listing {
+        &self.listing
+    }
 }
 
 impl Drop for Frozen {
@@ -193,10 +204,6 @@ impl Snapshot {
     /// [`Snapshot::write_tar`]).
     pub fn digest(&self) -> Option<&str> {
         self.inner.digest.as_deref()
-    }
-
-    pub(crate) fn dir(&self) -> &Dir {
-        &self.inner.dir
     }
 
     pub(crate) fn inodes(&self) -> &Arc<Inodes> {
@@ -360,6 +367,10 @@ pub(crate) fn take(
     // From here the tree is removed if anything fails.
     let cleanup = RemoveOnError(Some(path.clone()));
     let src = sandbox.dir.view();
+    sandbox
+        .shared
+        .fill_all(&src)
+        .map_err(io_error("filling the workspace"))?;
     let cloned = cow::clone_tree(&src, &dir).map_err(io_error("linking the workspace"))?;
     let inodes = Arc::new(cloned.inodes);
     sandbox.shared.add(inodes.clone());
@@ -425,9 +436,11 @@ pub(crate) fn fill(sandbox: &SandboxState, snapshot: &Snapshot) -> Result<(), Sn
         )));
     }
     let dst = sandbox.dir.view();
-    cow::replay(&snapshot.inner.listing, snapshot.dir(), &dst)
-        .map_err(io_error("linking the snapshot"))?;
     sandbox.shared.add(snapshot.inodes().clone());
+    sandbox
+        .shared
+        .fill_lazily(snapshot.inner.clone(), &dst)
+        .map_err(io_error("linking the snapshot"))?;
     Ok(())
 }
 

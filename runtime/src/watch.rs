@@ -351,6 +351,10 @@ impl SandboxState {
         let n = notifier_result()
             .as_ref()
             .map_err(|e| FileError::Io(e.clone()))?;
+        if recursive {
+            // Directories filled later would be reported as created.
+            self.fill_all().map_err(|e| FileError::from_io(path, &e))?;
+        }
         let (dir, rel) = self
             .resolve(&self.mount, path)
             .ok_or_else(|| FileError::OutsideWorkspace(path.to_string()))?;

@@ -72,6 +72,44 @@ async fn forks_are_independent_copies_sharing_unchanged_files() {
     assert_eq!(sh(&forks[2], "echo w >> hard; cat a.txt").await, "one\nw\n");
 }
 
+/// A fork's directories are filled when first reached: every way of reaching one (a path
+/// through `..`, a symlink to a directory, `cd`, a rename, removal, the host's own file
+/// calls, a fork of the fork) sees the whole directory, never an empty stand-in.
+#[tokio::test]
+async fn a_forks_directories_are_whole_however_they_are_reached() {
+    let rt = runtime();
+    let sb = rt.sandbox(Default::default()).unwrap();
+    sh(&sb, PREPARE).await;
+    sh(&sb, "ln -s src/deep dl && mkdir -p x/y/z && echo z > x/y/z/f").await;
+    let tree = "find . | sort; ls -la src src/deep x x/y";
+    let before = sh(&sb, tree).await;
+    let forks = rt.fork(&sb, 8).unwrap();
+    assert_eq!(sh(&forks[0], tree).await, before);
+    assert_eq!(sh(&forks[1], "cat dl/er/f").await, "deep\n");
+    assert_eq!(sh(&forks[2], "cat src/deep/../deep/er/f").await, "deep\n");
+    assert_eq!(sh(&forks[3], "cd x/y/z && cat f && ls ../..").await, "z\ny\n");
+    let out = forks[4].run(JobSpec::shell("rmdir src/deep")).await.unwrap();
+    assert_ne!(out.exit_code, 0, "a full directory was removed");
+    assert!(out.stderr.contains("not empty"), "{}", out.stderr);
+    assert_eq!(
+        sh(&forks[4], "mv src moved && cat moved/deep/er/f && ls moved").await,
+        "deep\nbig\ndeep\n"
+    );
+    // The host's own calls.
+    assert_eq!(forks[5].read_file("x/y/z/f", 100).unwrap(), b"z\n");
+    let listed: Vec<String> = forks[6]
+        .list_dir("src", 3)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert!(listed.iter().any(|p| p.ends_with("src/deep/er/f")), "{listed:?}");
+    // A fork of a fork that nothing reached yet.
+    let grandchild = rt.fork(&forks[7], 1).unwrap().pop().unwrap();
+    assert_eq!(sh(&grandchild, tree).await, before);
+    assert_eq!(sh(&forks[7], tree).await, before);
+}
+
 #[tokio::test]
 async fn a_snapshot_round_trips_through_its_tar() {
     let rt = runtime();

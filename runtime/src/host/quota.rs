@@ -132,6 +132,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::DescriptorStat> {
+        self.reach(&fd, &path, path_flags.contains(types::PathFlags::SYMLINK_FOLLOW))?;
         rerouted!(self, fd, path, stat_at_here(path_flags;))
     }
 
@@ -143,6 +144,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
+        self.reach(&fd, &path, path_flags.contains(types::PathFlags::SYMLINK_FOLLOW))?;
         rerouted!(self, fd, path, open_at_here(path_flags; oflags, flags))
     }
 
@@ -152,6 +154,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
+        self.reach(&fd, &path, path_flags.contains(types::PathFlags::SYMLINK_FOLLOW))?;
         rerouted!(self, fd, path, metadata_hash_at_here(path_flags;))
     }
 
@@ -160,6 +163,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<String> {
+        self.reach(&fd, &path, false)?;
         rerouted!(self, fd, path, readlink_at_here(;))
     }
 
@@ -274,6 +278,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.reach(&fd, &path, false)?;
         if !self.sandbox.quota.reserve_inodes(1) {
             return Err(no_space());
         }
@@ -297,6 +302,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
         let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+        self.reach(&fd, &path, follow)?;
         self.unshare_at(&fd, &path, follow)?;
         HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim).await
     }
@@ -309,6 +315,9 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        let follow = old_path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+        self.reach(&fd, &old_path, follow)?;
+        self.reach(&new_descriptor, &new_path, false)?;
         // A second name for the same inode: nothing new to store.
         HostDescriptor::link_at(
             &mut self.fs,
@@ -330,6 +339,8 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        // A directory waiting to be filled is not empty.
+        self.reach(&fd, &path, false)?;
         let r = HostDescriptor::remove_directory_at(&mut self.fs, fd, path).await;
         if r.is_ok() {
             self.sandbox.quota.release_inodes(1);
@@ -344,6 +355,8 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_fd: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.reach(&fd, &old_path, false)?;
+        self.reach(&new_fd, &new_path, false)?;
         // A file renamed over another replaces it: the replaced one is freed.
         let replaced = entry_at(&mut self.fs, &new_fd, &new_path).filter(|m| !m.is_dir());
         let r = HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path).await;
@@ -361,6 +374,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        self.reach(&fd, &dest_path, false)?;
         if !self.sandbox.quota.reserve_inodes(1) {
             return Err(no_space());
         }
@@ -376,6 +390,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.reach(&fd, &path, false)?;
         let meta = entry_at(&mut self.fs, &fd, &path);
         let r = HostDescriptor::unlink_file_at(&mut self.fs, fd, path).await;
         if r.is_ok()
@@ -521,6 +536,25 @@ impl QuotaFsView<'_> {
         path: String,
     ) -> FsResult<String> {
         HostDescriptor::readlink_at(&mut self.fs, fd, path).await
+    }
+
+    /// Fills the workspace's directories on the way of `path` under `fd`, or where it
+    /// really leads when it climbs out (see `crate::cow::Shared::reach`).
+    fn reach(&mut self, fd: &Resource<types::Descriptor>, path: &str, follow: bool) -> FsResult<()> {
+        if !self.sandbox.shared.waits() {
+            return Ok(());
+        }
+        if let Descriptor::Dir(d) = self.fs.table.get(fd)? {
+            let (dir, rel) = match self.sandbox.reroute(&d.dir, path) {
+                Some((to, rel)) => (to.dir, rel),
+                None => (d.dir.clone(), path.to_string()),
+            };
+            self.sandbox
+                .shared
+                .reach(&DirView::of(&dir), std::path::Path::new(&rel), follow)
+                .map_err(FsError::from)?;
+        }
+        Ok(())
     }
 
     /// Makes the file `path` under `fd` private to this sandbox before it is changed (see
