@@ -251,8 +251,8 @@ impl Lazy {
     /// Fills the waiting directory `dir` (listed as `index`).
     fn fill(&mut self, index: usize, dir: &OwnedFd) -> io::Result<()> {
         let listing = self.tree.listing();
-        let filled = open_dir_at(self.tree.dir().as_raw_fd(), &listing.0[index].path).and_then(
-            |src| {
+        let filled =
+            open_dir_at(self.tree.dir().as_raw_fd(), &listing.0[index].path).and_then(|src| {
                 let pending = &mut self.pending;
                 fill_dir(
                     listing,
@@ -265,8 +265,7 @@ impl Lazy {
                         Ok(())
                     },
                 )
-            },
-        );
+            });
         if filled.is_err() {
             // Tried again when next reached (what was made is kept: see `fill_dir`).
             let st = fstat(dir)?;
@@ -544,8 +543,10 @@ fn list_into(fd: OwnedFd, path: CString, out: &mut Cloned, depth: usize) -> io::
                 out.entries += 1;
             }
             libc::S_IFLNK => {
-                let target =
-                    read_link_at(&dir, Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))?;
+                let target = read_link_at(
+                    &dir,
+                    Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())),
+                )?;
                 entries.push(Entry::Symlink(name, cstr(target.as_os_str())?));
                 out.entries += 1;
             }

@@ -51,8 +51,7 @@ impl SandboxState {
     ) -> Result<(crate::sandbox::DirView<'_>, PathBuf, String), FileError> {
         let abs = self.absolute(path);
         // Listings, removals and moves walk the tree below the path.
-        self.fill_all()
-            .map_err(|e| FileError::from_io(path, &e))?;
+        self.fill_all().map_err(|e| FileError::from_io(path, &e))?;
         match self.resolve(&self.mount, path) {
             Some((dir, rel)) => Ok((dir, rel, abs)),
             None => Err(FileError::OutsideWorkspace(path.to_string())),

@@ -65,7 +65,9 @@ pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, SandboxConfig};
 pub use session::{
     MAX_SESSION_LIMIT, PtyRefused, Session, SessionConfig, SessionRefused, Sessions,
 };
-pub use snapshot::{MANIFEST_NAME, Manifest, SNAPSHOT_FORMAT, Snapshot, SnapshotError, TarLimits};
+pub use snapshot::{
+    MANIFEST_NAME, Manifest, SNAPSHOT_FORMAT, Snapshot, SnapshotError, TarLimits, compress,
+};
 pub use watch::{Change, ChangeKind, Watch};
 
 /// The componentize-py the build of this crate installed (for `wasbox term build`), if any.

@@ -5,8 +5,10 @@
 //! not a copy of the data.
 //!
 //! The portable form is a tar: first `wasbox-snapshot.json` (the [`Manifest`]), then the
-//! workspace under `workspace/`, readable by ordinary tools. A tar read back is untrusted
-//! input: see [`read_tar`].
+//! workspace under `workspace/`, readable by ordinary tools, optionally compressed with
+//! zstd ([`Snapshot::write_tar_zstd`], [`compress`]; `tar --zstd -xf` reads it). Its digest
+//! is always the tar's, however it travels. A tar read back is untrusted input: see
+//! [`read_tar`]; a compressed one is recognized by its magic number.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
@@ -243,6 +245,39 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// [`Snapshot::write_tar`], compressed with zstd at `level` (1 to 19; 3 is zstd's
+    /// default). The digest is the tar's, as uncompressed.
+    pub fn write_tar_zstd(&self, out: impl Write, level: i32) -> io::Result<String> {
+        let mut z = zstd::Encoder::new(out, level)?;
+        let digest = self.write_tar(&mut z)?;
+        z.finish()?.flush()?;
+        Ok(digest)
+    }
+}
+
+/// Compresses a snapshot tar (a stored one, say) with zstd at `level`.
+pub fn compress(tar: impl Read, out: impl Write, level: i32) -> io::Result<()> {
+    zstd::stream::copy_encode(tar, out, level)
+}
+
+/// The first bytes of a zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// The tar `input` holds, decompressed when it is a zstd stream. A decompressed stream is
+/// cut off past `max` bytes (a bomb), which the tar reader reports as a truncated tar.
+fn uncompressed<'a>(input: impl Read + 'a, max: u64) -> Result<Box<dyn Read + 'a>, SnapshotError> {
+    let mut input = io::BufReader::with_capacity(1 << 16, input);
+    let head = io::BufRead::fill_buf(&mut input).map_err(io_error("reading the tar"))?;
+    if head.starts_with(&ZSTD_MAGIC) {
+        let z = zstd::Decoder::with_buffer(input)
+            .map_err(|e| SnapshotError::Invalid(format!("not a zstd stream: {e}")))?;
+        Ok(Box::new(z.take(max)))
+    } else {
+        Ok(Box::new(input))
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -469,8 +504,13 @@ pub(crate) fn read_tar(
     limits: TarLimits,
     image_known: impl Fn(&str) -> bool,
 ) -> Result<Snapshot, SnapshotError> {
+    // Headers and padding come on top of the data: a block per entry, and the end.
+    let max_tar = limits
+        .max_bytes
+        .saturating_add(limits.max_entries.saturating_add(16).saturating_mul(2048))
+        .saturating_add(MAX_MANIFEST_BYTES);
     let mut hashing = HashingReader {
-        inner: input,
+        inner: uncompressed(input, max_tar)?,
         hash: Sha256::new(),
     };
     let (path, dir) = new_tree(temp_root)?;

@@ -235,6 +235,42 @@ pub fn file_body(file: tokio::fs::File) -> axum::body::Body {
     axum::body::Body::from_stream(stream)
 }
 
+/// A streamed body written by blocking code (`write` runs on the blocking pool; the client
+/// reading slowly holds it back). An error ends the body early, so the client sees a
+/// truncated response rather than a complete-looking one.
+pub fn written_body(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'static,
+) -> axum::body::Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut out = std::io::BufWriter::with_capacity(256 << 10, ChannelWriter(tx.clone()));
+        let done = write(&mut out).and_then(|_| std::io::Write::flush(&mut out));
+        if let Err(e) = done {
+            tracing::warn!(error = %e, "a streamed response failed");
+            let _ = tx.blocking_send(Err(e));
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    axum::body::Body::from_stream(stream)
+}
+
+struct ChannelWriter(tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>);
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .blocking_send(Ok(bytes::Bytes::copy_from_slice(buf)))
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

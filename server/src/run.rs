@@ -38,11 +38,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", default_value = wasbox_runtime::DEFAULT_MOUNT)]
     pub mount: String,
     /// After the job, write a snapshot of the sandbox (workspace, environment, mount) to
-    /// FILE as a tar, for `--from-snapshot`.
+    /// FILE as a tar, for `--from-snapshot`; compressed with zstd when FILE ends in `.zst`.
     #[arg(long, value_name = "FILE")]
     pub snapshot_out: Option<PathBuf>,
-    /// Start from a snapshot tar (`--snapshot-out`, or a worker API snapshot) instead of an
-    /// empty workspace: its files, environment and mount point.
+    /// Start from a snapshot tar (`--snapshot-out`, or a worker API snapshot; plain or
+    /// zstd-compressed) instead of an empty workspace: its files, environment and mount point.
     #[arg(long, value_name = "FILE", conflicts_with = "workspace")]
     pub from_snapshot: Option<PathBuf>,
     /// The program and its arguments, e.g. `-- sh -c 'echo hi'`.
@@ -182,8 +182,13 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
             let f = std::fs::File::create(file)
                 .with_context(|| format!("creating {}", file.display()))?;
             let mut w = std::io::BufWriter::new(f);
-            snapshot
-                .write_tar(&mut w)
+            let zstd = file.extension().is_some_and(|e| e == "zst" || e == "zstd");
+            let written = if zstd {
+                snapshot.write_tar_zstd(&mut w, 3)
+            } else {
+                snapshot.write_tar(&mut w)
+            };
+            written
                 .and_then(|_| w.flush())
                 .with_context(|| format!("writing the snapshot {}", file.display()))?;
         }

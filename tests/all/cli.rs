@@ -252,6 +252,38 @@ fn run_prepares_an_environment_once_and_starts_from_its_snapshot() {
             text(&out.stderr)
         );
     }
+    // Compressed with zstd when the name says so; read back whichever it is.
+    let zst = dir.path().join("env.tar.zst");
+    let mut cmd = wasbox();
+    cmd.args(["run", "--from-snapshot", snap, "--snapshot-out"])
+        .arg(&zst)
+        .args(["--", "sh", "-c", "echo more > more.txt"]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let list = std::process::Command::new("tar")
+        .arg("--zstd")
+        .arg("-tf")
+        .arg(&zst)
+        .output()
+        .unwrap();
+    assert!(
+        text(&list.stdout).contains("workspace/more.txt"),
+        "{list:?}"
+    );
+    let mut cmd = wasbox();
+    cmd.arg("run").arg("--from-snapshot").arg(&zst).args([
+        "--",
+        "sh",
+        "-c",
+        "cat more.txt; echo $STAGE",
+    ]);
+    let out = run_bounded(cmd, LIMIT);
+    assert_eq!(
+        text(&out.stdout),
+        "more\nprepared\n",
+        "{}",
+        text(&out.stderr)
+    );
     // A file that is not a snapshot: a clear error, and no job.
     let junk = dir.path().join("junk.tar");
     std::fs::write(&junk, b"not a tar at all").unwrap();

@@ -80,15 +80,25 @@ async fn a_forks_directories_are_whole_however_they_are_reached() {
     let rt = runtime();
     let sb = rt.sandbox(Default::default()).unwrap();
     sh(&sb, PREPARE).await;
-    sh(&sb, "ln -s src/deep dl && mkdir -p x/y/z && echo z > x/y/z/f").await;
+    sh(
+        &sb,
+        "ln -s src/deep dl && mkdir -p x/y/z && echo z > x/y/z/f",
+    )
+    .await;
     let tree = "find . | sort; ls -la src src/deep x x/y";
     let before = sh(&sb, tree).await;
     let forks = rt.fork(&sb, 8).unwrap();
     assert_eq!(sh(&forks[0], tree).await, before);
     assert_eq!(sh(&forks[1], "cat dl/er/f").await, "deep\n");
     assert_eq!(sh(&forks[2], "cat src/deep/../deep/er/f").await, "deep\n");
-    assert_eq!(sh(&forks[3], "cd x/y/z && cat f && ls ../..").await, "z\ny\n");
-    let out = forks[4].run(JobSpec::shell("rmdir src/deep")).await.unwrap();
+    assert_eq!(
+        sh(&forks[3], "cd x/y/z && cat f && ls ../..").await,
+        "z\ny\n"
+    );
+    let out = forks[4]
+        .run(JobSpec::shell("rmdir src/deep"))
+        .await
+        .unwrap();
     assert_ne!(out.exit_code, 0, "a full directory was removed");
     assert!(out.stderr.contains("not empty"), "{}", out.stderr);
     assert_eq!(
@@ -103,7 +113,10 @@ async fn a_forks_directories_are_whole_however_they_are_reached() {
         .into_iter()
         .map(|f| f.path)
         .collect();
-    assert!(listed.iter().any(|p| p.ends_with("src/deep/er/f")), "{listed:?}");
+    assert!(
+        listed.iter().any(|p| p.ends_with("src/deep/er/f")),
+        "{listed:?}"
+    );
     // A fork of a fork that nothing reached yet.
     let grandchild = rt.fork(&forks[7], 1).unwrap().pop().unwrap();
     assert_eq!(sh(&grandchild, tree).await, before);
@@ -228,6 +241,11 @@ fn hostile_tars_are_refused_and_leave_nothing_behind() {
     let snap = rt.read_snapshot(ok.as_slice(), LIMITS).unwrap();
     assert_eq!(snap.manifest().files, 1);
     drop(snap);
+    let mut z = Vec::new();
+    wasbox_runtime::compress(ok.as_slice(), &mut z, 3).unwrap();
+    let snap = rt.read_snapshot(z.as_slice(), LIMITS).unwrap();
+    assert_eq!(snap.manifest().files, 1);
+    drop(snap);
 
     let cases: Vec<(&str, Vec<u8>)> = vec![
         (
@@ -317,7 +335,28 @@ fn hostile_tars_are_refused_and_leave_nothing_behind() {
             t
         }),
         ("not a tar", b"garbage".repeat(100)),
+        // Compressed: a stream that is not zstd after its magic number, and 64 MiB of
+        // zeros squeezed into a few bytes.
+        ("broken zstd", {
+            let mut z = vec![0x28, 0xb5, 0x2f, 0xfd];
+            z.extend(b"garbage".repeat(100));
+            z
+        }),
+        ("zstd bomb", {
+            let mut z = Vec::new();
+            wasbox_runtime::compress(&vec![0u8; 64 << 20][..], &mut z, 19).unwrap();
+            z
+        }),
     ];
+    // Every case again, compressed: the same refusal.
+    let cases: Vec<(&str, Vec<u8>)> = cases
+        .into_iter()
+        .flat_map(|(what, tar)| {
+            let mut z = Vec::new();
+            wasbox_runtime::compress(tar.as_slice(), &mut z, 3).unwrap();
+            [(what, tar), (what, z)]
+        })
+        .collect();
     let small = TarLimits {
         max_bytes: 1 << 20,
         max_entries: 1000,
@@ -459,6 +498,47 @@ fn worker_api_snapshots_restores_and_forks_sessions() {
     let got = s.get(&format!("/v1/worker/snapshots/{snap_id}"));
     assert_eq!(got.status, 200);
     assert_eq!(got.header("x-snapshot-digest"), snap["digest"].as_str());
+    // Compressed with zstd on the way out: smaller, the same digest (the tar's), readable
+    // by the zstd tool, and restorable.
+    let z = s.get(&format!("/v1/worker/snapshots/{snap_id}?compression=zstd"));
+    assert_eq!(z.status, 200);
+    assert_eq!(z.header("content-type"), Some("application/zstd"));
+    assert_eq!(z.header("x-snapshot-digest"), snap["digest"].as_str());
+    assert!(z.body.len() < got.body.len() / 2, "{} bytes", z.body.len());
+    let mut unz = std::process::Command::new("zstd")
+        .args(["-d", "-c"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("zstd");
+    let mut input = unz.stdin.take().unwrap();
+    let body = z.body.clone();
+    let feeder = std::thread::spawn(move || std::io::Write::write_all(&mut input, &body));
+    let plain = unz.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    assert_eq!(plain.stdout, got.body, "zstd -d gives the tar back");
+    let up = request(
+        other.addr,
+        "POST",
+        "/v1/worker/sessions:restore?session_id=from-zstd",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/zstd"),
+        ],
+        &z.body,
+    );
+    assert_eq!(up.status, 200, "{}", up.text());
+    assert_eq!(stdout(&other, "from-zstd", LISTING), before);
+    let dz = s.post(
+        "/v1/worker/sessions/restored-1:snapshot?download=1&compression=zstd",
+        &json!({}),
+    );
+    assert_eq!(dz.header("content-type"), Some("application/zstd"));
+    assert!(dz.body.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]));
+    problem(
+        &s.get(&format!("/v1/worker/snapshots/{snap_id}?compression=lz4")),
+        400,
+    );
 
     // Refusals, each a problem; the server keeps serving.
     problem(

@@ -132,7 +132,11 @@ impl HostDescriptor for QuotaFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::DescriptorStat> {
-        self.reach(&fd, &path, path_flags.contains(types::PathFlags::SYMLINK_FOLLOW))?;
+        self.reach(
+            &fd,
+            &path,
+            path_flags.contains(types::PathFlags::SYMLINK_FOLLOW),
+        )?;
         rerouted!(self, fd, path, stat_at_here(path_flags;))
     }
 
@@ -144,7 +148,11 @@ impl HostDescriptor for QuotaFsView<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
-        self.reach(&fd, &path, path_flags.contains(types::PathFlags::SYMLINK_FOLLOW))?;
+        self.reach(
+            &fd,
+            &path,
+            path_flags.contains(types::PathFlags::SYMLINK_FOLLOW),
+        )?;
         rerouted!(self, fd, path, open_at_here(path_flags; oflags, flags))
     }
 
@@ -154,7 +162,11 @@ impl HostDescriptor for QuotaFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
-        self.reach(&fd, &path, path_flags.contains(types::PathFlags::SYMLINK_FOLLOW))?;
+        self.reach(
+            &fd,
+            &path,
+            path_flags.contains(types::PathFlags::SYMLINK_FOLLOW),
+        )?;
         rerouted!(self, fd, path, metadata_hash_at_here(path_flags;))
     }
 
@@ -540,7 +552,12 @@ impl QuotaFsView<'_> {
 
     /// Fills the workspace's directories on the way of `path` under `fd`, or where it
     /// really leads when it climbs out (see `crate::cow::Shared::reach`).
-    fn reach(&mut self, fd: &Resource<types::Descriptor>, path: &str, follow: bool) -> FsResult<()> {
+    fn reach(
+        &mut self,
+        fd: &Resource<types::Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<()> {
         if !self.sandbox.shared.waits() {
             return Ok(());
         }

@@ -38,6 +38,8 @@ pub const MAX_UPLOAD_BYTES: usize =
     (wasbox_runtime::limits::DEFAULT_DISK_BYTES as usize) + (64 << 20);
 
 /// Labels a snapshot keeps a session's own settings under.
+/// zstd's own default: about the speed of writing the tar, a fraction of its size.
+const ZSTD_LEVEL: i32 = 3;
 const LABEL_TASK: &str = "task_id";
 const LABEL_IMAGE_REF: &str = "image_ref";
 const LABEL_ENV: &str = "session_env";
@@ -107,6 +109,28 @@ fn snapshot_info(
 pub struct SnapshotQuery {
     /// `1` (or `true`): answer the snapshot's tar instead of its description.
     download: Option<String>,
+    /// With `download`: `zstd` to answer the tar compressed (`application/zstd`);
+    /// `none` (the default) for the plain tar.
+    compression: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DownloadQuery {
+    /// `zstd` to answer the tar compressed (`application/zstd`); `none` (the default) for
+    /// the plain tar.
+    compression: Option<String>,
+}
+
+/// Whether the tar goes out compressed with zstd (`compression=zstd`).
+fn zstd_wanted(compression: Option<&str>) -> Result<bool, Problem> {
+    match compression {
+        None | Some("" | "none") => Ok(false),
+        Some("zstd") => Ok(true),
+        Some(other) => Err(Problem::bad_request(format!(
+            "compression must be `zstd` or `none`, not `{other}`"
+        ))),
+    }
 }
 
 /// `POST /v1/worker/sessions/{id}:snapshot` and `POST /v1/worker/sessions/{id}:fork`: the
@@ -130,7 +154,11 @@ pub async fn session_action(
     match action {
         "snapshot" => {
             let download = matches!(q.download.as_deref(), Some("1" | "true"));
-            match snapshot(node, id, headers, body, download).await {
+            let zstd = match zstd_wanted(q.compression.as_deref()) {
+                Ok(z) => z,
+                Err(p) => return p.into_response(),
+            };
+            match snapshot(node, id, headers, body, download.then_some(zstd)).await {
                 Ok(r) => r,
                 Err(p) => p.into_response(),
             }
@@ -144,7 +172,7 @@ pub async fn session_action(
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}:snapshot", tag = "snapshots", operation_id = "snapshot_session", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id"), SnapshotQuery),
     request_body(content = Option<serde_json::Value>, description = "Empty or `{\"version\": 1}`"),
-    responses((status = 200, description = "The snapshot (with `?download=1`, its tar as `application/x-tar`)", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The snapshot (with `?download=1`, its tar as `application/x-tar`, or `application/zstd` with `compression=zstd`)", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 #[allow(dead_code)]
 pub(super) async fn snapshot_route() {}
 
@@ -200,7 +228,7 @@ async fn snapshot(
     id: String,
     headers: HeaderMap,
     body: Body,
-    download: bool,
+    download: Option<bool>,
 ) -> Result<Response, Problem> {
     node.accepting()?;
     let session = node.session(&id)?;
@@ -260,8 +288,8 @@ async fn snapshot(
     })
     .await?;
     tracing::info!(session_id = %session_id, snapshot_id = %snap_id, %digest, size, "snapshot taken");
-    if download {
-        return tar_response(&node.snapshots.tar_path(&snap_id), &snap_id, &digest).await;
+    if let Some(zstd) = download {
+        return tar_response(&node.snapshots.tar_path(&snap_id), &snap_id, &digest, zstd).await;
     }
     Ok(axum::Json(snapshot_info(
         &snap_id,
@@ -273,18 +301,39 @@ async fn snapshot(
     .into_response())
 }
 
-async fn tar_response(path: &FsPath, id: &str, digest: &str) -> Result<Response, Problem> {
+/// The stored tar at `path`, as it is or compressed with zstd on the way out. The digest
+/// header is the tar's either way.
+async fn tar_response(
+    path: &FsPath,
+    id: &str,
+    digest: &str,
+    zstd: bool,
+) -> Result<Response, Problem> {
     let file = tokio::fs::File::open(path)
         .await
         .map_err(|_| Problem::not_found(format!("snapshot `{id}` does not exist")))?;
-    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-    let mut r = Response::new(crate::http::file_body(file));
+    let mut r = if zstd {
+        let file = file.into_std().await;
+        let mut r = Response::new(crate::http::written_body(move |out| {
+            wasbox_runtime::compress(std::io::BufReader::new(file), out, ZSTD_LEVEL)
+        }));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/zstd"),
+        );
+        r
+    } else {
+        let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+        let mut r = Response::new(crate::http::file_body(file));
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-tar"),
+        );
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        r
+    };
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-tar"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     if let Ok(v) = HeaderValue::from_str(id) {
         h.insert("x-snapshot-id", v);
     }
@@ -471,7 +520,7 @@ pub struct RestoreQuery {
 /// from an uploaded tar (`Content-Type: application/x-tar`).
 #[utoipa::path(post, path = "/v1/worker/sessions:restore", tag = "snapshots", operation_id = "restore_session", security(("bearer" = [])),
     params(RestoreQuery),
-    request_body(content = RestoreRequest, description = "JSON naming a stored snapshot, or the tar itself as `application/x-tar`"),
+    request_body(content = RestoreRequest, description = "JSON naming a stored snapshot, or the tar itself as `application/x-tar` (or compressed, `application/zstd`)"),
     responses((status = 200, description = "The new session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404 no such snapshot, 409 the session exists, 413 too large, 422 not a valid snapshot or a foreign image, 429 busy with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn restore(
     State(node): State<SharedNode>,
@@ -489,10 +538,19 @@ async fn restore_inner(
     body: Body,
 ) -> Result<SessionInfo, Problem> {
     node.accepting()?;
+    // A compressed tar is recognized by its first bytes as well.
     let is_tar = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-tar"));
+        .is_some_and(|v| {
+            [
+                "application/x-tar",
+                "application/zstd",
+                "application/x-zstd",
+            ]
+            .iter()
+            .any(|t| v.starts_with(t))
+        });
     let (session_id, lifetime, idle, source) = if is_tar {
         let bytes = read_body(&headers, body, MAX_UPLOAD_BYTES).await?;
         (
@@ -641,14 +699,22 @@ pub async fn list(State(node): State<SharedNode>) -> Response {
 
 /// `GET /v1/worker/snapshots/{id}`: the snapshot's tar.
 #[utoipa::path(get, path = "/v1/worker/snapshots/{id}", tag = "snapshots", operation_id = "download_snapshot", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The snapshot id")),
-    responses((status = 200, description = "The snapshot's tar (`application/x-tar`)"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
-pub async fn download(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
+    params(("id" = String, Path, description = "The snapshot id"), DownloadQuery),
+    responses((status = 200, description = "The snapshot's tar (`application/x-tar`, or `application/zstd` with `compression=zstd`)"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+pub async fn download(
+    State(node): State<SharedNode>,
+    Path(id): Path<String>,
+    Query(q): Query<DownloadQuery>,
+) -> Response {
     if !valid_id(&id) {
         return Problem::not_found(format!("snapshot `{id}` does not exist")).into_response();
     }
+    let zstd = match zstd_wanted(q.compression.as_deref()) {
+        Ok(z) => z,
+        Err(p) => return p.into_response(),
+    };
     let digest = std::fs::read_to_string(node.snapshots.digest_path(&id)).unwrap_or_default();
-    match tar_response(&node.snapshots.tar_path(&id), &id, digest.trim()).await {
+    match tar_response(&node.snapshots.tar_path(&id), &id, digest.trim(), zstd).await {
         Ok(r) => r,
         Err(p) => p.into_response(),
     }
