@@ -97,6 +97,9 @@ impl Conn {
     }
 }
 
+/// Forks of 100 sessions measured.
+const FORK_ROUNDS: usize = 7;
+
 fn job_body(n: u64) -> String {
     format!(
         r#"{{"version":1,"task_id":"bench","job_id":"job-{n}","sandbox":{{"image":"alpine:latest","command":["sh","-c","echo hello"]}}}}"#
@@ -104,6 +107,12 @@ fn job_body(n: u64) -> String {
 }
 
 /// Every answer is checked: a fast wrong answer must not count.
+fn check_exit(status: u16, body: &[u8]) {
+    let text = String::from_utf8_lossy(body);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""exit_code":0"#), "{text}");
+}
+
 fn check(status: u16, body: &[u8]) {
     let text = String::from_utf8_lossy(body);
     assert_eq!(status, 200, "{text}");
@@ -263,6 +272,63 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
             p50: percentile(&lat, 0.5),
             p99: percentile(&lat, 0.99),
             per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
+        });
+
+        // Fork of a session holding 1,000 files (50 MiB) into 100 sessions, over HTTP;
+        // then one command in every copy (their directories are filled when reached).
+        let fill = r#"{"version":1,"command":["sh","-c","for d in $(seq 0 19); do mkdir d$d; done; i=0; while [ $i -lt 1000 ]; do head -c 51200 /dev/zero > d$((i % 20))/f$i; i=$((i+1)); done"]}"#;
+        let (s, b) = c
+            .call("POST", "/v1/worker/sessions/bench-session/exec", fill)
+            .await;
+        check_exit(s, &b);
+        let (mut forks, mut used) = (Vec::new(), Vec::new());
+        for _ in 0..FORK_ROUNDS {
+            let t = Instant::now();
+            let (s, b) = c
+                .call(
+                    "POST",
+                    "/v1/worker/sessions/bench-session:fork",
+                    r#"{"version":1,"count":100}"#,
+                )
+                .await;
+            forks.push(t.elapsed());
+            assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+            let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+            let ids: Vec<String> = v["session_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i.as_str().unwrap().to_string())
+                .collect();
+            let cat = r#"{"version":1,"command":["wc","-c","d7/f7"]}"#;
+            let t = Instant::now();
+            for id in &ids {
+                let (s, b) = c
+                    .call("POST", &format!("/v1/worker/sessions/{id}/exec"), cat)
+                    .await;
+                check_exit(s, &b);
+            }
+            used.push(t.elapsed());
+            for id in &ids {
+                let (s, b) = c
+                    .call("POST", &format!("/v1/worker/sessions/{id}/end"), r#"{"version":1}"#)
+                    .await;
+                assert!(s < 300, "{}", String::from_utf8_lossy(&b));
+            }
+        }
+        forks.sort();
+        used.sort();
+        rows.push(Row {
+            name: format!("{label} :fork count=100 (1,000 files)"),
+            p50: percentile(&forks, 0.5),
+            p99: percentile(&forks, 0.99),
+            per_sec: 100.0 / percentile(&forks, 0.5).as_secs_f64(),
+        });
+        rows.push(Row {
+            name: format!("{label} then a wc in each of the 100"),
+            p50: percentile(&used, 0.5),
+            p99: percentile(&used, 0.99),
+            per_sec: 100.0 / percentile(&used, 0.5).as_secs_f64(),
         });
         rows
     });
