@@ -206,6 +206,7 @@ fn build_python(root: &Path, target_dir: &Path) {
     let mut stamp = format!("componentize-py {componentize_py}\n");
     for f in [
         src.join("main.py"),
+        src.join("wasbox_pip.py"),
         src.join("wit/world.wit"),
         root.join("wit/sandbox/process.wit"),
     ] {

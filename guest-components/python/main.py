@@ -23,12 +23,14 @@ import urllib.request, uuid, warnings, weakref, xml, xml.dom.minidom, xml.etree.
 import zipfile, zlib, zoneinfo, json.tool, encodings.idna, encodings.cp437  # noqa: E401,F401
 import _strptime, doctest, getpass, importlib.resources, pdb, cProfile, profile  # noqa: E401,F401
 import concurrent.futures, concurrent.futures.thread  # noqa: E401,F401
+import importlib.metadata, importlib.metadata._adapters  # noqa: E401,F401
 try:  # wasm has no processes to fork; kept so that the import and cpu_count() work
     import multiprocessing, multiprocessing.pool  # noqa: E401,F401
 except ImportError:
     pass
 import encodings.latin_1, encodings.ascii, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
 
+import wasbox_pip
 from wit_world import exports
 from wit_world.imports import environment, process
 from wit_world.imports import exit as wasi_exit
@@ -475,12 +477,29 @@ def _setup():
     return environment.get_arguments()
 
 
+def _paths(flags):
+    """`sys.path` as CPython makes it from the environment: `PYTHONPATH` before the
+    standard library (unless -E or -I), the user site after it with its `.pth` files
+    (unless -s, -I or PYTHONNOUSERSITE): where `pip install` puts packages."""
+    isolated = "-I" in flags
+    if not isolated and "-E" not in flags:
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+        sys.path[0:0] = [os.path.abspath(p) for p in extra]
+    if not (isolated or "-s" in flags or os.environ.get("PYTHONNOUSERSITE")):
+        wasbox_pip.add_site_dir(wasbox_pip.user_site())
+
+
 def _main(argv):
     args = argv[1:]
+    if os.path.basename(argv[0] if argv else "") in ("pip", "pip3", "pip" + wasbox_pip.PY):
+        _paths(())
+        return wasbox_pip.main(args)
+    flags = set()
     i = 0
     while i < len(args):
         a = args[i]
         if a in ("-c", "-m"):
+            _paths(flags)
             if i + 1 >= len(args):
                 print("Argument expected for the %s option" % a, file=sys.stderr)
                 print(USAGE, file=sys.stderr)
@@ -492,6 +511,8 @@ def _main(argv):
                 _exec_main(compile(args[i + 1], "<string>", "exec"))
             else:
                 name = args[i + 1]
+                if name == "pip":
+                    return wasbox_pip.main(rest)
                 sys.argv = [name] + rest
                 sys.path.insert(0, os.getcwd())
                 mod = sys.modules.get(name)
@@ -525,9 +546,11 @@ def _main(argv):
             if a in ("-W", "-X"):
                 i += 2
                 continue
+            flags.update("-" + c for c in a[1:])
             i += 1
             continue
         break
+    _paths(flags)
     rest = args[i:]
     if rest and (i == 0 or args[i - 1] != "-"):
         path = rest[0]

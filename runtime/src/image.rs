@@ -161,7 +161,7 @@ pub fn base_image() -> Image {
                 "python",
                 BASE_PYTHON.0,
                 BASE_PYTHON.1,
-                &["python3", "python"],
+                &["python3", "python", "pip", "pip3"],
             ),
         ],
     )

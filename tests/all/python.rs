@@ -176,3 +176,136 @@ for call in (lambda: pwd.getpwuid(4242), lambda: pwd.getpwnam("nobody"), lambda:
         "{out:?}"
     );
 }
+
+/// Builds wheels in the workspace with the sandbox's own python3 (zipfile): `greet` 1.0,
+/// 1.1 and 2.0b1, `hello_app` (needs `greet>=1.0,<2`, has a console script), a wheel for
+/// another platform, and one whose paths climb out of the site directory.
+const MAKE_WHEELS: &str = r#"
+import os, zipfile
+def wheel(name, ver, files, requires=(), entry=None, tag="py3-none-any"):
+    os.makedirs("wheels", exist_ok=True)
+    info = "%s-%s.dist-info" % (name, ver)
+    with zipfile.ZipFile("wheels/%s-%s-%s.whl" % (name, ver, tag), "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+        meta = "Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: %s\n" % (name, ver, name)
+        meta += "".join("Requires-Dist: %s\n" % r for r in requires)
+        z.writestr(info + "/METADATA", meta)
+        z.writestr(info + "/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: %s\n" % tag)
+        if entry:
+            z.writestr(info + "/entry_points.txt", "[console_scripts]\n%s\n" % entry)
+        z.writestr(info + "/RECORD", "")
+for v, word in (("1.0", "old"), ("1.1", "hello"), ("2.0b1", "beta")):
+    wheel("greet", v, {"greet/__init__.py": "def hi(n): return %r + ' ' + n\n" % word})
+wheel("hello_app", "0.1", {
+    "hello_app/__init__.py": "import greet\ndef main():\n    print(greet.hi('world'))\n",
+    "hello_app/__main__.py": "from hello_app import main\nmain()\n",
+}, requires=["greet>=1.0,<2", "pywin32; sys_platform == 'win32'", "extra-dep; extra == 'x'"],
+   entry="hello = hello_app:main")
+wheel("native", "1.0", {"native/__init__.py": ""}, tag="cp314-cp314-linux_x86_64")
+wheel("evil", "1.0", {"../../../../escaped.py": "x = 1\n"})
+"#;
+
+/// `pip` installs pure-Python wheels from local files (the sandbox has no network) with
+/// their dependencies and scripts into the user site, which `python3` puts on `sys.path`;
+/// `PYTHONPATH` works as in CPython.
+#[tokio::test]
+async fn pip_installs_local_wheels_and_pythonpath_extends_the_path() {
+    warm().await;
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    sandbox
+        .write_file("make_wheels.py", MAKE_WHEELS.as_bytes())
+        .unwrap();
+    let run = |script: &'static str| {
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(JobSpec::shell(script)).await.unwrap() }
+    };
+    let out =
+        run("python3 make_wheels.py && pip install --no-index --find-links wheels hello_app").await;
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("Successfully installed greet-1.1 hello_app-0.1"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("not on PATH"), "{out:?}");
+    let out = run(
+        "python3 -c 'import hello_app, importlib.metadata as m; hello_app.main(); print(m.version(\"greet\"))'; \
+         ~/.local/bin/hello; python3 -m hello_app; pip freeze; pip show greet | grep -E '^(Name|Required-by)'",
+    )
+    .await;
+    assert_eq!(
+        out.stdout,
+        "hello world\n1.1\nhello world\nhello world\ngreet==1.1\nhello_app==0.1\nName: greet\nRequired-by: hello_app\n",
+        "{out:?}"
+    );
+    // Nothing to fetch from: pip's own messages, and why.
+    let out = run("pip install requests").await;
+    assert_eq!(out.exit_code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("No matching distribution found for requests")
+            && out.stderr.contains("no network"),
+        "{out:?}"
+    );
+    let out = run("pip install -f wheels native").await;
+    assert_eq!(out.exit_code, 1, "{out:?}");
+    assert!(out.stderr.contains("(from versions: none)"), "{out:?}");
+    let out =
+        run("pip install -f wheels evil >/dev/null; ls / ~ ~/.local/lib | grep -c escaped").await;
+    assert!(out.stderr.contains("unsafe path"), "{out:?}");
+    assert_eq!(out.stdout, "0\n", "{out:?}");
+    // Pre-releases only with --pre; an upgrade replaces the old version; a requirements
+    // file pins one.
+    let out = run("pip install -q -U -f wheels greet; pip install -U --pre -f wheels greet").await;
+    assert!(
+        out.stdout.contains("Successfully uninstalled greet-1.1")
+            && out.stdout.contains("Successfully installed greet-2.0b1"),
+        "{out:?}"
+    );
+    // The new greet breaks hello_app's requirement: `pip check` says so.
+    let out = run("pip check; echo $?").await;
+    assert_eq!(
+        out.stdout, "hello_app 0.1 has requirement greet<2,>=1.0, but you have greet 2.0b1.\n1\n",
+        "{out:?}"
+    );
+    let out = run(
+        "echo 'greet<1.1' > c.txt; pip install --dry-run -f wheels -c c.txt -U greet | tail -1; \
+         pip install --dry-run -f wheels -U greet | tail -1",
+    )
+    .await;
+    assert_eq!(
+        out.stdout, "Would install greet-1.0\nWould install greet-1.1\n",
+        "{out:?}"
+    );
+    let out = run(
+        "echo 'greet==1.0  # pinned' > req.txt; pip install -q -f wheels -r req.txt; \
+         python3 -c 'import greet; print(greet.hi(\"x\"))'",
+    )
+    .await;
+    assert_eq!(out.stdout, "old x\n", "{out:?}");
+    // Another directory, on PYTHONPATH; -E ignores the variable.
+    let out = run("pip install -q -t vendored -f wheels 'greet==1.1'; \
+         PYTHONPATH=vendored python3 -c 'import greet; print(greet.hi(\"y\"))'; \
+         mkdir -p lib/pkg && echo 'X = 5' > lib/pkg/__init__.py; \
+         PYTHONPATH=lib:vendored python3 -c 'import pkg; print(pkg.X)'; \
+         PYTHONPATH=lib python3 -E -c 'import pkg' 2>&1 | tail -1")
+    .await;
+    assert_eq!(
+        out.stdout, "hello y\n5\nModuleNotFoundError: No module named 'pkg'\n",
+        "{out:?}"
+    );
+    let out = run(
+        "pip uninstall -y hello_app greet; python3 -c 'import greet' 2>&1 | tail -1; \
+         ls ~/.local/bin; ls ~/.local/lib/python3*/site-packages; pip list",
+    )
+    .await;
+    assert!(
+        out.stdout
+            .contains("Successfully uninstalled hello_app-0.1")
+            && out
+                .stdout
+                .ends_with("ModuleNotFoundError: No module named 'greet'\n"),
+        "{out:?}"
+    );
+}

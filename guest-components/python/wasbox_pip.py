@@ -1,0 +1,978 @@
+"""`pip` of the wasbox python3 (`pip`, `pip3`, `python3 -m pip`).
+
+The sandbox has no network and its system directories are read-only, so this pip installs
+pure-Python wheels (`*-none-any.whl`) from files and `--find-links` directories (also
+`PIP_FIND_LINKS`) into the user site (`~/.local/lib/pythonX.Y/site-packages`, on
+`sys.path` at every start), a `--target` directory or a `--prefix`, with their
+dependencies, console scripts and RECORD as the wheel format (PEP 427, PEP 376) describes.
+`list`, `freeze`, `show` and `uninstall` work on what is installed. What needs a network or
+a compiler (an index, source trees, wheels with C extensions) is refused with pip's own
+messages and a reason.
+"""
+
+import base64
+import csv
+import email.parser
+import hashlib
+import io
+import os
+import re
+import shutil
+import sys
+import zipfile
+
+PY = "%d.%d" % sys.version_info[:2]
+VERSION = "wasbox-pip 1.0 (python %s; wheels from local files only)" % PY
+NO_NETWORK = ("this sandbox has no network: pip installs wheel files given as paths or "
+              "found in --find-links directories (or PIP_FIND_LINKS)")
+
+
+class PipError(Exception):
+    pass
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# -- versions and specifiers (PEP 440, the parts packages use) ----------------------------
+
+_VERSION = re.compile(
+    r"^v?(?:(\d+)!)?(\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
+    r"(?:(?:-(\d+))|(?:[-_.]?(post|rev|r)[-_.]?(\d*)))?"
+    r"(?:[-_.]?(dev)[-_.]?(\d*))?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?$", re.I)
+
+
+def version_key(v):
+    m = _VERSION.match(v.strip())
+    if not m:
+        return (-1, (), (), (), ())
+    epoch = int(m.group(1) or 0)
+    release = [int(x) for x in m.group(2).split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    pre = m.group(3)
+    if pre:
+        kind = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}.get(
+            pre.lower(), pre.lower())
+        pre_key = ({"a": 0, "b": 1, "rc": 2}[kind], int(m.group(4) or 0))
+    elif m.group(8) and not (m.group(5) or m.group(6)):
+        pre_key = (-1, 0)  # a dev release comes before its pre-releases
+    else:
+        pre_key = (3, 0)
+    post = m.group(5) or (m.group(7) or "0" if m.group(6) else None)
+    post_key = (1, int(post)) if post is not None else (0, 0)
+    dev_key = (0, int(m.group(9) or 0)) if m.group(8) else (1, 0)
+    return (epoch, tuple(release), pre_key, post_key, dev_key)
+
+
+def is_prerelease(v):
+    m = _VERSION.match(v.strip())
+    return bool(m and (m.group(3) or m.group(8)))
+
+
+def _release(v):
+    m = _VERSION.match(v.strip())
+    return [int(x) for x in m.group(2).split(".")] if m else []
+
+
+def spec_allows(spec, version):
+    """Whether `version` meets a specifier list such as `>=1.0,!=1.3.*,<2`."""
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        m = re.match(r"^(===|~=|==|!=|<=|>=|<|>)\s*(.+)$", part)
+        if not m:
+            raise PipError("invalid requirement specifier: %s" % part)
+        op, want = m.group(1), m.group(2).strip()
+        if op == "===":
+            ok = version == want
+        elif want.endswith(".*") and op in ("==", "!="):
+            prefix = _release(want[:-2])
+            ok = _release(version)[:len(prefix)] + [0] * max(
+                0, len(prefix) - len(_release(version))) == prefix
+            ok = ok if op == "==" else not ok
+        else:
+            a, b = version_key(version), version_key(want)
+            if op == "==":
+                ok = a == b
+            elif op == "!=":
+                ok = a != b
+            elif op == "<=":
+                ok = a <= b
+            elif op == ">=":
+                ok = a >= b
+            elif op == "<":
+                # `<2` does not allow 2.0b1 (PEP 440), unless it names a pre-release.
+                ok = a < b and (is_prerelease(want) or not is_prerelease(version)
+                                or a[:2] != b[:2])
+            elif op == ">":
+                # Nor does `>2` allow 2.post1.
+                ok = a > b and (a[:2] != b[:2] or a[2] != b[2] or b[3] != (0, 0)
+                                or a[3] == (0, 0))
+            else:  # ~=: at least this, same release prefix but the last part
+                rel = _release(want)
+                ok = a >= b and len(rel) > 1 and _release(version)[:len(rel) - 1] == rel[:-1]
+        if not ok:
+            return False
+    return True
+
+
+# -- environment markers (PEP 508) --------------------------------------------------------
+
+_MARKER_TOKENS = re.compile(
+    r"\s*(?:(\()|(\))|('[^']*'|\"[^\"]*\")|(===|==|!=|<=|>=|~=|<|>|not\s+in\b|in\b)"
+    r"|(and\b|or\b)|([A-Za-z_.]+))")
+
+
+def _environment(extra):
+    return {
+        "python_version": PY,
+        "python_full_version": "%d.%d.%d" % sys.version_info[:3],
+        "os_name": "posix",
+        "sys_platform": "wasi",
+        "platform_system": "WASI",
+        "platform_machine": "wasm32",
+        "platform_release": "",
+        "platform_version": "",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "implementation_version": "%d.%d.%d" % sys.version_info[:3],
+        "extra": extra,
+    }
+
+
+def marker_allows(marker, extras=()):
+    """Evaluates a marker for this interpreter, for each requested extra (none: "")."""
+    tokens = []
+    pos = 0
+    while pos < len(marker):
+        m = _MARKER_TOKENS.match(marker, pos)
+        if not m or m.end() == pos:
+            if marker[pos:].strip():
+                raise PipError("invalid environment marker: %s" % marker)
+            break
+        pos = m.end()
+        kinds = ("(", ")", "str", "op", "bool", "var")
+        for kind, value in zip(kinds, m.groups()):
+            if value is not None:
+                tokens.append((kind, re.sub(r"\s+", " ", value)))
+    return any(_evaluate(tokens, _environment(e)) for e in (list(extras) or [""]))
+
+
+def _evaluate(tokens, env):
+    pos = [0]
+
+    def peek():
+        return tokens[pos[0]] if pos[0] < len(tokens) else (None, None)
+
+    def take():
+        t = peek()
+        pos[0] += 1
+        return t
+
+    def value():
+        """The value and what it is: "str", "version" or "extra" (compared by name)."""
+        kind, v = take()
+        if kind == "str":
+            return v[1:-1], "str"
+        if kind == "var":
+            what = "version" if v.endswith("version") else "extra" if v == "extra" else "str"
+            return env.get(v, ""), what
+        raise PipError("invalid environment marker")
+
+    def comparison():
+        if peek()[0] == "(":
+            take()
+            r = disjunction()
+            take()
+            return r
+        left, lv = value()
+        _, op = take()
+        right, rv = value()
+        if op in ("in", "not in"):
+            r = left in right
+            return r if op == "in" else not r
+        if "version" in (lv, rv):
+            try:
+                return spec_allows(op + right, left)
+            except PipError:
+                pass
+        if "extra" in (lv, rv):
+            left, right = canonical(left), canonical(right)
+        if op == "==":
+            return left == right
+        if op == "!=":
+            return left != right
+        return {"<": left < right, "<=": left <= right, ">": left > right,
+                ">=": left >= right}.get(op, False)
+
+    def conjunction():
+        r = comparison()
+        while peek() == ("bool", "and"):
+            take()
+            r = comparison() and r
+        return r
+
+    def disjunction():
+        r = conjunction()
+        while peek() == ("bool", "or"):
+            take()
+            r = conjunction() or r
+        return r
+
+    return disjunction()
+
+
+# -- requirements -------------------------------------------------------------------------
+
+class Requirement:
+    def __init__(self, text):
+        self.text = text.strip()
+        body, _, marker = self.text.partition(";")
+        self.marker = marker.strip()
+        m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?([^)]*)\)?\s*$",
+                     body)
+        if not m:
+            raise PipError("Invalid requirement: '%s'" % self.text)
+        self.name = m.group(1)
+        self.key = canonical(self.name)
+        self.extras = [canonical(e) for e in (m.group(2) or "").split(",") if e.strip()]
+        self.spec = m.group(3).strip()
+        if self.spec:
+            spec_allows(self.spec, "0")  # a bad specifier is an error now
+
+    def display(self):
+        """As pip writes it: the name, the extras, the specifiers sorted."""
+        extras = "[%s]" % ",".join(sorted(self.extras)) if self.extras else ""
+        specs = sorted(p.replace(" ", "") for p in self.spec.split(",") if p.strip())
+        return self.name + extras + ",".join(specs)
+
+    def applies(self, extras=()):
+        return not self.marker or marker_allows(self.marker, extras)
+
+
+# -- wheels -------------------------------------------------------------------------------
+
+class Wheel:
+    """A wheel file, from its name (`dist-version(-build)?-python-abi-platform.whl`)."""
+
+    def __init__(self, path):
+        self.path = path
+        name = os.path.basename(path)[:-4]
+        parts = name.split("-")
+        if len(parts) not in (5, 6):
+            raise PipError("%s is not a valid wheel filename." % os.path.basename(path))
+        self.dist, self.version = parts[0], parts[1]
+        self.key = canonical(self.dist)
+        self.python, self.abi, self.platform = parts[-3:]
+
+    def pure(self):
+        pythons = self.python.split(".")
+        ours = ("py3", "py%d%d" % sys.version_info[:2], "cp%d%d" % sys.version_info[:2])
+        return (self.abi == "none" and self.platform == "any"
+                and any(p in ours or re.fullmatch(r"py3\d*", p) for p in pythons))
+
+
+def find_wheels(links):
+    found = []
+    for link in links:
+        if link.startswith("file://"):
+            link = link[7:]
+        if os.path.isdir(link):
+            for f in sorted(os.listdir(link)):
+                if f.endswith(".whl"):
+                    try:
+                        found.append(Wheel(os.path.join(link, f)))
+                    except PipError:
+                        pass
+        elif link.endswith(".whl") and os.path.isfile(link):
+            found.append(Wheel(link))
+    return found
+
+
+def _metadata(text):
+    return email.parser.Parser().parsestr(text)
+
+
+def _dist_info(zf, wheel):
+    names = [n for n in zf.namelist() if re.match(r"^[^/]+\.dist-info/METADATA$", n)]
+    if not names:
+        raise PipError("%s has no .dist-info/METADATA" % os.path.basename(wheel.path))
+    return names[0].split("/")[0]
+
+
+def _safe(name):
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith("/") or ".." in parts or any(":" in p for p in parts[:1]):
+        raise PipError("the wheel has an unsafe path: %s" % name)
+    return "/".join(parts)
+
+
+# -- where things go ----------------------------------------------------------------------
+
+def user_base():
+    return os.environ.get("PYTHONUSERBASE") or os.path.join(os.path.expanduser("~"), ".local")
+
+
+def user_site():
+    return os.path.join(user_base(), "lib", "python" + PY, "site-packages")
+
+
+class Scheme:
+    def __init__(self, site, scripts, data):
+        self.site, self.scripts, self.data = site, scripts, data
+
+
+def installed(paths=None):
+    """`{key: (name, version, dist-info path, site dir)}` of the distributions on `paths`."""
+    out = {}
+    for site in paths if paths is not None else [p or os.getcwd() for p in sys.path]:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for e in entries:
+            if not e.endswith(".dist-info"):
+                continue
+            path = os.path.join(site, e)
+            try:
+                with open(os.path.join(path, "METADATA"), encoding="utf-8") as f:
+                    meta = _metadata(f.read())
+            except OSError:
+                continue
+            name, version = meta.get("Name"), meta.get("Version")
+            if name and version and canonical(name) not in out:
+                out[canonical(name)] = (name, version, path, site)
+    return out
+
+
+def _record_paths(dist_info, site):
+    try:
+        with open(os.path.join(dist_info, "RECORD"), encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError:
+        return [dist_info]
+    paths = []
+    for row in rows:
+        if row and row[0]:
+            p = os.path.normpath(os.path.join(site, row[0]))
+            paths.append(p)
+    return paths + [dist_info]
+
+
+def remove_dist(dist_info, site):
+    dirs = set()
+    for p in _record_paths(dist_info, site):
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.remove(p)
+            except OSError:
+                pass
+        dirs.add(os.path.dirname(p))
+        if p.endswith(".py"):
+            dirs.add(os.path.join(os.path.dirname(p), "__pycache__"))
+    # Directories the files left empty.
+    for d in sorted(dirs, key=len, reverse=True):
+        while d.startswith(site.rstrip("/") + "/") and d != site:
+            try:
+                if os.path.basename(d) == "__pycache__":
+                    shutil.rmtree(d, ignore_errors=True)
+                else:
+                    os.rmdir(d)
+            except OSError:
+                break
+            d = os.path.dirname(d)
+
+
+def _hash(data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + digest.decode()
+
+
+def _script(module, func):
+    return ("#!/usr/bin/env python3\nimport sys\nfrom %s import %s\n"
+            "if __name__ == \"__main__\":\n"
+            "    if sys.argv[0].endswith(\".exe\"):\n        sys.argv[0] = sys.argv[0][:-4]\n"
+            "    sys.exit(%s())\n") % (module, func.split(".")[0], func)
+
+
+def install_wheel(wheel, scheme, requested):
+    with zipfile.ZipFile(wheel.path) as zf:
+        # Every path is checked before anything is written.
+        for item in zf.infolist():
+            _safe(item.filename)
+        info = _dist_info(zf, wheel)
+        data_dir = info[:-len(".dist-info")] + ".data"
+        try:
+            wheel_meta = _metadata(zf.read(info + "/WHEEL").decode("utf-8"))
+        except KeyError:
+            raise PipError("%s has no .dist-info/WHEEL" % os.path.basename(wheel.path))
+        if wheel_meta.get("Root-Is-Purelib", "true").strip().lower() != "true":
+            raise PipError("%s is not a pure-Python wheel" % os.path.basename(wheel.path))
+        record = []
+        for item in zf.infolist():
+            name = _safe(item.filename)
+            if name.endswith("/") or name.endswith("/RECORD.jws") or name.endswith("/RECORD.p7s"):
+                continue
+            if name.startswith(data_dir + "/"):
+                kind, _, rest = name[len(data_dir) + 1:].partition("/")
+                base = {"purelib": scheme.site, "platlib": scheme.site,
+                        "scripts": scheme.scripts, "data": scheme.data,
+                        "headers": os.path.join(scheme.data, "include")}.get(kind)
+                if base is None or not rest:
+                    continue
+                dest = os.path.join(base, rest)
+            elif name == info + "/RECORD":
+                continue
+            else:
+                dest = os.path.join(scheme.site, name)
+            data = zf.read(item)
+            if name.startswith(data_dir + "/scripts/") and data.startswith(b"#!python"):
+                # The wheel's placeholder for the interpreter.
+                body = data.split(b"\n", 1)[1] if b"\n" in data else b""
+                data = b"#!/usr/bin/env python3\n" + body
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(data)
+            mode = (item.external_attr >> 16) & 0o777
+            if mode & 0o111 or dest.startswith(scheme.scripts + "/"):
+                os.chmod(dest, 0o755)
+            record.append((os.path.relpath(dest, scheme.site), _hash(data), str(len(data))))
+        dist_info = os.path.join(scheme.site, info)
+        extra_files = {"INSTALLER": b"pip\n"}
+        if requested:
+            extra_files["REQUESTED"] = b""
+        for fname, data in extra_files.items():
+            with open(os.path.join(dist_info, fname), "wb") as f:
+                f.write(data)
+            record.append((os.path.relpath(os.path.join(dist_info, fname), scheme.site),
+                           _hash(data), str(len(data))))
+        try:
+            entry_points = zf.read(info + "/entry_points.txt").decode("utf-8")
+        except KeyError:
+            entry_points = ""
+        scripts = []
+        section = None
+        for line in entry_points.splitlines():
+            line = line.strip()
+            if line.startswith("["):
+                section = line.strip("[]").strip()
+            elif "=" in line and section in ("console_scripts", "gui_scripts"):
+                name, _, target = line.partition("=")
+                target = target.split("[")[0].strip()
+                module, _, func = target.partition(":")
+                path = os.path.join(scheme.scripts, name.strip())
+                data = _script(module.strip(), func.strip() or "main").encode()
+                os.makedirs(scheme.scripts, exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+                os.chmod(path, 0o755)
+                scripts.append(name.strip())
+                record.append((os.path.relpath(path, scheme.site), _hash(data), str(len(data))))
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        for row in record:
+            w.writerow(row)
+        w.writerow((os.path.relpath(os.path.join(dist_info, "RECORD"), scheme.site), "", ""))
+        with open(os.path.join(dist_info, "RECORD"), "w", encoding="utf-8") as f:
+            f.write(buf.getvalue())
+        meta = _metadata(zf.read(info + "/METADATA").decode("utf-8"))
+    return meta, scripts
+
+
+# -- the commands ---------------------------------------------------------------------------
+
+def _options(args, spec):
+    """Splits `args` into options (by `spec`: name -> takes a value) and the rest."""
+    opts, rest = {}, []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest.extend(args[i + 1:])
+            break
+        name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
+        if name.startswith("-") and len(name) > 1:
+            if name not in spec:
+                if len(name) > 2 and not name.startswith("--") and name[:2] in spec:
+                    name, value, eq = name[:2], name[2:], "="  # -rfile, -fDIR
+                else:
+                    raise PipError("no such option: %s" % name)
+            key, takes = spec[name]
+            if takes:
+                if not eq:
+                    i += 1
+                    if i >= len(args):
+                        raise PipError("%s option requires 1 argument" % name)
+                    value = args[i]
+                opts.setdefault(key, []).append(value)
+            else:
+                opts[key] = opts.get(key, 0) + 1
+        else:
+            rest.append(a)
+        i += 1
+    return opts, rest
+
+
+_COMMON = {"-q": ("quiet", False), "--quiet": ("quiet", False), "-v": ("verbose", False),
+           "--verbose": ("verbose", False), "--disable-pip-version-check": ("noop", False),
+           "--no-cache-dir": ("noop", False), "--no-color": ("noop", False),
+           "--isolated": ("noop", False), "--no-input": ("noop", False),
+           "--root-user-action": ("noop", True), "--progress-bar": ("noop", True),
+           "--cache-dir": ("noop", True), "--timeout": ("noop", True),
+           "--retries": ("noop", True), "--python": ("noop", True)}
+
+_INSTALL = dict(_COMMON, **{
+    "-r": ("requirement", True), "--requirement": ("requirement", True),
+    "-c": ("constraint", True), "--constraint": ("constraint", True),
+    "-f": ("find_links", True), "--find-links": ("find_links", True),
+    "--no-index": ("noop", False), "-i": ("index", True), "--index-url": ("index", True),
+    "--extra-index-url": ("index", True), "--trusted-host": ("noop", True),
+    "--user": ("user", False), "-t": ("target", True), "--target": ("target", True),
+    "--prefix": ("prefix", True), "-U": ("upgrade", False), "--upgrade": ("upgrade", False),
+    "--upgrade-strategy": ("noop", True), "--force-reinstall": ("force", False),
+    "--no-deps": ("no_deps", False), "--pre": ("pre", False),
+    "--break-system-packages": ("noop", False), "--no-warn-script-location": ("no_warn", False),
+    "--no-build-isolation": ("noop", False), "--only-binary": ("noop", True),
+    "--prefer-binary": ("noop", False), "--no-binary": ("noop", True),
+    "--require-hashes": ("noop", False), "--ignore-installed": ("force", False),
+    "-I": ("force", False), "-e": ("editable", True), "--editable": ("editable", True),
+    "--dry-run": ("dry_run", False), "--no-compile": ("noop", False),
+    "--compile": ("noop", False), "--use-pep517": ("noop", False),
+    "--no-warn-conflicts": ("noop", False),
+})
+
+
+def _requirements_file(path, seen=None):
+    seen = seen or set()
+    if path in seen:
+        return [], []
+    seen.add(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise PipError("Could not open requirements file: [Errno %d] %s: '%s'" % (
+            e.errno or 2, e.strerror or "No such file or directory", path))
+    reqs, links = [], []
+    base = os.path.dirname(path)
+    joined = []
+    for line in lines:
+        if joined and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + line
+        else:
+            joined.append(line)
+    for line in joined:
+        line = re.sub(r"(^|\s)#.*$", "", line).strip()
+        if not line:
+            continue
+        if line.startswith(("-r ", "--requirement")):
+            sub = line.split(None, 1)[1] if " " in line else line.split("=", 1)[1]
+            r, lk = _requirements_file(os.path.join(base, sub.strip()), seen)
+            reqs += r
+            links += lk
+        elif line.startswith(("-f ", "--find-links")):
+            value = line.split(None, 1)[1] if " " in line else line.split("=", 1)[1]
+            links.append(os.path.join(base, value.strip()))
+        elif line.startswith("-"):
+            continue  # index options: no network here
+        else:
+            reqs.append(line)
+    return reqs, links
+
+
+def _say(opts, *lines):
+    if not opts.get("quiet"):
+        for line in lines:
+            print(line)
+
+
+def cmd_install(args):
+    opts, rest = _options(args, _INSTALL)
+    if opts.get("editable"):
+        raise PipError("editable installs need a build backend, which this sandbox does not "
+                       "run: build a wheel elsewhere and install it from a file")
+    links = list(opts.get("find_links", []))
+    links += [x for x in os.environ.get("PIP_FIND_LINKS", "").split() if x]
+    texts = list(rest)
+    for path in opts.get("requirement", []):
+        r, lk = _requirements_file(path)
+        texts += r
+        links += lk
+    if not texts:
+        raise PipError("You must give at least one requirement to install (see \"pip help "
+                       "install\")")
+    constraints = []
+    for path in opts.get("constraint", []):
+        constraints += [Requirement(t) for t in _requirements_file(path)[0]]
+    if opts.get("target"):
+        target = os.path.abspath(opts["target"][-1])
+        scheme = Scheme(target, os.path.join(target, "bin"), target)
+    elif opts.get("prefix"):
+        prefix = os.path.abspath(opts["prefix"][-1])
+        scheme = Scheme(os.path.join(prefix, "lib", "python" + PY, "site-packages"),
+                        os.path.join(prefix, "bin"), prefix)
+    else:
+        if not opts.get("user"):
+            _say(opts, "Defaulting to user installation because normal site-packages is not "
+                       "writeable")
+        scheme = Scheme(user_site(), os.path.join(user_base(), "bin"), user_base())
+    present = installed([scheme.site]) if (opts.get("target") or opts.get("prefix")) \
+        else installed()
+    if links:
+        _say(opts, "Looking in links: %s" % ", ".join(links))
+    pool = find_wheels(links)
+    todo = []  # (Requirement or Wheel, requested, extras)
+    for t in texts:
+        if t.endswith(".whl"):
+            if not os.path.isfile(t):
+                raise PipError("Requirement '%s' looks like a filename, but the file does not "
+                               "exist" % t)
+            todo.append((Wheel(t), True, []))
+        elif os.path.isdir(t) or t.startswith((".", "/")) or t.endswith((".tar.gz", ".zip")):
+            raise PipError("%s is a source tree or archive: building packages from source is "
+                           "not supported in this sandbox; build a wheel elsewhere and install "
+                           "that file" % t)
+        elif re.match(r"^[a-z+]+://", t):
+            raise PipError("cannot fetch %s: %s" % (t, NO_NETWORK))
+        else:
+            todo.append((Requirement(t), True, []))
+    chosen = {}  # key -> (Wheel, requested)
+    order = []
+    while todo:
+        item, requested, parent_extras = todo.pop(0)
+        if isinstance(item, Wheel):
+            wheel, req = item, None
+            _say(opts, "Processing %s" % wheel.path)
+        else:
+            req = item
+            if not req.applies(parent_extras):
+                continue
+            if req.key in chosen:
+                continue
+            have = present.get(req.key)
+            if have and not opts.get("upgrade") and not opts.get("force") and (
+                    not req.spec or spec_allows(req.spec, have[1])):
+                _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
+                    req.text.split(";")[0].strip(), have[3], have[1]))
+                continue
+            specs = [req.spec] + [c.spec for c in constraints if c.key == req.key and c.spec]
+            fits = [w for w in pool if w.key == req.key and w.pure()
+                    and all(spec_allows(s, w.version) for s in specs if s)]
+            if not opts.get("pre") and any(not is_prerelease(w.version) for w in fits):
+                fits = [w for w in fits if not is_prerelease(w.version)]
+            if not fits:
+                versions = sorted({w.version for w in pool if w.key == req.key and w.pure()},
+                                  key=version_key)
+                impure = [w for w in pool if w.key == req.key and not w.pure()]
+                if not links:
+                    print("WARNING: %s" % NO_NETWORK, file=sys.stderr)
+                if impure:
+                    print("WARNING: skipping %s: only wheels for any platform (none-any) run "
+                          "here" % ", ".join(os.path.basename(w.path) for w in impure),
+                          file=sys.stderr)
+                raise PipError("Could not find a version that satisfies the requirement %s "
+                               "(from versions: %s)\nERROR: No matching distribution found for "
+                               "%s" % (req.display(), ", ".join(versions) or "none",
+                                       req.display()))
+            wheel = max(fits, key=lambda w: version_key(w.version))
+            if have and not opts.get("force") and version_key(have[1]) == version_key(
+                    wheel.version):
+                _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
+                    req.name, have[3], have[1]))
+                continue
+            _say(opts, "Processing %s" % wheel.path)
+        if not wheel.pure():
+            raise PipError("%s is not a supported wheel on this platform (only pure-Python "
+                           "wheels, *-none-any.whl, run in a wasm sandbox)" %
+                           os.path.basename(wheel.path))
+        if wheel.key in chosen:
+            continue
+        chosen[wheel.key] = (wheel, requested)
+        order.append(wheel.key)
+        if opts.get("no_deps"):
+            continue
+        with zipfile.ZipFile(wheel.path) as zf:
+            meta = _metadata(zf.read(_dist_info(zf, wheel) + "/METADATA").decode("utf-8"))
+        extras = req.extras if req else []
+        for dep in meta.get_all("Requires-Dist") or []:
+            todo.append((Requirement(dep), False, extras))
+    if not order:
+        return 0
+    # Dependencies before what needs them (they were found after it).
+    order.reverse()
+    names = [chosen[k][0].dist for k in order]
+    if opts.get("dry_run"):
+        _say(opts, "Would install %s" % " ".join(
+            "%s-%s" % (chosen[k][0].dist, chosen[k][0].version) for k in order))
+        return 0
+    _say(opts, "Installing collected packages: %s" % ", ".join(names))
+    done, new_scripts = [], []
+    for key in order:
+        wheel, requested = chosen[key]
+        have = present.get(key)
+        if have:
+            _say(opts, "  Attempting uninstall: %s" % have[0],
+                 "    Found existing installation: %s %s" % (have[0], have[1]))
+            remove_dist(have[2], have[3])
+            _say(opts, "    Successfully uninstalled %s-%s" % (have[0], have[1]))
+        meta, scripts = install_wheel(wheel, scheme, requested)
+        new_scripts += scripts
+        done.append("%s-%s" % (meta.get("Name", wheel.dist), meta.get("Version", wheel.version)))
+    path_dirs = os.environ.get("PATH", "").split(":")
+    if new_scripts and scheme.scripts not in path_dirs and not opts.get("no_warn"):
+        print("  WARNING: The script%s %s %s installed in '%s' which is not on PATH.\n"
+              "  Consider adding this directory to PATH or, if you prefer to suppress this "
+              "warning, use --no-warn-script-location." % (
+                  "s" if len(new_scripts) > 1 else "", ", ".join(new_scripts),
+                  "are" if len(new_scripts) > 1 else "is", scheme.scripts), file=sys.stderr)
+    _say(opts, "Successfully installed %s" % " ".join(done))
+    if scheme.site == user_site() and scheme.site not in sys.path:
+        sys.path.append(scheme.site)
+    return 0
+
+
+def cmd_uninstall(args):
+    opts, rest = _options(args, dict(_COMMON, **{"-y": ("yes", False), "--yes": ("yes", False),
+                                                "-r": ("requirement", True),
+                                                "--requirement": ("requirement", True),
+                                                "--break-system-packages": ("noop", False)}))
+    for path in opts.get("requirement", []):
+        rest += _requirements_file(path)[0]
+    if not rest:
+        raise PipError("You must give at least one requirement to uninstall (see \"pip help "
+                       "uninstall\")")
+    present = installed()
+    for text in rest:
+        req = Requirement(text)
+        have = present.get(req.key)
+        if not have:
+            print("WARNING: Skipping %s as it is not installed." % req.name, file=sys.stderr)
+            continue
+        name, version, dist_info, site = have
+        _say(opts, "Found existing installation: %s %s" % (name, version))
+        if not opts.get("yes"):
+            print("Uninstalling %s-%s:" % (name, version))
+            for p in _record_paths(dist_info, site):
+                print("    %s" % p)
+            sys.stdout.write("Proceed (Y/n)? ")
+            sys.stdout.flush()
+            answer = sys.stdin.readline().strip().lower()
+            if answer not in ("", "y", "yes"):
+                continue
+        else:
+            _say(opts, "Uninstalling %s-%s:" % (name, version))
+        remove_dist(dist_info, site)
+        _say(opts, "  Successfully uninstalled %s-%s" % (name, version))
+    return 0
+
+
+def cmd_list(args):
+    opts, rest = _options(args, dict(_COMMON, **{"--format": ("format", True),
+                                                "--user": ("noop", False),
+                                                "-l": ("noop", False), "--local": ("noop", False),
+                                                "--path": ("path", True),
+                                                "--not-required": ("noop", False),
+                                                "-o": ("outdated", False),
+                                                "--outdated": ("outdated", False),
+                                                "-u": ("noop", False),
+                                                "--uptodate": ("noop", False)}))
+    if opts.get("outdated"):
+        raise PipError("cannot look for newer versions: %s" % NO_NETWORK)
+    dists = sorted(installed(opts.get("path")).values(), key=lambda d: d[0].lower())
+    fmt = (opts.get("format") or ["columns"])[-1]
+    if fmt == "json":
+        import json
+        print(json.dumps([{"name": n, "version": v} for n, v, _, _ in dists]))
+    elif fmt == "freeze":
+        for n, v, _, _ in dists:
+            print("%s==%s" % (n, v))
+    else:
+        if not dists:
+            return 0
+        width = max(len("Package"), *(len(d[0]) for d in dists))
+        vwidth = max(len("Version"), *(len(d[1]) for d in dists))
+        print("%-*s %s" % (width, "Package", "Version"))
+        print("%s %s" % ("-" * width, "-" * vwidth))
+        for n, v, _, _ in dists:
+            print("%-*s %s" % (width, n, v))
+    return 0
+
+
+def cmd_freeze(args):
+    opts, _ = _options(args, dict(_COMMON, **{"--user": ("noop", False), "--all": ("noop", False),
+                                             "-l": ("noop", False), "--local": ("noop", False),
+                                             "--path": ("path", True),
+                                             "--exclude-editable": ("noop", False)}))
+    for n, v, _, _ in sorted(installed(opts.get("path")).values(), key=lambda d: d[0].lower()):
+        print("%s==%s" % (n, v))
+    return 0
+
+
+def cmd_show(args):
+    opts, rest = _options(args, dict(_COMMON, **{"-f": ("files", False),
+                                                "--files": ("files", False)}))
+    if not rest:
+        raise PipError("Please provide a package name or names.")
+    present = installed()
+    missing = []
+    first = True
+    for text in rest:
+        have = present.get(canonical(text))
+        if not have:
+            missing.append(text)
+            continue
+        name, version, dist_info, site = have
+        with open(os.path.join(dist_info, "METADATA"), encoding="utf-8") as f:
+            meta = _metadata(f.read())
+        requires = sorted({Requirement(r).name for r in meta.get_all("Requires-Dist") or []
+                           if Requirement(r).applies()})
+        required_by = []
+        for key, (other, _, other_info, _) in present.items():
+            try:
+                with open(os.path.join(other_info, "METADATA"), encoding="utf-8") as f:
+                    deps = _metadata(f.read()).get_all("Requires-Dist") or []
+            except OSError:
+                continue
+            if any(Requirement(d).key == canonical(name) and Requirement(d).applies()
+                   for d in deps):
+                required_by.append(other)
+        if not first:
+            print("---")
+        first = False
+        print("Name: %s" % name)
+        print("Version: %s" % version)
+        print("Summary: %s" % (meta.get("Summary") or ""))
+        print("Home-page: %s" % (meta.get("Home-page") or ""))
+        print("Author: %s" % (meta.get("Author") or ""))
+        print("Author-email: %s" % (meta.get("Author-email") or ""))
+        print("License: %s" % (meta.get("License") or ""))
+        print("Location: %s" % site)
+        print("Requires: %s" % ", ".join(requires))
+        print("Required-by: %s" % ", ".join(sorted(required_by)))
+        if opts.get("files"):
+            print("Files:")
+            for p in _record_paths(dist_info, site)[:-1]:
+                print("  %s" % os.path.relpath(p, site))
+    if missing:
+        print("WARNING: Package(s) not found: %s" % ", ".join(missing), file=sys.stderr)
+        return 1
+    return 0
+
+
+USAGE = """
+Usage:
+  pip <command> [options]
+
+Commands:
+  install                     Install packages (wheel files, and wheels found in
+                              --find-links directories; this sandbox has no network).
+  uninstall                   Uninstall packages.
+  list                        List installed packages.
+  freeze                      Output installed packages in requirements format.
+  show                        Show information about installed packages.
+  help                        Show help for commands.
+
+General Options:
+  -h, --help                  Show help.
+  -V, --version               Show version and exit.
+  -q, --quiet                 Give less output.
+"""
+
+COMMANDS = {"install": cmd_install, "uninstall": cmd_uninstall, "list": cmd_list,
+            "freeze": cmd_freeze, "show": cmd_show}
+
+
+def main(args):
+    """Runs pip with `args` (without the program name); returns the exit status."""
+    while args and args[0] in ("-q", "--quiet", "-v", "--verbose", "--isolated",
+                               "--disable-pip-version-check", "--no-cache-dir", "--no-input",
+                               "--no-color"):
+        args = args[1:]
+    if not args or args[0] in ("-h", "--help", "help") and len(args) == 1:
+        print(USAGE.strip("\n"))
+        return 0 if args else 1
+    if args[0] in ("-V", "--version"):
+        print(VERSION)
+        return 0
+    command, rest = args[0], args[1:]
+    if command == "help":
+        command, rest = rest[0], ["--help"]
+    if command in ("download", "wheel", "index", "search", "hash", "cache", "config",
+                   "debug", "inspect", "check"):
+        if command == "check":
+            return _check()
+        print("ERROR: pip %s is not available: %s" % (command, NO_NETWORK), file=sys.stderr)
+        return 1
+    fn = COMMANDS.get(command)
+    if fn is None:
+        print("ERROR: unknown command \"%s\"" % command, file=sys.stderr)
+        return 1
+    if "-h" in rest or "--help" in rest:
+        print(USAGE.strip("\n"))
+        return 0
+    try:
+        return fn(rest)
+    except PipError as e:
+        print("ERROR: %s" % e, file=sys.stderr)
+        return 1
+    except (OSError, zipfile.BadZipFile) as e:
+        print("ERROR: %s" % e, file=sys.stderr)
+        return 1
+
+
+def _check():
+    present = installed()
+    broken = 0
+    for key, (name, version, dist_info, _) in sorted(present.items()):
+        try:
+            with open(os.path.join(dist_info, "METADATA"), encoding="utf-8") as f:
+                deps = _metadata(f.read()).get_all("Requires-Dist") or []
+        except OSError:
+            continue
+        for d in deps:
+            req = Requirement(d)
+            if not req.applies():
+                continue
+            have = present.get(req.key)
+            if not have:
+                print("%s %s requires %s, which is not installed." % (name, version, req.name))
+                broken = 1
+            elif req.spec and not spec_allows(req.spec, have[1]):
+                print("%s %s has requirement %s, but you have %s %s." % (
+                    name, version, req.display(), have[0], have[1]))
+                broken = 1
+    if not broken:
+        print("No broken requirements found.")
+    return broken
+
+
+def add_site_dir(path):
+    """Puts a site directory on `sys.path` with its `.pth` files, as `site` does."""
+    if path in sys.path or not os.path.isdir(path):
+        return
+    sys.path.append(path)
+    try:
+        names = sorted(n for n in os.listdir(path) if n.endswith(".pth") and not n.startswith("."))
+    except OSError:
+        return
+    for name in names:
+        try:
+            with open(os.path.join(path, name), encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if not line.strip() or line.startswith("#"):
+                continue
+            if line.startswith(("import ", "import\t")):
+                try:
+                    exec(line)
+                except Exception as e:
+                    print("Error processing line of %s: %s" % (name, e), file=sys.stderr)
+                continue
+            entry = os.path.normpath(os.path.join(path, line.rstrip()))
+            if os.path.exists(entry) and entry not in sys.path:
+                sys.path.append(entry)
