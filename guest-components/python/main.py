@@ -24,6 +24,11 @@ import zipfile, zlib, zoneinfo, json.tool, encodings.idna, encodings.cp437  # no
 import _strptime, doctest, getpass, importlib.resources, pdb, cProfile, profile  # noqa: E401,F401
 import concurrent.futures, concurrent.futures.thread  # noqa: E401,F401
 import importlib.metadata, importlib.metadata._adapters  # noqa: E401,F401
+# What installed packages load their data and plugins with (pytest's assertion rewriting).
+import importlib.resources, importlib.resources.abc, importlib.resources.readers  # noqa: E401,F401
+import importlib.resources._adapters, importlib.resources._common  # noqa: E401,F401
+import importlib.resources._itertools, importlib.resources.simple  # noqa: E401,F401
+import importlib.machinery, importlib.util, importlib.abc  # noqa: E401,F401
 try:  # wasm has no processes to fork; kept so that the import and cpu_count() work
     import multiprocessing, multiprocessing.pool  # noqa: E401,F401
 except ImportError:
@@ -459,15 +464,37 @@ def _chmod(path, mode, *, dir_fd=None, follow_symlinks=True):
 
 os.chmod = _chmod
 
+_umask = [0o022]
+
+
+def _os_umask(mask):
+    """WASI has no umask: the mask is kept (the next call returns it, as POSIX says) and
+    new files get the sandbox's usual modes."""
+    old = _umask[0]
+    _umask[0] = mask & 0o777
+    return old
+
+
+if not hasattr(os, "umask"):
+    os.umask = _os_umask
+
 
 # -- the command line ----------------------------------------------------------------------
 
 USAGE = "usage: python3 [option] ... [-c cmd | -m mod | file | -] [arg] ..."
 
 
+# A wasm process has no dup(2): pytest's default capture of fds 1 and 2 and its
+# faulthandler plugin need it. Capturing sys.stdout/sys.stderr works; the user's own
+# PYTEST_ADDOPTS come after these and win.
+PYTEST_DEFAULTS = "-p no:faulthandler --capture=sys"
+
+
 def _setup():
     os.environ.clear()
     os.environ.update(dict(environment.get_environment()))
+    os.environ["PYTEST_ADDOPTS"] = (
+        PYTEST_DEFAULTS + " " + os.environ.get("PYTEST_ADDOPTS", "")).strip()
     cwd = environment.initial_cwd() or os.environ.get("PWD")
     if cwd:
         try:

@@ -309,3 +309,71 @@ async fn pip_installs_local_wheels_and_pythonpath_extends_the_path() {
         "{out:?}"
     );
 }
+
+const PYTEST_FILE: &str = r#"
+import pytest
+
+@pytest.fixture
+def numbers():
+    return [1, 2, 3]
+
+def test_sum(numbers):
+    assert sum(numbers) == 6
+
+@pytest.mark.parametrize("a,b", [(1, 2), (3, 4)])
+def test_order(a, b):
+    assert a < b
+
+def test_output(capsys, tmp_path):
+    (tmp_path / "f.txt").write_text("data")
+    print("captured")
+    assert capsys.readouterr().out == "captured\n"
+    assert (tmp_path / "f.txt").read_text() == "data"
+
+def test_fails():
+    assert [1, 2] == [1, 3]
+"#;
+
+/// pytest, installed offline from its wheels (which `.ci/run` downloads into
+/// `target/pytools/wheels`), runs a test file: fixtures, parametrize, capsys, tmp_path, a
+/// failure reported with its diff and exit status 1.
+#[tokio::test]
+async fn pytest_installs_offline_and_runs_tests() {
+    let wheels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pytools/wheels");
+    if !wheels.join("pytest-9.2.0-py3-none-any.whl").is_file() {
+        assert!(
+            std::env::var_os("WASBOX_REQUIRE_TOOLS").is_none(),
+            "pytest's wheels are not in {} (.ci/run downloads them)",
+            wheels.display()
+        );
+        eprintln!("skipped: pytest's wheels are not in target/pytools/wheels");
+        return;
+    }
+    warm().await;
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    for entry in std::fs::read_dir(&wheels).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        sandbox
+            .write_file(&format!("wheels/{name}"), &std::fs::read(&path).unwrap())
+            .unwrap();
+    }
+    sandbox
+        .write_file("test_calc.py", PYTEST_FILE.as_bytes())
+        .unwrap();
+    let run = |script: &'static str| {
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(JobSpec::shell(script)).await.unwrap() }
+    };
+    let out = run("pip install -q --no-index -f wheels pytest 2>/dev/null; pip list | grep -c -i -E '^(pytest|pluggy|iniconfig|packaging|pygments) '").await;
+    assert_eq!(out.stdout, "5\n", "{out:?}");
+    let out = run("python3 -m pytest -q test_calc.py").await;
+    assert_eq!(out.exit_code, 1, "{out:?}");
+    assert!(
+        out.stdout.contains("1 failed, 4 passed") && out.stdout.contains("assert [1, 2] == [1, 3]"),
+        "{out:?}"
+    );
+    let out = run("~/.local/bin/pytest -q -k 'not fails' test_calc.py").await;
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert!(out.stdout.contains("4 passed, 1 deselected"), "{out:?}");
+}
