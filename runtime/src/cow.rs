@@ -339,18 +339,22 @@ fn link_target(dir: &Dir, path: &Path) -> Option<PathBuf> {
 
 static COPIES: AtomicU64 = AtomicU64::new(0);
 
+/// A name beside `name` for a file made and then renamed over it (never one a guest uses).
+fn temp_name(name: &std::ffi::OsStr) -> String {
+    format!(
+        ".{}.wasbox-cow.{}",
+        name.to_string_lossy(),
+        COPIES.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Replaces the shared file at `rel` by a private copy with the same contents, mode and
 /// times (written beside it, then renamed over it).
 fn copy_up(dir: &Dir, rel: &Path, meta: &cap_std::fs::Metadata) -> io::Result<()> {
     let name = rel
         .file_name()
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EISDIR))?;
-    let tmp_name = format!(
-        ".{}.wasbox-cow.{}",
-        name.to_string_lossy(),
-        COPIES.fetch_add(1, Ordering::Relaxed)
-    );
-    let tmp = rel.with_file_name(tmp_name);
+    let tmp = rel.with_file_name(temp_name(name));
     let mut from = dir.open_with(rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))?;
     let mut to = dir.open_with(
         &tmp,
@@ -389,11 +393,7 @@ fn relink(at: &Dir, copy_dir: &Dir, copy: &Path, old: (u64, u64), depth: usize) 
         if meta.is_dir() {
             relink(&at.open_dir(&name)?, copy_dir, copy, old, depth + 1)?;
         } else if meta.is_file() && (meta.dev(), meta.ino()) == old {
-            let tmp = format!(
-                ".{}.wasbox-cow.{}",
-                name.to_string_lossy(),
-                COPIES.fetch_add(1, Ordering::Relaxed)
-            );
+            let tmp = temp_name(&name);
             copy_dir.hard_link(copy, at, &tmp)?;
             at.rename(&tmp, at, &name)?;
         }
