@@ -303,11 +303,16 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
     let process = run_process(job.clone(), spec.argv, env, cwd, stdio, None, pids);
     // A stop ends the processes too, so the process may report first: what it ended
     // with is decided by the flag, not by which branch wins.
+    // Ended by a signal from another job's process: 128 + the signal, as a shell shows it.
+    let stopped = || match job.killed_by() {
+        Some(signal) => (JobStatus::Failed, 128 + i32::from(signal)),
+        None => (JobStatus::Failed, EXIT_STOPPED),
+    };
     let (status, exit_code) = tokio::select! {
         biased;
-        _ = job.stopped() => (JobStatus::Failed, EXIT_STOPPED),
+        _ = job.stopped() => stopped(),
         code = process => match code {
-            _ if job.was_stopped() => (JobStatus::Failed, EXIT_STOPPED),
+            _ if job.was_stopped() => stopped(),
             0 => (JobStatus::Completed, 0),
             EXIT_TIMEOUT if Instant::now() >= job.deadline() => (JobStatus::Timeout, EXIT_TIMEOUT),
             code => (JobStatus::Failed, code),

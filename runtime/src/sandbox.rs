@@ -124,7 +124,12 @@ pub(crate) struct ProcEntry {
     pub(crate) started: std::time::SystemTime,
     /// The linear memory it holds (its memory limiter keeps this up to date).
     pub(crate) memory: Arc<std::sync::atomic::AtomicUsize>,
+    /// Ends it as a signal would (`kill PID` from any job of the sandbox).
+    pub(crate) stop: Option<Stopper>,
 }
+
+/// Ends a process as the signal given would.
+pub(crate) type Stopper = Arc<dyn Fn(u8) + Send + Sync>;
 
 /// Longest command line kept for `ps` (the rest is cut).
 const PS_ARGV_BYTES: usize = 4096;
@@ -142,6 +147,7 @@ impl SandboxState {
         pid: u32,
         ppid: u32,
         argv: &[String],
+        stop: Option<Stopper>,
     ) -> Arc<std::sync::atomic::AtomicUsize> {
         let mut kept = Vec::new();
         let mut room = PS_ARGV_BYTES;
@@ -159,12 +165,43 @@ impl SandboxState {
             argv: kept,
             started: std::time::SystemTime::now(),
             memory: memory.clone(),
+            stop,
         };
         self.procs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(pid, entry);
         memory
+    }
+
+    /// How a live process is ended, once it runs.
+    pub(crate) fn set_stopper(&self, pid: u32, stop: Stopper) {
+        if let Some(entry) = self
+            .procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&pid)
+        {
+            entry.stop = Some(stop);
+        }
+    }
+
+    /// Sends `signal` to the process `pid` (0: only whether it is alive). `false` when no
+    /// such process is alive.
+    pub(crate) fn signal(&self, pid: u32, signal: u8) -> bool {
+        let stop = {
+            let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+            match procs.get(&pid) {
+                Some(entry) => entry.stop.clone(),
+                None => return false,
+            }
+        };
+        if signal != 0
+            && let Some(stop) = stop
+        {
+            stop(signal);
+        }
+        true
     }
 
     pub(crate) fn unregister(&self, pid: u32) {

@@ -1,6 +1,7 @@
 //! Every applet of the multi-call coreutils program answers, under each name it has.
 
 use crate::support::runtime::sh;
+use wasbox_runtime::JobSpec;
 
 /// (command, expected stdout). Every applet of guest-components/coreutils/applets.txt
 /// must appear here (checked below).
@@ -866,4 +867,58 @@ async fn process_applets_see_the_sandbox() {
     );
     assert!(lines[1].starts_with("Mem:"), "{out:?}");
     assert_eq!(&lines[2..], ["top", "Tasks:", "MiB"], "{out:?}");
+}
+
+/// `kill PID` and `pkill` reach every process of the sandbox, of any job (as `ps` lists
+/// them): another job's first process (its job ends with 128 + the signal), a child
+/// another job's shell waits for (that shell goes on), and no process at all.
+#[tokio::test]
+async fn kill_and_pkill_reach_processes_of_other_jobs() {
+    let sandbox = crate::support::runtime::runtime()
+        .sandbox(Default::default())
+        .unwrap();
+    let start = |script: &'static str| {
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move { sandbox.run(JobSpec::shell(script)).await.unwrap() })
+    };
+    let run = |script: String| {
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(JobSpec::shell(script)).await.unwrap() }
+    };
+    // Waits until `pgrep` (of the given pattern) sees the process.
+    let seen = |pattern: &'static str| {
+        let sandbox = sandbox.clone();
+        async move {
+            for _ in 0..500 {
+                let out = sandbox
+                    .run(JobSpec::shell(format!("pgrep -f -x '{pattern}'")))
+                    .await
+                    .unwrap();
+                if out.exit_code == 0 {
+                    return out.stdout.trim().to_string();
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("{pattern} never ran");
+        }
+    };
+    // Another job's first process: its job ends as the signal would.
+    let first = tokio::spawn({
+        let sandbox = sandbox.clone();
+        async move { sandbox.run(JobSpec::new(["sleep", "30"])).await.unwrap() }
+    });
+    let pid = seen("sleep 30").await;
+    let out = run(format!("kill {pid}; echo $?")).await;
+    assert_eq!(out.stdout, "0\n", "{out:?}");
+    assert_eq!(first.await.unwrap().exit_code, 143);
+    // A child another shell waits for: that shell sees 137 and goes on.
+    let waiting = start("sleep 31; echo \"after $?\"");
+    seen("sleep 31").await;
+    let out = run("pkill -9 -x sleep; echo $?; pkill -x sleep; echo $?".into()).await;
+    assert_eq!(out.stdout, "0\n1\n", "{out:?}");
+    assert_eq!(waiting.await.unwrap().stdout, "after 137\n");
+    // Nobody there.
+    let out = run("kill 99999; echo $?; kill -0 99999 2>/dev/null; echo $?".into()).await;
+    assert_eq!(out.stdout, "1\n1\n", "{out:?}");
+    assert!(out.stderr.contains("(99999) - No such process"), "{out:?}");
 }

@@ -48,6 +48,7 @@ fn applet(name: &str) -> Option<Main> {
         "getconf" => system::getconf,
         "ps" => procs::ps,
         "pgrep" => procs::pgrep,
+        "pkill" => procs::pkill,
         "free" => procs::free,
         "top" => procs::top,
         "cp" => files::cp,

@@ -350,7 +350,88 @@ const PGREP_USAGE: &str = "Usage: pgrep [-f] [-l|-a] [-x] [-n|-o] [-c] [-d DELIM
 /// `pgrep PATTERN`: the pids of the sandbox's processes whose name (or whole command line
 /// with `-f`) matches the extended regular expression; not itself.
 pub fn pgrep(argv: std::vec::IntoIter<OsString>) -> i32 {
-    let argv = strings(argv);
+    matching(strings(argv), None)
+}
+
+const PKILL_USAGE: &str =
+    "Usage: pkill [-SIGNAL|-s SIGNAL|--signal SIGNAL] [-f] [-x] [-n|-o] [-c] [-e] PATTERN";
+
+/// The signals by name, as `kill -l` numbers them.
+const SIGNALS: &[(&str, u8)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ILL", 4),
+    ("TRAP", 5),
+    ("ABRT", 6),
+    ("BUS", 7),
+    ("FPE", 8),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("SEGV", 11),
+    ("USR2", 12),
+    ("PIPE", 13),
+    ("ALRM", 14),
+    ("TERM", 15),
+];
+
+fn signal_number(spec: &str) -> Option<u8> {
+    if let Ok(n) = spec.parse::<u8>() {
+        return (n <= 64).then_some(n);
+    }
+    let upper = spec.to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    SIGNALS.iter().find(|(n, _)| *n == bare).map(|(_, v)| *v)
+}
+
+/// `pkill PATTERN`: signals (TERM unless told) the sandbox's processes `pgrep` would list,
+/// of any job; exit status 0 when one was signalled, 1 when none matched.
+pub fn pkill(argv: std::vec::IntoIter<OsString>) -> i32 {
+    let mut argv = strings(argv);
+    let mut signal = 15;
+    let mut i = 0;
+    while i < argv.len() {
+        let a = &argv[i];
+        let spec = if a == "-s" || a == "--signal" {
+            if i + 1 >= argv.len() {
+                eprintln!("pkill: option requires an argument -- 's'\n{PKILL_USAGE}");
+                return 2;
+            }
+            let v = argv.remove(i + 1);
+            argv.remove(i);
+            Some(v)
+        } else if let Some(v) = a.strip_prefix("--signal=") {
+            let v = v.to_string();
+            argv.remove(i);
+            Some(v)
+        } else if let Some(v) = a.strip_prefix('-').filter(|v| signal_number(v).is_some()) {
+            let v = v.to_string();
+            argv.remove(i);
+            Some(v)
+        } else {
+            i += 1;
+            None
+        };
+        if let Some(spec) = spec {
+            match signal_number(&spec) {
+                Some(n) => signal = n,
+                None => {
+                    eprintln!("pkill: invalid signal name: {spec}\n{PKILL_USAGE}");
+                    return 2;
+                }
+            }
+        }
+    }
+    matching(argv, Some(signal))
+}
+
+/// `pgrep`, or with a signal `pkill`, over `argv` (without the program name).
+fn matching(argv: Vec<String>, kill: Option<u8>) -> i32 {
+    let (name, usage) = match kill {
+        Some(_) => ("pkill", PKILL_USAGE),
+        None => ("pgrep", PGREP_USAGE),
+    };
+    let mut echo = false;
     let (mut full, mut list_name, mut list_full, mut exact, mut count) =
         (false, false, false, false, false);
     let (mut newest, mut oldest) = (false, false);
@@ -360,10 +441,10 @@ pub fn pgrep(argv: std::vec::IntoIter<OsString>) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--help" => {
-                println!("{PGREP_USAGE}");
+                println!("{usage}");
                 return 0;
             }
-            "-d" | "--delimiter" => delim = it.next().unwrap_or_default(),
+            "-d" | "--delimiter" if kill.is_none() => delim = it.next().unwrap_or_default(),
             s if s.starts_with('-') && s.len() > 1 => {
                 for c in s[1..].chars() {
                     match c {
@@ -374,8 +455,9 @@ pub fn pgrep(argv: std::vec::IntoIter<OsString>) -> i32 {
                         'c' => count = true,
                         'n' => newest = true,
                         'o' => oldest = true,
+                        'e' if kill.is_some() => echo = true,
                         _ => {
-                            eprintln!("pgrep: invalid option -- '{c}'\n{PGREP_USAGE}");
+                            eprintln!("{name}: invalid option -- '{c}'\n{usage}");
                             return 2;
                         }
                     }
@@ -383,13 +465,13 @@ pub fn pgrep(argv: std::vec::IntoIter<OsString>) -> i32 {
             }
             _ if pattern.is_none() => pattern = Some(a),
             _ => {
-                eprintln!("pgrep: only one pattern can be provided\n{PGREP_USAGE}");
+                eprintln!("{name}: only one pattern can be provided\n{usage}");
                 return 2;
             }
         }
     }
     let Some(pattern) = pattern else {
-        eprintln!("pgrep: no matching criteria specified\n{PGREP_USAGE}");
+        eprintln!("{name}: no matching criteria specified\n{usage}");
         return 2;
     };
     let pattern = if exact {
@@ -400,7 +482,7 @@ pub fn pgrep(argv: std::vec::IntoIter<OsString>) -> i32 {
     let re = match regex::Regex::new(&pattern) {
         Ok(r) => r,
         Err(_) => {
-            eprintln!("pgrep: invalid regular expression");
+            eprintln!("{name}: invalid regular expression");
             return 2;
         }
     };
@@ -417,7 +499,16 @@ pub fn pgrep(argv: std::vec::IntoIter<OsString>) -> i32 {
         found.sort_by_key(|p| p.started_ms);
         found.truncate(1);
     }
-    if count {
+    if let Some(signal) = kill {
+        // Gone since listed, it is not counted.
+        found.retain(|p| guest_support::process::signal_process(p.pid, signal).is_ok());
+        for p in found.iter().filter(|_| echo) {
+            println!("{} killed (pid {})", comm(p), p.pid);
+        }
+        if count {
+            println!("{}", found.len());
+        }
+    } else if count {
         println!("{}", found.len());
     } else {
         let items: Vec<String> = found

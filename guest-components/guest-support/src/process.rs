@@ -274,3 +274,11 @@ pub fn memory_usage() -> (u64, u64) {
 pub fn self_pid() -> u32 {
     wit::self_pid()
 }
+
+/// Sends `signal` to the process `pid` of the sandbox (any job's; 0 only checks that it
+/// is alive). The error is the message a shell prints ("(PID) - No such process").
+pub fn signal_process(pid: u32, signal: u8) -> Result<(), String> {
+    wit::signal_process(pid, signal).map_err(|e| match e {
+        wit::Error::NotFound(m) | wit::Error::Limit(m) | wit::Error::Io(m) => m,
+    })
+}

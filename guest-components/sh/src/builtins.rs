@@ -1110,7 +1110,8 @@ fn signal_number(name: &str) -> Option<u8> {
 }
 
 /// `kill [-s SIG | -SIG | -n N] ID...` and `kill -l [STATUS]`: ends background jobs of this
-/// shell (process ids or `%N`); a job ended by a signal has status 128 + its number.
+/// shell (process ids or `%N`) and, by pid, any process of the sandbox (another job's, as
+/// `ps` lists them); a process ended by a signal has status 128 + its number.
 /// Signal 0 only checks that the job is there.
 fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     let mut signal = 15u8;
@@ -1179,6 +1180,13 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
             Some(p) if sh.background.contains(&p) => {
                 if signal != 0 {
                     guest_support::process::kill(p, signal);
+                }
+            }
+            // A process of another job of the sandbox (as `ps` lists them).
+            Some(p) if !id.starts_with('%') => {
+                if let Err(e) = guest_support::process::signal_process(p, signal) {
+                    io.stderr.write_str(&format!("sh: kill: {e}\n"));
+                    status = 1;
                 }
             }
             _ => {

@@ -43,6 +43,8 @@ pub(crate) struct JobContext {
     interrupted: AtomicBool,
     /// The place taken ahead for the job's first process.
     admission: std::sync::Mutex<Option<Admission>>,
+    /// The signal another process ended the job with (0: none).
+    killed: std::sync::atomic::AtomicU8,
 }
 
 impl JobContext {
@@ -62,6 +64,7 @@ impl JobContext {
             terminal,
             interrupted: AtomicBool::new(false),
             admission: std::sync::Mutex::new(admission),
+            killed: std::sync::atomic::AtomicU8::new(0),
         }
     }
 
@@ -107,6 +110,17 @@ impl JobContext {
         self.stopped.store(true, Ordering::Relaxed);
         self.stop_notify.notify_waiters();
         self.abort_all();
+    }
+
+    /// Ends the job as a signal to its first process would (`kill PID` from another job).
+    pub(crate) fn kill(&self, signal: u8) {
+        self.killed.store(signal.clamp(1, 127), Ordering::Relaxed);
+        self.stop();
+    }
+
+    /// The signal [`kill`](Self::kill) ended the job with.
+    pub(crate) fn killed_by(&self) -> Option<u8> {
+        signal_of(&self.killed)
     }
 
     /// Whether [`stop`](Self::stop) was called.
@@ -200,10 +214,20 @@ struct Listed {
     memory: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// The signal an atomic holds (0: none).
+fn signal_of(killed: &std::sync::atomic::AtomicU8) -> Option<u8> {
+    Some(killed.load(Ordering::Relaxed)).filter(|s| *s != 0)
+}
+
 impl Listed {
-    fn new(sandbox: &Arc<SandboxState>, pids: Pids, argv: &[String]) -> Listed {
+    fn new(
+        sandbox: &Arc<SandboxState>,
+        pids: Pids,
+        argv: &[String],
+        stop: Option<crate::sandbox::Stopper>,
+    ) -> Listed {
         Listed {
-            memory: sandbox.register(pids.pid, pids.ppid, argv),
+            memory: sandbox.register(pids.pid, pids.ppid, argv, stop),
             sandbox: sandbox.clone(),
             pid: pids.pid,
         }
@@ -226,7 +250,14 @@ pub(crate) async fn run_process(
     admission: Option<Admission>,
     pids: Pids,
 ) -> i32 {
-    let listed = Listed::new(&job.site.sandbox, pids, &argv);
+    // A job's first process, signalled by another, ends its job with 128 + the signal.
+    let weak = Arc::downgrade(&job);
+    let stop: crate::sandbox::Stopper = Arc::new(move |signal: u8| {
+        if let Some(job) = weak.upgrade() {
+            job.kill(signal);
+        }
+    });
+    let listed = Listed::new(&job.site.sandbox, pids, &argv, Some(stop));
     run_listed(job, argv, env, cwd, stdio, admission, listed).await
 }
 
@@ -322,8 +353,9 @@ pub(crate) struct Child {
     task: Option<JoinHandle<i32>>,
     /// Its status, once known.
     status: Option<i32>,
-    /// The signal it was ended by, when `kill` ended it.
-    killed: Option<u8>,
+    /// The signal it was ended by (0: none), by `kill` of its parent or of any process
+    /// of the sandbox.
+    killed: Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// The `wasbox:sandbox/process` state of one process: its pipe ends and children (in a
@@ -580,7 +612,7 @@ impl wit::Host for ProcessHost {
                 pid,
                 ppid: self.pid,
             };
-            let listed = Listed::new(sandbox, pids, &cmd.argv);
+            let listed = Listed::new(sandbox, pids, &cmd.argv, None);
             let task = tokio::spawn(run_listed(
                 job.clone(),
                 cmd.argv,
@@ -594,11 +626,21 @@ impl wit::Host for ProcessHost {
             (task, pid)
         };
         let (task, pid) = task;
+        // `kill PID` from any process of the sandbox ends it as its parent's `kill` would.
+        let killed = Arc::new(std::sync::atomic::AtomicU8::new(0));
+        let (abort, flag) = (task.abort_handle(), killed.clone());
+        sandbox.set_stopper(
+            pid,
+            Arc::new(move |signal: u8| {
+                flag.store(signal.clamp(1, 127), Ordering::Relaxed);
+                abort.abort();
+            }),
+        );
         let child = self.push(Child {
             pid,
             task: Some(task),
             status: None,
-            killed: None,
+            killed,
         })?;
         Ok(Ok(child))
     }
@@ -668,6 +710,14 @@ impl wit::Host for ProcessHost {
 
     async fn self_pid(&mut self) -> Result<u32> {
         Ok(self.pid)
+    }
+
+    async fn signal_process(&mut self, pid: u32, signal: u8) -> Result<Result<(), wit::Error>> {
+        Ok(if self.job.site.sandbox.signal(pid, signal) {
+            Ok(())
+        } else {
+            Err(wit::Error::Io(format!("({pid}) - No such process")))
+        })
     }
 
     async fn disk_usage(&mut self) -> Result<wit::DiskSpace> {
@@ -756,9 +806,10 @@ impl wit::HostChild for ProcessHost {
         let Some(task) = child.task.take() else {
             return Ok(EXIT_NOT_FOUND);
         };
-        let killed = child.killed;
+        // Read once it has ended: another process may signal it while this waits.
+        let killed = child.killed.clone();
         let result = task.await;
-        let status = self.status_of(killed, result);
+        let status = self.status_of(signal_of(&killed), result);
         self.get::<Child, _>(&c)?.status = Some(status);
         Ok(status)
     }
@@ -768,7 +819,7 @@ impl wit::HostChild for ProcessHost {
         if let Some(status) = child.status {
             return Ok(Some(status));
         }
-        let killed = child.killed;
+        let killed = child.killed.clone();
         let Some(task) = child.task.as_mut() else {
             return Ok(Some(EXIT_NOT_FOUND));
         };
@@ -776,7 +827,7 @@ impl wit::HostChild for ProcessHost {
             Ok(result) => result,
             Err(_) => return Ok(None),
         };
-        let status = self.status_of(killed, result);
+        let status = self.status_of(signal_of(&killed), result);
         let child = self.get::<Child, _>(&c)?;
         child.task = None;
         child.status = Some(status);
@@ -789,7 +840,7 @@ impl wit::HostChild for ProcessHost {
             && !task.is_finished()
         {
             task.abort();
-            child.killed = Some(signal.clamp(1, 127));
+            child.killed.store(signal.clamp(1, 127), Ordering::Relaxed);
         }
         Ok(())
     }
