@@ -28,6 +28,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 struct PipeState {
     buf: VecDeque<u8>,
+    /// A terminal's input in canonical mode: a read takes at most one line, so that a
+    /// program never holds lines typed ahead that Ctrl-C must flush.
+    lines: bool,
     capacity: usize,
     readers: usize,
     writers: usize,
@@ -48,6 +51,7 @@ impl PipeState {
 pub fn pipe(capacity: usize) -> (PipeReader, PipeWriter) {
     let state = Arc::new(Mutex::new(PipeState {
         buf: VecDeque::new(),
+        lines: false,
         capacity: capacity.max(1),
         readers: 1,
         writers: 1,
@@ -99,6 +103,14 @@ impl Drop for PipeWriter {
     }
 }
 
+/// [`pipe`] for a terminal's input: each read takes at most one line, as `read(2)` of a
+/// tty in canonical mode does.
+pub(crate) fn line_pipe(capacity: usize) -> (PipeReader, PipeWriter) {
+    let (r, w) = pipe(capacity);
+    lock(&r.0).lines = true;
+    (r, w)
+}
+
 impl PipeWriter {
     /// Drops what is buffered and not yet read (a terminal's input queue flushed by
     /// Ctrl-C); returns how many bytes that was.
@@ -116,7 +128,12 @@ impl PipeReader {
     fn poll_take(&self, cx: &mut Context<'_>, max: usize) -> Poll<Bytes> {
         let mut s = lock(&self.0);
         if !s.buf.is_empty() {
-            let n = max.min(s.buf.len());
+            let mut n = max.min(s.buf.len());
+            if s.lines
+                && let Some(end) = s.buf.iter().take(n).position(|b| *b == b'\n')
+            {
+                n = end + 1;
+            }
             let out: Vec<u8> = s.buf.drain(..n).collect();
             s.wake_writers();
             return Poll::Ready(Bytes::from(out));

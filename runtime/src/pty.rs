@@ -111,7 +111,7 @@ impl Pty {
         config: PtyConfig,
         admission: Admission,
     ) -> Arc<Pty> {
-        let (in_r, in_w) = pipe(INPUT_BUFFER);
+        let (in_r, in_w) = crate::io::line_pipe(INPUT_BUFFER);
         let (out_r, out_w) = pipe(64 << 10);
         let terminal = Terminal::new(config.cols.max(1), config.rows.max(1));
         let stop = StopSignal::new();

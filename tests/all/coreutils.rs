@@ -213,6 +213,11 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ("ps", "ps -o comm= -p 1", "sh\n"),
     ("pgrep", "sleep 2 & pgrep -x sleep; kill $!", "2\n"),
     (
+        "pkill",
+        "sleep 5 & pkill -x sleep; wait $!; echo $?",
+        "143\n",
+    ),
+    (
         "free",
         "free -b | awk 'NR == 2 { print ($2 > 0), ($3 > 0) }'",
         "1 1\n",

@@ -21,6 +21,12 @@ const CASES: &[(&str, &str, i32)] = &[
         0,
     ),
     ("LINENO=7; echo $LINENO", "1\n", 0),
+    // An interactive shell counts every line entered, from one command to the next.
+    (
+        "printf 'echo $LINENO\\necho $LINENO\\nfor i in 1; do\\n  echo $LINENO\\ndone\\necho $LINENO\\n' | sh -i 2>/dev/null",
+        "1\n2\n4\n6\n",
+        0,
+    ),
     ("echo a; echo b", "a\nb\n", 0),
     ("true && echo yes || echo no", "yes\n", 0),
     ("false && echo yes || echo no", "no\n", 0),

@@ -667,6 +667,15 @@ fn pty_round_trip() {
     pty.send(b"echo status=$?\r");
     pty.read_until("status=130\r\n$ ");
     assert!(started.elapsed() < Duration::from_secs(10));
+    // Lines typed ahead while a program runs are flushed by Ctrl-C, never run after it
+    // (the shell is given one line per read, as by a tty, so it holds none of them).
+    pty.send(b"sleep 100\recho typed-ahead > ahead.txt\r");
+    std::thread::sleep(Duration::from_millis(300));
+    pty.send(b"\x03");
+    pty.read_until("^C\r\n");
+    pty.send(b"ls ahead.txt; echo done-$((6*7))\r");
+    let out = pty.read_until("done-42");
+    assert!(out.contains("No such file"), "{out:?}");
 
     // The program sees the terminal size, and a resize.
     pty.send(b"echo $COLUMNS $LINES\r");

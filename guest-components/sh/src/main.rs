@@ -139,6 +139,9 @@ fn repl(sh: &mut Shell) -> i32 {
     use std::io::Write;
     let io = Io::standard();
     let mut pending = String::new();
+    // Lines entered before `pending`: `$LINENO` goes on counting from one command to the
+    // next, as in an interactive bash.
+    let mut lines_before = 0;
     loop {
         let prompt = if pending.is_empty() {
             sh.get_var("PS1").unwrap_or_else(|| "$ ".into())
@@ -169,10 +172,13 @@ fn repl(sh: &mut Shell) -> i32 {
             Err(Some(msg)) => {
                 sh.error(&io, &msg);
                 sh.last_status = 2;
+                lines_before += pending.matches('\n').count();
                 pending.clear();
                 continue;
             }
         };
+        sh.line_offset = lines_before;
+        lines_before += pending.matches('\n').count();
         pending.clear();
         // Like bash's checkwinsize: the size as it is now, for the command about to run.
         if let Some((cols, rows)) = guest_support::process::terminal_size() {

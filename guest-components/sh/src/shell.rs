@@ -93,6 +93,9 @@ pub struct Shell {
     started: std::time::Instant,
     /// The line of the script the running command starts on (`$LINENO`).
     lineno: usize,
+    /// Lines read before the program running now (an interactive shell counts every line
+    /// entered, as bash does).
+    pub line_offset: usize,
     pub positional: Vec<String>,
     pub arg0: String,
     pub last_status: i32,
@@ -273,6 +276,7 @@ impl Shell {
             rng: std::cell::Cell::new(random_seed()),
             started: std::time::Instant::now(),
             lineno: 0,
+            line_offset: 0,
             positional,
             arg0,
             last_status: 0,
@@ -825,7 +829,7 @@ impl Shell {
 
     fn run_pipeline(&mut self, p: &ast::Pipeline, io: &Io) -> Status {
         if let Some(span) = brush_parser::ast::SourceLocation::location(p) {
-            self.lineno = span.start.line;
+            self.lineno = self.line_offset + span.start.line;
         }
         if p.bang {
             self.in_condition += 1;
