@@ -89,8 +89,16 @@ impl EpochTicker {
         let thread = std::thread::Builder::new()
             .name("wasbox-epoch".into())
             .spawn(move || {
+                let mut next = std::time::Instant::now() + EPOCH_TICK;
                 while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
+                    // Parked rather than asleep: a drop wakes it at once, so that a
+                    // short-lived process (`wasbox run`) does not wait out a tick to exit.
+                    let now = std::time::Instant::now();
+                    if now < next {
+                        std::thread::park_timeout(next - now);
+                        continue;
+                    }
+                    next = now + EPOCH_TICK;
                     let mut any = false;
                     for engine in weak.iter().filter_map(|w| w.upgrade()) {
                         engine.increment_epoch();
@@ -112,6 +120,7 @@ impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
