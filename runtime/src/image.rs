@@ -81,6 +81,8 @@ pub struct Image {
     name: String,
     programs: Vec<Program>,
     by_name: HashMap<String, usize>,
+    /// See [`Image::digest`].
+    digest: std::sync::OnceLock<String>,
 }
 
 /// Directories a program name may be prefixed with and still resolve (`/bin/ls`).
@@ -110,11 +112,32 @@ impl Image {
                 })
                 .collect(),
             by_name,
+            digest: std::sync::OnceLock::new(),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `sha256:<hex>` over the programs' names and contents (their build-time digests for
+    /// the built-in ones): two builds of an image with the same programs have the same one.
+    pub fn digest(&self) -> &str {
+        self.digest.get_or_init(|| {
+            use sha2::{Digest as _, Sha256};
+            let mut programs: Vec<&ProgramSource> =
+                self.programs.iter().map(|p| &p.source).collect();
+            programs.sort_by(|a, b| a.name.cmp(&b.name));
+            let mut h = Sha256::new();
+            for p in programs {
+                let digest: [u8; 32] = p.digest.unwrap_or_else(|| Sha256::digest(&p.wasm).into());
+                h.update(p.name.as_bytes());
+                h.update([0]);
+                h.update(digest);
+            }
+            let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+            format!("sha256:{hex}")
+        })
     }
 
     /// Every name a program of this image answers to, sorted.

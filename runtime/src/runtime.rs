@@ -321,7 +321,7 @@ impl Runtime {
     ) -> Result<Snapshot, SnapshotError> {
         crate::snapshot::take(
             &sandbox.site.sandbox,
-            sandbox.site.image.image.name(),
+            &sandbox.site.image.image,
             &self.inner.temp_dir,
             labels,
         )
@@ -336,8 +336,16 @@ impl Runtime {
         limits: Option<Limits>,
     ) -> Result<Sandbox, SnapshotError> {
         let m = snapshot.manifest();
-        if !self.inner.images.contains_key(&m.image) {
+        let Some(image) = self.inner.images.get(&m.image) else {
             return Err(SnapshotError::ForeignImage(m.image.clone()));
+        };
+        if !m.image_digest.is_empty() && m.image_digest != image.image.digest() {
+            tracing::warn!(
+                image = %m.image,
+                snapshot = %m.image_digest,
+                here = %image.image.digest(),
+                "restoring a snapshot taken with another build of its image"
+            );
         }
         let limits = limits
             .unwrap_or_else(|| self.inner.limits.clone())

@@ -37,6 +37,10 @@ pub struct Manifest {
     pub format: u32,
     /// The image its programs come from (a restore needs the same image).
     pub image: String,
+    /// That image's digest where the snapshot was taken (`sha256:...` over its programs;
+    /// empty when the tar did not say). A restore on a node serving another build of the
+    /// same image is allowed: the files do not depend on the programs' build.
+    pub image_digest: String,
     /// Where the workspace is mounted (the working directory of its jobs).
     pub mount: String,
     pub env: Vec<(String, String)>,
@@ -58,6 +62,7 @@ impl Manifest {
         serde_json::json!({
             "format": self.format,
             "image": self.image,
+            "image_digest": self.image_digest,
             "mount": self.mount,
             "cwd": self.mount,
             "env": self.env.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
@@ -111,6 +116,7 @@ impl Manifest {
         Ok(Manifest {
             format: SNAPSHOT_FORMAT,
             image: s("image").ok_or_else(|| bad("no image"))?.to_string(),
+            image_digest: s("image_digest").unwrap_or_default().to_string(),
             mount: mount.to_string(),
             env,
             disk_bytes: limit("disk_bytes").ok_or_else(|| bad("no limits.disk_bytes"))?,
@@ -393,7 +399,7 @@ fn new_tree(temp_root: &Path) -> Result<(PathBuf, Dir), SnapshotError> {
 /// the tree is linked) into a snapshot under `temp_root`.
 pub(crate) fn take(
     sandbox: &SandboxState,
-    image: &str,
+    image: &crate::image::Image,
     temp_root: &Path,
     labels: BTreeMap<String, String>,
 ) -> Result<Snapshot, SnapshotError> {
@@ -422,7 +428,8 @@ pub(crate) fn take(
             listing: cloned.listing,
             manifest: Manifest {
                 format: SNAPSHOT_FORMAT,
-                image: image.to_string(),
+                image: image.name().to_string(),
+                image_digest: image.digest().to_string(),
                 mount: sandbox.mount.clone(),
                 env: sandbox.env.clone(),
                 disk_bytes: sandbox.limits.disk_bytes,

@@ -148,6 +148,13 @@ async fn a_snapshot_round_trips_through_its_tar() {
 
     let read = rt.read_snapshot(tar.as_slice(), LIMITS).unwrap();
     assert_eq!(read.digest(), Some(digest.as_str()));
+    // The manifest names the image and its digest (over its programs).
+    let image_digest = &snap.manifest().image_digest;
+    assert!(
+        image_digest.starts_with("sha256:") && image_digest.len() == 71,
+        "{image_digest}"
+    );
+    assert_eq!(&read.manifest().image_digest, image_digest);
     assert_eq!(read.manifest().labels, labels);
     let restored = rt.restore(&read, None).unwrap();
     assert_eq!(sh(&restored, LISTING).await, before);
@@ -429,7 +436,11 @@ fn worker_api_snapshots_restores_and_forks_sessions() {
     let snap = snap.json();
     let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     assert!(
-        snap["digest"].as_str().unwrap().starts_with("sha256:"),
+        snap["digest"].as_str().unwrap().starts_with("sha256:")
+            && snap["image_digest"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:"),
         "{snap}"
     );
     assert_eq!(snap["files"], 5);

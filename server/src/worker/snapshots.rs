@@ -73,6 +73,9 @@ pub(super) struct SnapshotInfo {
     digest: String,
     size_bytes: u64,
     image: String,
+    /// `sha256:<hex>` over the image's programs where the snapshot was taken (empty when
+    /// an uploaded tar did not say).
+    image_digest: String,
     files: u64,
     bytes: u64,
     created_at: String,
@@ -95,6 +98,7 @@ fn snapshot_info(
         digest,
         size_bytes: size,
         image: m.image.clone(),
+        image_digest: m.image_digest.clone(),
         files: m.files,
         bytes: m.bytes,
         created_at: crate::rfc3339::format(
