@@ -504,29 +504,40 @@ def _setup():
     return environment.get_arguments()
 
 
-def _paths(flags):
+def _paths(flags, argv0=""):
     """`sys.path` as CPython makes it from the environment: `PYTHONPATH` before the
-    standard library (unless -E or -I), the user site after it with its `.pth` files
-    (unless -s, -I or PYTHONNOUSERSITE): where `pip install` puts packages."""
+    standard library (unless -E or -I), then the site-packages of the virtual environment
+    the program was started from (`.venv/bin/python`, or found on PATH), or else the user
+    site (unless -s, -I or PYTHONNOUSERSITE), each with its `.pth` files: where
+    `pip install` puts packages."""
     isolated = "-I" in flags
     if not isolated and "-E" not in flags:
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
         sys.path[0:0] = [os.path.abspath(p) for p in extra]
+    venv = wasbox_pip.find_venv(argv0)
+    wasbox_pip.VENV[0] = venv
+    if venv:
+        sys.prefix = sys.exec_prefix = venv
+        wasbox_pip.add_site_dir(wasbox_pip.venv_site(venv))
+        return
     if not (isolated or "-s" in flags or os.environ.get("PYTHONNOUSERSITE")):
         wasbox_pip.add_site_dir(wasbox_pip.user_site())
 
 
 def _main(argv):
     args = argv[1:]
-    if os.path.basename(argv[0] if argv else "") in ("pip", "pip3", "pip" + wasbox_pip.PY):
-        _paths(())
+    # The path it was started by when that was a symlink to it (a venv's bin/python): the
+    # shell passes it as PYTHONEXECUTABLE, read once and not passed on.
+    argv0 = os.environ.pop("PYTHONEXECUTABLE", "") or (argv[0] if argv else "")
+    if os.path.basename(argv0) in ("pip", "pip3", "pip" + wasbox_pip.PY):
+        _paths((), argv0)
         return wasbox_pip.main(args)
     flags = set()
     i = 0
     while i < len(args):
         a = args[i]
         if a in ("-c", "-m"):
-            _paths(flags)
+            _paths(flags, argv0)
             if i + 1 >= len(args):
                 print("Argument expected for the %s option" % a, file=sys.stderr)
                 print(USAGE, file=sys.stderr)
@@ -540,6 +551,8 @@ def _main(argv):
                 name = args[i + 1]
                 if name == "pip":
                     return wasbox_pip.main(rest)
+                if name == "venv":
+                    return wasbox_pip.create_venv(rest)
                 sys.argv = [name] + rest
                 sys.path.insert(0, os.getcwd())
                 mod = sys.modules.get(name)
@@ -577,7 +590,7 @@ def _main(argv):
             i += 1
             continue
         break
-    _paths(flags)
+    _paths(flags, argv0)
     rest = args[i:]
     if rest and (i == 0 or args[i - 1] != "-"):
         path = rest[0]

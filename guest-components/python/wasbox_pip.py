@@ -318,6 +318,145 @@ def user_site():
     return os.path.join(user_base(), "lib", "python" + PY, "site-packages")
 
 
+def find_venv(argv0):
+    """The virtual environment the program `argv0` (a path, or a name found on PATH) is
+    in: the directory above its `bin/` when that holds a `pyvenv.cfg`; else None."""
+    if not argv0:
+        return None
+    if "/" in argv0:
+        path = os.path.abspath(argv0)
+    else:
+        path = None
+        for d in os.environ.get("PATH", "").split(":"):
+            candidate = os.path.join(d or ".", argv0)
+            if os.path.lexists(candidate):
+                path = os.path.abspath(candidate)
+                break
+        if path is None:
+            return None
+    root = os.path.dirname(os.path.dirname(path))
+    return root if os.path.isfile(os.path.join(root, "pyvenv.cfg")) else None
+
+
+def venv_site(root):
+    return os.path.join(root, "lib", "python" + PY, "site-packages")
+
+
+# The environment `pip` and `python3` run in: a virtual environment's root, or None.
+VENV = [None]
+
+ACTIVATE = """# This file must be used with "source bin/activate" from a shell; it cannot run itself.
+deactivate () {
+    if [ -n "${_OLD_VIRTUAL_PATH:-}" ]; then
+        PATH="${_OLD_VIRTUAL_PATH:-}"
+        export PATH
+        unset _OLD_VIRTUAL_PATH
+    fi
+    if [ -n "${_OLD_VIRTUAL_PS1:-}" ]; then
+        PS1="${_OLD_VIRTUAL_PS1:-}"
+        export PS1
+        unset _OLD_VIRTUAL_PS1
+    fi
+    unset VIRTUAL_ENV
+    unset VIRTUAL_ENV_PROMPT
+    if [ ! "${1:-}" = "nondestructive" ]; then
+        unset -f deactivate
+    fi
+}
+
+deactivate nondestructive
+
+VIRTUAL_ENV=%(root)s
+export VIRTUAL_ENV
+
+_OLD_VIRTUAL_PATH="$PATH"
+PATH="$VIRTUAL_ENV/bin:$PATH"
+export PATH
+
+VIRTUAL_ENV_PROMPT=%(prompt)s
+export VIRTUAL_ENV_PROMPT
+
+if [ -z "${VIRTUAL_ENV_DISABLE_PROMPT:-}" ]; then
+    _OLD_VIRTUAL_PS1="${PS1:-}"
+    PS1="(%(name)s) ${PS1:-}"
+    export PS1
+fi
+hash -r 2> /dev/null
+"""
+
+
+def _quote(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _link_to(target, link):
+    """A symlink to a program of the image: WASI takes relative targets only."""
+    rel = os.path.relpath(target, os.path.dirname(link))
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(rel, link)
+
+
+def create_venv(args):
+    """`python3 -m venv [--clear] [--prompt P] [--without-pip] ... DIR...`."""
+    dirs, prompt, clear, system = [], None, False, False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--prompt":
+            i += 1
+            prompt = args[i] if i < len(args) else None
+        elif a.startswith("--prompt="):
+            prompt = a.split("=", 1)[1]
+        elif a == "--clear":
+            clear = True
+        elif a == "--system-site-packages":
+            system = True
+        elif a in ("--without-pip", "--upgrade-deps", "--symlinks", "--copies", "--upgrade",
+                   "--without-scm-ignore-files"):
+            pass
+        elif a in ("-h", "--help"):
+            print("usage: venv [-h] [--system-site-packages] [--symlinks | --copies] [--clear]"
+                  " [--upgrade] [--without-pip] [--prompt PROMPT] [--upgrade-deps]"
+                  " ENV_DIR [ENV_DIR ...]")
+            return 0
+        elif a.startswith("-"):
+            print("venv: error: unrecognized arguments: %s" % a, file=sys.stderr)
+            return 2
+        else:
+            dirs.append(a)
+        i += 1
+    if not dirs:
+        print("usage: venv [-h] [--system-site-packages] [--symlinks | --copies] [--clear]"
+              " [--upgrade] [--without-pip] [--prompt PROMPT] [--upgrade-deps]"
+              " ENV_DIR [ENV_DIR ...]\nvenv: error: the following arguments are required: "
+              "ENV_DIR", file=sys.stderr)
+        return 2
+    for d in dirs:
+        root = os.path.abspath(d)
+        if clear and os.path.isdir(root):
+            shutil.rmtree(root)
+        bindir = os.path.join(root, "bin")
+        os.makedirs(bindir, exist_ok=True)
+        os.makedirs(venv_site(root), exist_ok=True)
+        os.makedirs(os.path.join(root, "include"), exist_ok=True)
+        for name in ("python", "python3", "python" + PY):
+            _link_to("/usr/bin/python3", os.path.join(bindir, name))
+        for name in ("pip", "pip3", "pip" + PY):
+            _link_to("/usr/bin/pip", os.path.join(bindir, name))
+        with open(os.path.join(root, "pyvenv.cfg"), "w") as f:
+            f.write("home = /usr/bin\ninclude-system-site-packages = %s\nversion = %d.%d.%d\n"
+                    "executable = /usr/bin/python3\ncommand = /usr/bin/python3 -m venv %s\n" % (
+                        "true" if system else "false", *sys.version_info[:3], root))
+        name = prompt or os.path.basename(root)
+        with open(os.path.join(bindir, "activate"), "w") as f:
+            f.write(ACTIVATE % {"root": _quote(root), "prompt": _quote("(%s) " % name),
+                                "name": name})
+        with open(os.path.join(root, ".gitignore"), "w") as f:
+            f.write("# Created by venv; see https://docs.python.org/3/library/venv.html\n*\n")
+    return 0
+
+
 class Scheme:
     def __init__(self, site, scripts, data):
         self.site, self.scripts, self.data = site, scripts, data
@@ -391,8 +530,15 @@ def _hash(data):
     return "sha256=" + digest.decode()
 
 
+def _interpreter():
+    """What installed scripts start with: the environment's own python in a venv."""
+    if VENV[0]:
+        return "#!%s\n" % os.path.join(VENV[0], "bin", "python")
+    return "#!/usr/bin/env python3\n"
+
+
 def _script(module, func):
-    return ("#!/usr/bin/env python3\nimport sys\nfrom %s import %s\n"
+    return (_interpreter() + "import sys\nfrom %s import %s\n"
             "if __name__ == \"__main__\":\n"
             "    if sys.argv[0].endswith(\".exe\"):\n        sys.argv[0] = sys.argv[0][:-4]\n"
             "    sys.exit(%s())\n") % (module, func.split(".")[0], func)
@@ -432,7 +578,7 @@ def install_wheel(wheel, scheme, requested):
             if name.startswith(data_dir + "/scripts/") and data.startswith(b"#!python"):
                 # The wheel's placeholder for the interpreter.
                 body = data.split(b"\n", 1)[1] if b"\n" in data else b""
-                data = b"#!/usr/bin/env python3\n" + body
+                data = _interpreter().encode() + body
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             with open(dest, "wb") as f:
                 f.write(data)
@@ -614,6 +760,8 @@ def cmd_install(args):
         prefix = os.path.abspath(opts["prefix"][-1])
         scheme = Scheme(os.path.join(prefix, "lib", "python" + PY, "site-packages"),
                         os.path.join(prefix, "bin"), prefix)
+    elif VENV[0] and not opts.get("user"):
+        scheme = Scheme(venv_site(VENV[0]), os.path.join(VENV[0], "bin"), VENV[0])
     else:
         if not opts.get("user"):
             _say(opts, "Defaulting to user installation because normal site-packages is not "
@@ -729,7 +877,8 @@ def cmd_install(args):
                   "s" if len(new_scripts) > 1 else "", ", ".join(new_scripts),
                   "are" if len(new_scripts) > 1 else "is", scheme.scripts), file=sys.stderr)
     _say(opts, "Successfully installed %s" % " ".join(done))
-    if scheme.site == user_site() and scheme.site not in sys.path:
+    if scheme.site in (user_site(), VENV[0] and venv_site(VENV[0])) and \
+            scheme.site not in sys.path:
         sys.path.append(scheme.site)
     return 0
 

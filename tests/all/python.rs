@@ -308,6 +308,24 @@ async fn pip_installs_local_wheels_and_pythonpath_extends_the_path() {
                 .ends_with("ModuleNotFoundError: No module named 'greet'\n"),
         "{out:?}"
     );
+    // A virtual environment: `python3 -m venv`, `source bin/activate`, pip installs into
+    // it, its scripts start its python; outside it the packages are not there.
+    let out = run(
+        "python3 -m venv .venv && . .venv/bin/activate && echo $VIRTUAL_ENV && which python && \
+         pip install -q --no-index -f wheels hello_app && hello && \
+         python -c 'import sys, greet; print(sys.prefix, greet.__file__)' && deactivate && \
+         python3 -c 'import greet' 2>&1 | tail -1; .venv/bin/python -c 'import greet; print(1)'; \
+         .venv/bin/hello; head -1 .venv/bin/hello",
+    )
+    .await;
+    assert_eq!(
+        out.stdout,
+        "/workspace/.venv\n/workspace/.venv/bin/python\nhello world\n\
+         /workspace/.venv /workspace/.venv/lib/python3.14/site-packages/greet/__init__.py\n\
+         ModuleNotFoundError: No module named 'greet'\n1\nhello world\n\
+         #!/workspace/.venv/bin/python\n",
+        "{out:?}"
+    );
 }
 
 const PYTEST_FILE: &str = r#"

@@ -143,8 +143,41 @@ pub fn path_lookup(name: &str, path: &str, cwd: &str) -> Option<String> {
         if is_file && process::file_mode(&full).is_none_or(|m| m & 0o111 != 0) {
             return Some(full);
         }
+        // A symlink to a program of the image (a venv's `bin/python`) runs it.
+        if links_to_program(&full) {
+            return Some(full);
+        }
     }
     None
+}
+
+/// Whether `path` is a symlink (relative, as WASI keeps them) to a program of the image.
+fn links_to_program(path: &str) -> bool {
+    let Ok(target) = std::fs::read_link(path) else {
+        return false;
+    };
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut parts: Vec<&str> = Vec::new();
+    let target = target.to_string_lossy();
+    let joined = if target.starts_with('/') {
+        target.to_string()
+    } else {
+        format!("{dir}/{target}")
+    };
+    for p in joined.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    let Some((name, dirs)) = parts.split_last() else {
+        return false;
+    };
+    let dir = format!("/{}", dirs.join("/"));
+    BIN_DIRS.contains(&dir.as_str()) && process::has_program(name)
 }
 
 /// The UTC calendar time of seconds since the epoch: (year, month 1-12, day 1-31, hour,

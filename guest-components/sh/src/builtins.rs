@@ -380,6 +380,22 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         }
         "wait" => Ok(wait(sh, args, io)),
         "kill" => Ok(kill(sh, args, io)),
+        // No table of remembered command paths is kept (each lookup walks PATH): `hash -r`
+        // (a venv's activate script ends with it) has nothing to forget; `hash NAME` only
+        // checks that NAME is found.
+        "hash" => {
+            let mut status = 0;
+            for a in args.iter().filter(|a| !a.starts_with('-')) {
+                if sh.path_lookup(a).is_none() && !BUILTINS.contains(&a.as_str()) {
+                    err(sh, &format!("hash: {a}: not found"));
+                    status = 1;
+                }
+            }
+            if args.is_empty() {
+                io.stdout.write_str("hash: hash table empty\n");
+            }
+            Ok(status)
+        }
         "trap" => Ok(trap(sh, args, io)),
         "shopt" => Ok(shopt(sh, args, io)),
         _ => {

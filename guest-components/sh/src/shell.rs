@@ -232,6 +232,7 @@ pub const BUILTINS: &[&str] = &[
     "unset",
     "wait",
     "kill",
+    "hash",
     "trap",
     "shopt",
     "declare",
@@ -1458,18 +1459,49 @@ impl Shell {
         io: &Io,
     ) -> Result<Launched, i32> {
         let mut argv = argv.to_vec();
+        // The path a program of the image was started by, when that is a symlink to it.
+        let mut started_as = None;
         if argv[0].contains('/') && !is_bin_path(&argv[0]) {
             // A symlink to a program of the image (a venv's `bin/python`) runs the program.
             if let Some(target) = self.link_target(&argv[0]).filter(|t| is_bin_path(t)) {
+                started_as = Some(self.abs_path(&argv[0]));
                 argv[0] = target;
             } else {
                 argv = self.script_argv(&argv, io)?;
             }
         } else if let Some(found) = self.sandbox_command(&argv[0], extra_env) {
-            // A script of the sandbox found on PATH, run by its `#!` line like `./script`.
-            argv[0] = found;
-            argv = self.script_argv(&argv, io)?;
+            if let Some(target) = self.link_target(&found).filter(|t| is_bin_path(t)) {
+                // A venv's `bin/pip` found on PATH: the program it links to.
+                started_as = Some(found);
+                argv[0] = target;
+            } else {
+                // A script of the sandbox found on PATH, run by its `#!` line like `./script`.
+                argv[0] = found;
+                argv = self.script_argv(&argv, io)?;
+            }
         }
+        // A `#!` line naming a venv's python (`#!/workspace/.venv/bin/python`).
+        if started_as.is_none()
+            && argv[0].contains('/')
+            && !is_bin_path(&argv[0])
+            && let Some(target) = self.link_target(&argv[0]).filter(|t| is_bin_path(t))
+        {
+            started_as = Some(self.abs_path(&argv[0]));
+            argv[0] = target;
+        }
+        // Python (and pip) find their virtual environment from the path they were started by, which the
+        // host's program lookup does not keep: it is passed as CPython's
+        // `PYTHONEXECUTABLE` (which python3 reads and removes).
+        let mut extra_env = extra_env.to_vec();
+        if let Some(path) = started_as.filter(|_| {
+            argv[0]
+                .rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with("python") || n.starts_with("pip"))
+        }) {
+            extra_env.push(("PYTHONEXECUTABLE".to_string(), path));
+        }
+        let extra_env = extra_env.as_slice();
         let mut feeds = Vec::new();
         let mut drains = Vec::new();
         let mut to_close = Vec::new();
@@ -1643,7 +1675,17 @@ impl Shell {
                             .map(String::from)
                             .collect(),
                         [prog, args @ ..] => {
-                            std::iter::once(prog.rsplit('/').next().unwrap_or(prog))
+                            // A path of the sandbox (a venv's python) is kept for
+                            // `launch`; a system one names a program of the image.
+                            let keep = prog.starts_with('/')
+                                && !is_bin_path(prog)
+                                && self.link_target(prog).is_some_and(|t| is_bin_path(&t));
+                            let prog = if keep {
+                                *prog
+                            } else {
+                                prog.rsplit('/').next().unwrap_or(prog)
+                            };
+                            std::iter::once(prog)
                                 .chain(args.iter().copied())
                                 .map(String::from)
                                 .collect()
