@@ -148,20 +148,14 @@ impl Shared {
     /// or restore thus costs the entries of the top directory, not of the whole tree; a
     /// guest never sees a directory before it is filled.
     pub(crate) fn fill_lazily(&self, tree: Arc<dyn Tree>, dst: &Dir) -> io::Result<()> {
-        let mut pending = HashMap::new();
-        fill_dir(
-            tree.listing(),
-            0,
-            tree.dir().as_raw_fd(),
-            dst.as_raw_fd(),
-            &mut |child, _, fd| {
-                let st = fstat(&fd)?;
-                pending.insert((st.st_dev, st.st_ino), child);
-                Ok(())
-            },
-        )?;
-        if !pending.is_empty() {
-            *self.lazy.lock().unwrap_or_else(|e| e.into_inner()) = Some(Lazy { tree, pending });
+        let src = tree.dir().as_raw_fd();
+        let mut lazy = Lazy {
+            tree,
+            pending: HashMap::new(),
+        };
+        lazy.fill_from(0, src, dst.as_raw_fd())?;
+        if !lazy.pending.is_empty() {
+            *self.lazy.lock().unwrap_or_else(|e| e.into_inner()) = Some(lazy);
             self.lazy_any.store(true, Ordering::Release);
         }
         Ok(())
@@ -250,28 +244,26 @@ impl Shared {
 impl Lazy {
     /// Fills the waiting directory `dir` (listed as `index`).
     fn fill(&mut self, index: usize, dir: &OwnedFd) -> io::Result<()> {
-        let listing = self.tree.listing();
-        let filled =
-            open_dir_at(self.tree.dir().as_raw_fd(), &listing.0[index].path).and_then(|src| {
-                let pending = &mut self.pending;
-                fill_dir(
-                    listing,
-                    index,
-                    src.as_raw_fd(),
-                    dir.as_raw_fd(),
-                    &mut |child, _, fd| {
-                        let st = fstat(&fd)?;
-                        pending.insert((st.st_dev, st.st_ino), child);
-                        Ok(())
-                    },
-                )
-            });
+        let path = &self.tree.listing().0[index].path;
+        let filled = open_dir_at(self.tree.dir().as_raw_fd(), path)
+            .and_then(|src| self.fill_from(index, src.as_raw_fd(), dir.as_raw_fd()));
         if filled.is_err() {
             // Tried again when next reached (what was made is kept: see `fill_dir`).
             let st = fstat(dir)?;
             self.pending.insert((st.st_dev, st.st_ino), index);
         }
         filled
+    }
+
+    /// Makes the entries of the listed directory `index` in `dst` from `src` (see
+    /// `fill_dir`), each directory made empty and recorded as waiting.
+    fn fill_from(&mut self, index: usize, src: RawFd, dst: RawFd) -> io::Result<()> {
+        let pending = &mut self.pending;
+        fill_dir(self.tree.listing(), index, src, dst, &mut |child, _, fd| {
+            let st = fstat(&fd)?;
+            pending.insert((st.st_dev, st.st_ino), child);
+            Ok(())
+        })
     }
 
     /// Fills the directory `dir` if it waits, then every directory under it.
@@ -726,6 +718,16 @@ mod tests {
         v
     }
 
+    /// `b` (empty) filled lazily from the tree `a`.
+    fn lazily(a: &Path, b: &Path) -> Shared {
+        let listed = list_tree(&dir(a)).unwrap();
+        let shared = Shared::default();
+        shared
+            .fill_lazily(Arc::new(Frozen(dir(a), listed.listing)), &dir(b))
+            .unwrap();
+        shared
+    }
+
     #[test]
     fn a_lazy_fill_makes_what_a_path_reaches_and_all_on_demand() {
         let t = tempfile::tempdir().unwrap();
@@ -736,11 +738,7 @@ mod tests {
         std::fs::write(a.join("s/t/g"), b"g").unwrap();
         std::os::unix::fs::symlink("../p/q", a.join("s/link")).unwrap();
         std::fs::create_dir(&b).unwrap();
-        let listed = list_tree(&dir(&a)).unwrap();
-        let shared = Shared::default();
-        shared
-            .fill_lazily(Arc::new(Frozen(dir(&a), listed.listing)), &dir(&b))
-            .unwrap();
+        let shared = lazily(&a, &b);
         assert!(shared.waits());
         assert_eq!(names(&b), ["p", "s"]);
         assert!(names(&b.join("p")).is_empty(), "filled before reached");
@@ -753,16 +751,13 @@ mod tests {
         // A final symlink not followed leaves what it points to alone.
         std::fs::remove_dir_all(&b).unwrap();
         std::fs::create_dir(&b).unwrap();
-        let listed = list_tree(&dir(&a)).unwrap();
-        let shared = Shared::default();
-        shared
-            .fill_lazily(Arc::new(Frozen(dir(&a), listed.listing)), &dir(&b))
-            .unwrap();
+        let shared = lazily(&a, &b);
         shared.reach(&dir(&b), Path::new("s/link"), false).unwrap();
         assert!(names(&b.join("p")).is_empty());
         shared.fill_all(&dir(&b)).unwrap();
         assert!(!shared.waits());
         assert_eq!(std::fs::read(b.join("s/t/g")).unwrap(), b"g");
+        let listed = list_tree(&dir(&a)).unwrap();
         let again = list_tree(&dir(&b)).unwrap();
         assert_eq!((again.files, again.entries), (listed.files, listed.entries));
         // Modes and times are the listed ones, set after the entries were made.
