@@ -6,12 +6,16 @@ use axum::http::{HeaderMap, header};
 /// Whether the request carries `Authorization: Bearer <token>`. The comparison takes the
 /// same time wherever the tokens differ.
 pub(crate) fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let given = headers
+    constant_time_eq(bearer(headers).as_bytes(), token.as_bytes())
+}
+
+/// The token of `Authorization: Bearer <token>`, or "" when there is none.
+pub(crate) fn bearer(headers: &HeaderMap) -> &str {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    constant_time_eq(given.as_bytes(), token.as_bytes())
+        .unwrap_or("")
 }
 
 /// Whether two secrets are equal, in the same time wherever they differ.

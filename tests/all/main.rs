@@ -18,6 +18,7 @@ mod host_files;
 mod limits;
 mod node;
 mod openapi;
+mod orchestrator;
 mod pipes;
 mod python;
 mod routers;

@@ -66,6 +66,66 @@ pub struct ServeConfig {
     /// `/metrics` answers without the bearer token (`metrics.public`; off by default).
     pub metrics_public: bool,
     pub log: LogConfig,
+    /// Registration with a CyNodeAI orchestrator (`orchestrator.url`), when configured.
+    pub orchestrator: Option<OrchestratorConfig>,
+    /// What the orchestrator's node configuration granted (its token, its image policy);
+    /// kept across reloads of the local files.
+    pub granted: Granted,
+}
+
+/// How `wasbox serve` registers with its orchestrator (worker_node.md, "Node Startup YAML"
+/// and "Registration and Bootstrap").
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrchestratorConfig {
+    /// The orchestrator's base URL (`orchestrator.url`); `/v1/nodes/register` is under it.
+    pub url: String,
+    /// The registration pre-shared key (from `orchestrator.registration_psk_file` or the
+    /// variable `orchestrator.registration_psk_env` names; never printed).
+    pub psk: String,
+    /// PEM certificates trusted for the orchestrator besides the system's
+    /// (`orchestrator.tls.ca_bundle_path`).
+    pub ca_bundle: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// The Worker API address sent in capability reports (`worker_api.public_base_url`).
+    pub public_base_url: String,
+    /// `node.name` and `node.labels` of the capability report.
+    pub node_name: Option<String>,
+    pub node_labels: Vec<String>,
+    /// Poll for configuration updates (`updates.enable_dynamic_config`); the orchestrator's
+    /// own `policy.updates.enable_dynamic_config` turns it on too.
+    pub dynamic_config: bool,
+    /// How often capability reports (and configuration polls) go out
+    /// (`updates.poll_interval_seconds`).
+    pub interval: Duration,
+}
+
+/// Environment variable holding the registration PSK when the YAML names no other.
+pub const DEFAULT_PSK_ENV: &str = "WASBOX_REGISTRATION_PSK";
+/// Capability reports (and configuration polls) when the YAML sets no interval.
+pub const DEFAULT_REPORT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What an applied node configuration payload grants the node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Granted {
+    /// `worker_api.orchestrator_bearer_token`, accepted beside the node's own token until
+    /// its `orchestrator_bearer_token_expires_at`.
+    pub token: Option<String>,
+    pub token_expires: Option<std::time::SystemTime>,
+    /// `policy.sandbox.allowed_images`: when present, an image reference must match one of
+    /// these patterns too (the node's own `sandbox.images` rules still apply).
+    pub allowed_images: Option<Vec<String>>,
+}
+
+impl Granted {
+    /// Whether the granted token is `given` and has not expired.
+    pub fn token_matches(&self, given: &str) -> bool {
+        let Some(t) = &self.token else { return false };
+        let live = self
+            .token_expires
+            .is_none_or(|e| std::time::SystemTime::now() < e);
+        crate::auth::constant_time_eq(given.as_bytes(), t.as_bytes()) && live
+    }
 }
 
 /// Logging of `wasbox serve` (`logging.level`, `logging.format`).
@@ -99,8 +159,14 @@ impl ServeConfig {
         Duration::from_secs(t)
     }
 
-    /// The wasbox image for an image reference, or `None` when it is not allowed.
+    /// The wasbox image for an image reference, or `None` when it is not allowed (by the
+    /// node's rules, or by the orchestrator's policy).
     pub fn image_for(&self, reference: &str) -> Option<&str> {
+        if let Some(allowed) = &self.granted.allowed_images
+            && !allowed.iter().any(|p| wildcard(p, reference))
+        {
+            return None;
+        }
         self.images
             .iter()
             .find(|r| wildcard(&r.pattern, reference))
@@ -126,6 +192,8 @@ fn wildcard(pattern: &str, s: &str) -> bool {
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct StartupYaml {
+    orchestrator: OrchestratorYaml,
+    updates: UpdatesYaml,
     node: NodeYaml,
     worker_api: WorkerApiYaml,
     sandbox: SandboxYaml,
@@ -139,6 +207,39 @@ struct StartupYaml {
 #[serde(default)]
 struct NodeYaml {
     id: Option<String>,
+    name: Option<String>,
+    labels: Option<Vec<String>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct OrchestratorYaml {
+    url: Option<String>,
+    registration_psk_env: Option<String>,
+    registration_psk_file: Option<PathBuf>,
+    tls: OrchestratorTlsYaml,
+    timeouts: OrchestratorTimeoutsYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct OrchestratorTlsYaml {
+    ca_bundle_path: Option<PathBuf>,
+    pinned_sha256: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct OrchestratorTimeoutsYaml {
+    connect_seconds: Option<u64>,
+    request_seconds: Option<u64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct UpdatesYaml {
+    enable_dynamic_config: Option<bool>,
+    poll_interval_seconds: Option<u64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -192,6 +293,7 @@ struct WorkerApiYaml {
     listen_port: Option<u16>,
     bearer_token: Option<String>,
     token: Option<String>,
+    public_base_url: Option<String>,
     max_request_bytes: Option<usize>,
     max_concurrent_jobs: Option<usize>,
     max_sessions: Option<usize>,
@@ -248,11 +350,22 @@ pub struct Flags {
 /// `WASBOX_` and the key in capitals with `_` for `.` (`storage.state_dir` is
 /// `WASBOX_STORAGE_STATE_DIR`).
 pub const KEYS: &[(&str, bool)] = &[
+    ("orchestrator.url", true),
+    ("orchestrator.registration_psk_env", true),
+    ("orchestrator.registration_psk_file", true),
+    ("orchestrator.tls.ca_bundle_path", true),
+    ("orchestrator.timeouts.connect_seconds", false),
+    ("orchestrator.timeouts.request_seconds", false),
+    ("updates.enable_dynamic_config", false),
+    ("updates.poll_interval_seconds", false),
     ("node.id", true),
+    ("node.name", true),
+    ("node.labels", false),
     ("worker_api.listen", true),
     ("worker_api.listen_host", true),
     ("worker_api.listen_port", false),
     ("worker_api.bearer_token", true),
+    ("worker_api.public_base_url", true),
     ("worker_api.max_request_bytes", false),
     ("worker_api.max_concurrent_jobs", false),
     ("worker_api.max_sessions", false),
@@ -403,13 +516,20 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
     let listen = flags
         .listen
         .or_else(|| env("WASBOX_LISTEN"))
-        .or(yaml.worker_api.listen)
+        .or(yaml.worker_api.listen.clone())
         .or(host_port)
         .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
     let listen: SocketAddr = listen
         .parse()
         .with_context(|| format!("listen address `{listen}` is not IP:PORT"))?;
 
+    let node_slug = yaml
+        .node
+        .id
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(super::telemetry::host::hostname);
+    let orchestrator = orchestrator_config(&yaml, listen, &env)?;
     let token_file = flags
         .token_file
         .or_else(|| env("WASBOX_TOKEN_FILE").map(PathBuf::from));
@@ -533,11 +653,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             .state_dir
             .or(yaml.storage.state_dir)
             .unwrap_or_else(|| default_state_dir(&env)),
-        node_slug: yaml
-            .node
-            .id
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(super::telemetry::host::hostname),
+        node_slug,
         retention: {
             let d = Retention::default();
             let r = &yaml.telemetry.retention;
@@ -567,16 +683,134 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
                 Some(other) => bail!("log format `{other}` is neither `text` nor `json`"),
             },
         },
+        orchestrator,
+        granted: Granted::default(),
     })
+}
+
+/// The registration settings, when `orchestrator.url` is set: the PSK must be found, the
+/// URLs must be http(s) URLs, and what wasbox cannot honour is refused by name.
+fn orchestrator_config(
+    yaml: &StartupYaml,
+    listen: SocketAddr,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<OrchestratorConfig>> {
+    let o = &yaml.orchestrator;
+    let Some(url) = o.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    let url = url.trim_end_matches('/').to_string();
+    check_http_url("orchestrator.url", &url)?;
+    if o.tls.pinned_sha256.is_some() {
+        bail!(
+            "orchestrator.tls.pinned_sha256 is not supported by wasbox; trust the orchestrator's \
+             certificate with orchestrator.tls.ca_bundle_path"
+        );
+    }
+    let psk = match (&o.registration_psk_file, &o.registration_psk_env) {
+        (Some(file), _) => read_token(file).context("orchestrator.registration_psk_file")?,
+        (None, var) => {
+            let var = var.as_deref().unwrap_or(DEFAULT_PSK_ENV);
+            env(var).filter(|v| !v.is_empty()).with_context(|| {
+                format!(
+                    "orchestrator.url is set but the registration PSK is not: set {var}, or \
+                     orchestrator.registration_psk_env / orchestrator.registration_psk_file"
+                )
+            })?
+        }
+    };
+    if let Some(ca) = &o.tls.ca_bundle_path
+        && !ca.is_file()
+    {
+        bail!(
+            "orchestrator.tls.ca_bundle_path: {} is not a readable file",
+            ca.display()
+        );
+    }
+    let public_base_url = match &yaml.worker_api.public_base_url {
+        Some(u) => {
+            let u = u.trim().trim_end_matches('/').to_string();
+            check_http_url("worker_api.public_base_url", &u)?;
+            u
+        }
+        // Without one, the listen address: a wildcard address becomes the host name.
+        None if listen.ip().is_unspecified() => format!(
+            "http://{}:{}",
+            super::telemetry::host::hostname(),
+            listen.port()
+        ),
+        None => format!("http://{listen}"),
+    };
+    let secs = |v: Option<u64>, key: &str, default: u64| -> Result<Duration> {
+        match v {
+            Some(0) => bail!("{key} must be at least 1"),
+            Some(n) => Ok(Duration::from_secs(n.min(86_400))),
+            None => Ok(Duration::from_secs(default)),
+        }
+    };
+    Ok(Some(OrchestratorConfig {
+        url,
+        psk,
+        ca_bundle: o.tls.ca_bundle_path.clone(),
+        connect_timeout: secs(
+            o.timeouts.connect_seconds,
+            "orchestrator.timeouts.connect_seconds",
+            5,
+        )?,
+        request_timeout: secs(
+            o.timeouts.request_seconds,
+            "orchestrator.timeouts.request_seconds",
+            30,
+        )?,
+        public_base_url,
+        node_name: yaml.node.name.clone().filter(|n| !n.trim().is_empty()),
+        node_labels: yaml.node.labels.clone().unwrap_or_default(),
+        dynamic_config: yaml.updates.enable_dynamic_config.unwrap_or(false),
+        interval: secs(
+            yaml.updates.poll_interval_seconds,
+            "updates.poll_interval_seconds",
+            DEFAULT_REPORT_INTERVAL.as_secs(),
+        )?,
+    }))
+}
+
+/// An `http://` or `https://` URL with a host.
+fn check_http_url(key: &str, url: &str) -> Result<()> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .with_context(|| format!("{key}: `{url}` is not an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        bail!("{key}: `{url}` has no host");
+    }
+    Ok(())
 }
 
 /// The effective configuration in the startup YAML's shape (`wasbox serve --print-config`);
 /// the token is never shown.
 pub fn effective_yaml(c: &ServeConfig) -> String {
     let v = serde_json::json!({
-        "node": { "id": c.node_slug },
+        "orchestrator": c.orchestrator.as_ref().map(|o| serde_json::json!({
+            "url": o.url,
+            "registration_psk": "<set, not shown>",
+            "tls": { "ca_bundle_path": o.ca_bundle },
+            "timeouts": {
+                "connect_seconds": o.connect_timeout.as_secs(),
+                "request_seconds": o.request_timeout.as_secs(),
+            },
+        })),
+        "updates": c.orchestrator.as_ref().map(|o| serde_json::json!({
+            "enable_dynamic_config": o.dynamic_config,
+            "poll_interval_seconds": o.interval.as_secs(),
+        })),
+        "node": {
+            "id": c.node_slug,
+            "name": c.orchestrator.as_ref().and_then(|o| o.node_name.clone()),
+            "labels": c.orchestrator.as_ref().map(|o| o.node_labels.clone()),
+        },
         "worker_api": {
             "listen": c.listen.to_string(),
+            "public_base_url": c.orchestrator.as_ref().map(|o| o.public_base_url.clone()),
             "bearer_token": if c.token_generated { "<generated at start>" } else { "<set, not shown>" },
             "max_request_bytes": c.max_request_bytes,
             "max_concurrent_jobs": c.max_concurrent,

@@ -9,6 +9,7 @@ mod jobs;
 pub mod metrics;
 mod node;
 pub mod openapi;
+mod orchestrator;
 mod pty;
 pub mod serve;
 mod sessions;
@@ -270,7 +271,13 @@ async fn auth(State(node): State<SharedNode>, req: Request, next: Next) -> Respo
     let config = node.config();
     let guarded =
         path.starts_with("/v1/") || path == "/v1" || (path == "/metrics" && !config.metrics_public);
-    if guarded && !crate::auth::bearer_matches(req.headers(), &config.token) {
+    // The node's own token, or the one its orchestrator granted (until it expires).
+    let refused = guarded && {
+        let given = crate::auth::bearer(req.headers());
+        !(crate::auth::constant_time_eq(given.as_bytes(), config.token.as_bytes())
+            | config.granted.token_matches(given))
+    };
+    if refused {
         return Problem::unauthorized().into_response();
     }
     next.run(req).await

@@ -24,6 +24,9 @@ pub struct Node {
     pub runtime: Runtime,
     ready: AtomicBool,
     not_ready_reason: Mutex<String>,
+    /// While the node has not yet registered with its orchestrator (when it has one) and
+    /// applied its configuration: why not (worker_node.md: not ready before that).
+    registration_pending: Mutex<Option<String>>,
     /// One permit per job or session exec running now.
     slots: Arc<Semaphore>,
     pub(super) jobs: Mutex<JobTable>,
@@ -47,6 +50,10 @@ impl Node {
             config.retention,
         )?);
         let sessions = Arc::new(Sessions::new(config.max_sessions));
+        let registration_pending = config
+            .orchestrator
+            .as_ref()
+            .map(|o| format!("not yet registered with the orchestrator at {}", o.url));
         Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
@@ -55,6 +62,7 @@ impl Node {
             runtime,
             ready: AtomicBool::new(false),
             not_ready_reason: Mutex::new("the sandbox image is still loading".into()),
+            registration_pending: Mutex::new(registration_pending),
             jobs: Mutex::new(JobTable::with_stored(telemetry.store().result_ids()?)),
             shutting_down: AtomicBool::new(false),
             telemetry,
@@ -116,6 +124,7 @@ impl Node {
             ("storage.state_dir", new.state_dir != old.state_dir),
             ("storage.cache_dir", new.cache_dir != old.cache_dir),
             ("node.id", new.node_slug != old.node_slug),
+            ("orchestrator", new.orchestrator != old.orchestrator),
             ("telemetry.retention", new.retention != old.retention),
             ("logging", new.log != old.log),
         ] {
@@ -172,10 +181,25 @@ impl Node {
     /// `None` when ready, else why not.
     pub fn not_ready(&self) -> Option<String> {
         if self.ready.load(Ordering::Acquire) {
-            None
+            lock(&self.registration_pending).clone()
         } else {
             Some(lock(&self.not_ready_reason).clone())
         }
+    }
+
+    /// Records where registration with the orchestrator stands: `None` once registered with
+    /// its configuration applied, else why not (shown by `/readyz`).
+    pub fn set_registration(&self, pending: Option<String>) {
+        *lock(&self.registration_pending) = pending;
+    }
+
+    /// Takes what the orchestrator's node configuration grants (replacing what an earlier
+    /// one granted).
+    pub fn grant(&self, granted: super::config::Granted) {
+        let mut config = self.config.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = (**config).clone();
+        next.granted = granted;
+        *config = Arc::new(next);
     }
 
     /// The session table (its reaper runs beside the server).

@@ -237,6 +237,10 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
             .clone()
             .reap_every(Duration::from_millis(250)),
     );
+    if let Some(orchestrator) = node.config().orchestrator.clone() {
+        tracing::info!(orchestrator = %orchestrator.url, base_url = %orchestrator.public_base_url, "registering with the orchestrator");
+        tokio::spawn(super::orchestrator::run(node.clone(), orchestrator));
+    }
 
     // SIGHUP reloads what can change while running (README: "Reloading").
     tokio::spawn({
