@@ -251,6 +251,25 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "df | awk '{ print $1, $NF }'",
         "Filesystem on\nsandbox /\n",
     ),
+    ("gawk", "echo 'a b' | gawk '{ print $2 }'", "b\n"),
+    ("mawk", "echo 'a b' | mawk '{ print $1 }'", "a\n"),
+    ("nawk", "echo 3 | nawk '{ print $1 * 2 }'", "6\n"),
+    (
+        "tree",
+        "mkdir -p d/e; touch d/f d/e/g; tree d; LANG=C.UTF-8 tree --noreport d/e",
+        "d\n|-- e\n|   `-- g\n`-- f\n\n1 directory, 2 files\nd/e\n\u{2514}\u{2500}\u{2500} g\n",
+    ),
+    (
+        "patch",
+        "printf 'a\\nb\\n' > f; printf -- '--- f\\n+++ f\\n@@ -1,2 +1,2 @@\\n a\\n-b\\n+B\\n' | patch; cat f",
+        "patching file f\na\nB\n",
+    ),
+    (
+        "install",
+        "echo x > s; install -D -m 640 s a/b/t; stat -c '%a %s' a/b/t",
+        "640 2\n",
+    ),
+    ("envsubst", "echo 'v=$V ${V}' | V=1 envsubst", "v=1 1\n"),
 ];
 
 #[tokio::test]
@@ -326,6 +345,22 @@ const GREP: &[(&str, &str, i32)] = &[
     ),
     ("echo 'a1b22c333' | grep -oE '[0-9]+'", "1\n22\n333\n", 0),
     ("echo 'cat concat' | grep -ow cat", "cat\n", 0),
+    // -P (Perl regular expressions, GNU grep built with PCRE2).
+    (
+        "echo 'version=1.2.3 x' | grep -oP 'version=\\K[\\d.]+'",
+        "1.2.3\n",
+        0,
+    ),
+    ("echo 'k: v' | grep -Po '(?<=k: ).*'", "v\n", 0),
+    ("echo 'id=7;' | grep -oP '\\d+(?=;)'", "7\n", 0),
+    ("echo 'aXbXc' | grep -oP 'a.*?X'", "aX\n", 0),
+    ("echo 'hello hello' | grep -cP '(\\w+) \\1'", "1\n", 0),
+    ("echo 'Foo bar' | grep -ioP 'foo\\b'", "Foo\n", 0),
+    ("echo 'foobar' | grep -wP 'foo'", "", 1),
+    ("echo x | grep -P '['", "", 2),
+    ("echo foo | grep -P -e a -e b", "", 2),
+    // -m stops after its matches but still prints their trailing context.
+    ("printf 'a\\na\\nb\\nc\\n' | grep -m1 -A1 a", "a\na\n", 0),
     ("printf 'x\\n' | grep -q x && echo found", "found\n", 0),
     (
         "printf '1\\n2\\n3\\n4\\n5\\n' | grep -A1 -B1 3",
@@ -641,6 +676,19 @@ async fn check_table(table: &[(&str, &str, i32)]) {
         failures.len(),
         table.len(),
         failures.join("\n")
+    );
+}
+
+/// `patch` on unified diffs, the way GNU patch 2.7 answers them with its input not a
+/// terminal (expected output recorded from GNU patch on the build machine).
+#[tokio::test]
+async fn patch_like_gnu() {
+    let script = "seq 1 10 | sed 's/^/line/' > a.txt; cp a.txt orig.txt; sed 's/line3/LINE3/; s/line9/LINE9/' a.txt > b.txt\ndiff -u a.txt b.txt | sed '1s#.*#--- x/a.txt#; 2s#.*#+++ x/a.txt#' > p.diff\npatch -p1 < p.diff; echo rc=$?; cmp a.txt b.txt && echo same\npatch -p1 < p.diff; echo rc=$?\npatch -N -p1 < p.diff; echo rc=$?\npatch -R -p1 -i p.diff; echo rc=$?; cmp a.txt orig.txt && echo back\n{ echo extra; cat orig.txt; } > a.txt; patch -s -p1 < p.diff; echo rc=$?; head -4 a.txt | tail -1\nsed -i 's/line4/Y/; s/line8/Z/; s/line10/Q/' a.txt; patch -p1 --dry-run < p.diff; echo rc=$?; ls a.txt*\npatch -p1 < p.diff; echo rc=$?; ls a.txt*; head -2 a.txt.rej\nprintf -- '--- /dev/null\\n+++ b/sub/new.txt\\n@@ -0,0 +1,2 @@\\n+hello\\n+world\\n' | patch -p1; cat sub/new.txt\nprintf -- '--- a/sub/new.txt\\n+++ /dev/null\\n@@ -1,2 +0,0 @@\\n-hello\\n-world\\n' | patch -p1; ls sub 2>&1\nprintf 'x\\ny' > nl.txt; printf -- '--- nl.txt\\n+++ nl.txt\\n@@ -1,2 +1,2 @@\\n-x\\n+X\\n y\\n\\\\ No newline at end of file\\n' | patch -s; od -c nl.txt | head -1\n";
+    let out = sh(script).await;
+    assert_eq!(
+        out.stdout,
+        "patching file a.txt\nrc=0\nsame\npatching file a.txt\nReversed (or previously applied) patch detected!  Assume -R? [n] \nApply anyway? [n] \nSkipping patch.\n1 out of 1 hunk ignored -- saving rejects to file a.txt.rej\nrc=1\npatching file a.txt\nReversed (or previously applied) patch detected!  Skipping patch.\n1 out of 1 hunk ignored -- saving rejects to file a.txt.rej\nrc=1\npatching file a.txt\nrc=0\nback\nrc=0\nLINE3\nchecking file a.txt\nHunk #1 FAILED at 1.\n1 out of 1 hunk FAILED\nrc=1\na.txt\na.txt.orig\na.txt.rej\npatching file a.txt\nHunk #1 FAILED at 1.\n1 out of 1 hunk FAILED -- saving rejects to file a.txt.rej\nrc=1\na.txt\na.txt.orig\na.txt.rej\n--- a.txt\n+++ a.txt\npatching file sub/new.txt\nhello\nworld\npatching file sub/new.txt\nls: cannot access 'sub': No such file or directory\n0000000   X  \\n   y\n",
+        "{out:?}"
     );
 }
 

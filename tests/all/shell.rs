@@ -106,6 +106,30 @@ const CASES: &[(&str, &str, i32)] = &[
     ("set -e; false; echo unreachable", "", 1),
     ("printf '%s-%03d\\n' x 7", "x-007\n", 0),
     ("echo syntax ( error", "", 2),
+    // Assignments alone happen left to right: the array's words split at the new IFS.
+    (
+        "a=(b a c); IFS=$'\\n' s=($(sort <<<\"${a[*]}\")); unset IFS; echo \"${s[@]}\" ${#s[@]}",
+        "a b c 3\n",
+        0,
+    ),
+    ("x=1 y=$x; echo $y", "1\n", 0),
+    // `--` ends printf's options.
+    (
+        "printf -- '--- %s\\n' a; printf -v v -- '-%s' b; echo $v",
+        "--- a\n-b\n",
+        0,
+    ),
+    // bash's own variables (bash 5.2 on Linux, as root, per `uname` and `id`).
+    (
+        "echo ${BASH_VERSION%%.*} ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]} $BASH $OSTYPE $UID $EUID",
+        "5 5 2 /bin/bash linux-gnu 0 0\n",
+        0,
+    ),
+    (
+        "echo $SHLVL; bash -c 'echo $SHLVL'; [ $$ = $BASHPID ] && echo same; [ \"$(bash -c 'echo $PPID')\" = $$ ] && echo parent",
+        "1\n2\nsame\nparent\n",
+        0,
+    ),
 ];
 
 #[tokio::test]

@@ -1258,3 +1258,147 @@ pub fn mktemp(args: std::vec::IntoIter<OsString>) -> i32 {
     }
     1
 }
+
+/// `install`: copies files and sets their mode (0755 unless `-m`), or with `-d` makes
+/// directories; `-D` makes the destination's missing parents; `-t DIR`; `-v`; `-o`/`-g`
+/// are accepted (the sandbox has one user); `-s`, `-p`, `-C` are accepted.
+pub fn install(args: std::vec::IntoIter<OsString>) -> i32 {
+    let (opts, operands) = parse_opts(strings(args), "mogtS");
+    let mode_spec = value(&opts, &["-m", "--mode"]).unwrap_or("755").to_string();
+    let Some(mode) = apply_mode(&mode_spec, 0, false) else {
+        eprintln!("install: invalid mode '{mode_spec}'");
+        return 1;
+    };
+    let verbose = has(&opts, &["-v", "--verbose"]);
+    let parents = has(&opts, &["-D"]);
+    let target_dir = value(&opts, &["-t", "--target-directory"]).map(String::from);
+    if let Some((k, _)) = opts.iter().find(|(k, _)| {
+        !matches!(
+            k.as_str(),
+            "-m" | "--mode"
+                | "-v"
+                | "--verbose"
+                | "-D"
+                | "-d"
+                | "--directory"
+                | "-t"
+                | "--target-directory"
+                | "-o"
+                | "--owner"
+                | "-g"
+                | "--group"
+                | "-s"
+                | "--strip"
+                | "-p"
+                | "--preserve-timestamps"
+                | "-C"
+                | "--compare"
+                | "-c"
+                | "-S"
+                | "--suffix"
+                | "-b"
+                | "--backup"
+        )
+    }) {
+        eprintln!("install: unrecognized option '{k}'\nTry 'install --help' for more information.");
+        return 1;
+    }
+    if has(&opts, &["-d", "--directory"]) {
+        if operands.is_empty() {
+            eprintln!("install: missing operand\nTry 'install --help' for more information.");
+            return 1;
+        }
+        let mut status = 0;
+        for d in &operands {
+            match std::fs::create_dir_all(d) {
+                Ok(()) => {
+                    let _ = set_file_mode(d, mode);
+                    if verbose {
+                        println!("install: creating directory '{d}'");
+                    }
+                }
+                Err(e) => {
+                    eprintln!("install: cannot create directory '{d}': {}", reason(&e));
+                    status = 1;
+                }
+            }
+        }
+        return status;
+    }
+    let (sources, dest, into_dir): (Vec<String>, String, bool) = match (&target_dir, operands.len())
+    {
+        (Some(t), n) if n >= 1 => (operands.clone(), t.clone(), true),
+        (None, n) if n >= 2 => {
+            let dest = operands[n - 1].clone();
+            let into = n > 2 || Path::new(&dest).is_dir();
+            (operands[..n - 1].to_vec(), dest, into)
+        }
+        (None, 1) => {
+            eprintln!(
+                "install: missing destination file operand after '{}'\nTry 'install --help' for more information.",
+                operands[0]
+            );
+            return 1;
+        }
+        _ => {
+            eprintln!("install: missing file operand\nTry 'install --help' for more information.");
+            return 1;
+        }
+    };
+    if into_dir && parents {
+        let _ = std::fs::create_dir_all(&dest);
+    }
+    if into_dir && !Path::new(&dest).is_dir() {
+        eprintln!("install: target '{dest}' is not a directory");
+        return 1;
+    }
+    let mut status = 0;
+    for src in &sources {
+        let to = if into_dir {
+            let base = src.trim_end_matches('/').rsplit('/').next().unwrap_or(src);
+            format!("{}/{base}", dest.trim_end_matches('/'))
+        } else {
+            dest.clone()
+        };
+        if Path::new(src).is_dir() {
+            eprintln!("install: omitting directory '{src}'");
+            status = 1;
+            continue;
+        }
+        if parents
+            && !into_dir
+            && let Some(parent) = Path::new(&to).parent()
+            && !parent.as_os_str().is_empty()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            eprintln!(
+                "install: cannot create directory '{}': {}",
+                parent.display(),
+                reason(&e)
+            );
+            status = 1;
+            continue;
+        }
+        // A new file replaces the old one (install removes the destination first).
+        let _ = std::fs::remove_file(&to);
+        match std::fs::copy(src, &to) {
+            Ok(_) => {
+                let _ = set_file_mode(&to, mode);
+                if verbose {
+                    println!("'{src}' -> '{to}'");
+                }
+            }
+            Err(e) => {
+                let which = if Path::new(src).exists() { &to } else { src };
+                let verb = if which == src {
+                    "cannot stat"
+                } else {
+                    "cannot create regular file"
+                };
+                eprintln!("install: {verb} '{which}': {}", reason(&e));
+                status = 1;
+            }
+        }
+    }
+    status
+}

@@ -1,6 +1,7 @@
 //! `grep`: GNU grep's options as agents use them: -r/-R, -n, -i, -v, -c, -l, -L, -E, -F,
-//! -G, -o, -q, -s, -w, -x, -h/-H, -e, -f, -m, -A/-B/-C, --include/--exclude. Exit status 0
-//! when a line matched, 1 when none did, 2 on error.
+//! -G, -P (Perl: look-around, `\K`, backreferences, lazy and possessive quantifiers), -o,
+//! -q, -s, -w, -x, -h/-H, -e, -f, -m, -A/-B/-C, --include/--exclude. Exit status 0 when a
+//! line matched, 1 when none did, 2 on error.
 
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
@@ -12,6 +13,7 @@ use regex::bytes::{Regex, RegexBuilder};
 struct Opts {
     patterns: Vec<String>,
     extended: bool,
+    perl: bool,
     fixed: bool,
     ignore_case: bool,
     invert: bool,
@@ -129,7 +131,10 @@ pub fn main(args: std::vec::IntoIter<OsString>) -> i32 {
                     'E' => o.extended = true,
                     'F' => o.fixed = true,
                     'G' => o.extended = false,
-                    'P' => o.extended = true,
+                    'P' => {
+                        o.extended = true;
+                        o.perl = true
+                    }
                     'i' | 'y' => o.ignore_case = true,
                     'v' => o.invert = true,
                     'c' => o.count = true,
@@ -347,7 +352,62 @@ pub fn from_basic(p: &str) -> String {
     out
 }
 
-fn build(o: &Opts) -> Result<Regex, String> {
+/// The compiled patterns: the regex crate's, or with -P fancy-regex (which hands what needs
+/// no backtracking to the regex crate).
+enum Matcher {
+    Plain(Regex),
+    Perl(fancy_regex::Regex),
+}
+
+impl Matcher {
+    fn is_match(&self, line: &[u8]) -> bool {
+        match self {
+            Matcher::Plain(re) => re.is_match(line),
+            // A backtracking limit reached counts as no match, as PCRE's grep reports.
+            Matcher::Perl(re) => re.is_match(line).unwrap_or(false),
+        }
+    }
+
+    /// The non-empty matches of a line (what `\K` keeps out is not part of them).
+    fn matches(&self, line: &[u8]) -> Vec<Vec<u8>> {
+        match self {
+            Matcher::Plain(re) => re
+                .find_iter(line)
+                .map(|m| m.as_bytes().to_vec())
+                .filter(|m| !m.is_empty())
+                .collect(),
+            Matcher::Perl(re) => re
+                .find_iter(line)
+                .map_while(Result::ok)
+                .map(|m| line[m.start()..m.end()].to_vec())
+                .filter(|m| !m.is_empty())
+                .collect(),
+        }
+    }
+}
+
+fn build(o: &Opts) -> Result<Matcher, String> {
+    if o.perl && !o.fixed {
+        if o.patterns.len() > 1 {
+            return Err("the -P option only supports a single pattern".into());
+        }
+        let p = &o.patterns[0];
+        let p = if o.line {
+            format!("^(?:{p})$")
+        } else if o.word {
+            format!("(?<!\\w)(?:{p})(?!\\w)")
+        } else {
+            p.clone()
+        };
+        let p = if o.ignore_case { format!("(?i){p}") } else { p };
+        return fancy_regex::Regex::new(&p)
+            .map(Matcher::Perl)
+            .map_err(|e| format!("invalid regular expression: {e}"));
+    }
+    build_plain(o).map(Matcher::Plain)
+}
+
+fn build_plain(o: &Opts) -> Result<Regex, String> {
     let parts: Vec<String> = o
         .patterns
         .iter()
@@ -388,7 +448,7 @@ fn build(o: &Opts) -> Result<Regex, String> {
 }
 
 fn search(
-    re: &Regex,
+    re: &Matcher,
     o: &Opts,
     data: &[u8],
     name: &str,
@@ -422,6 +482,12 @@ fn search(
     let context = o.after > 0 || o.before > 0;
     for (n, line) in lines.iter().enumerate() {
         if o.max.is_some_and(|m| count >= m) {
+            // After the last match -m allows, its trailing context (matching lines too).
+            if after_left > 0 && !o.count && !o.files_with && !o.files_without && !o.quiet {
+                print_line(out, n, line, '-');
+                after_left -= 1;
+                continue;
+            }
             break;
         }
         let hit = re.is_match(line) != o.invert;
@@ -453,10 +519,8 @@ fn search(
             after_left = o.after;
         }
         if o.only && !o.invert {
-            for m in re.find_iter(line) {
-                if !m.as_bytes().is_empty() {
-                    print_line(out, n, m.as_bytes(), ':');
-                }
+            for m in re.matches(line) {
+                print_line(out, n, &m, ':');
             }
         } else {
             print_line(out, n, line, ':');

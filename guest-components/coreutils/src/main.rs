@@ -16,10 +16,12 @@ mod grep;
 mod inspect;
 mod ls;
 mod own;
+mod patch;
 mod procs;
 mod sed;
 mod system;
 mod term;
+mod tree;
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
@@ -119,6 +121,10 @@ fn applet(name: &str) -> Option<Main> {
         "sed" => sed::main,
         "diff" => diff::main,
         "awk" | "gawk" | "mawk" | "nawk" => awk::main,
+        "tree" => tree::main,
+        "patch" => patch::main,
+        "install" => files::install,
+        "envsubst" => system::envsubst,
         "xargs" => find::xargs,
         "env" => env,
         "printenv" => printenv,

@@ -1412,3 +1412,101 @@ pub fn getconf(args: std::vec::IntoIter<OsString>) -> i32 {
     println!("{value}");
     0
 }
+
+/// `envsubst [SHELL-FORMAT]`: copies stdin to stdout with `$VAR` and `${VAR}` replaced by
+/// the environment's values (empty when unset); with SHELL-FORMAT, only the variables it
+/// names. `-v`/`--variables` lists the variables SHELL-FORMAT names.
+pub fn envsubst(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let list = args.iter().any(|a| a == "-v" || a == "--variables");
+    let format: Option<&String> = args.iter().find(|a| !a.starts_with('-'));
+    if let Some(a) = args
+        .iter()
+        .find(|a| a.starts_with('-') && !matches!(a.as_str(), "-v" | "--variables"))
+    {
+        eprintln!(
+            "envsubst: invalid option -- '{}'\nTry 'envsubst --help' for more information.",
+            a.trim_start_matches('-')
+        );
+        return 1;
+    }
+    let names = |text: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        each_reference(text, &mut |name, _| {
+            out.push(name.to_string());
+            None
+        });
+        out
+    };
+    if list {
+        let Some(f) = format else {
+            eprintln!("envsubst: missing arguments");
+            return 1;
+        };
+        for n in names(f) {
+            println!("{n}");
+        }
+        return 0;
+    }
+    let allowed: Option<Vec<String>> = format.map(|f| names(f));
+    let mut input = String::new();
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut input) {
+        eprintln!(
+            "envsubst: error while reading standard input: {}",
+            crate::own::reason(&e)
+        );
+        return 1;
+    }
+    let out = each_reference(&input, &mut |name, _| {
+        if allowed
+            .as_ref()
+            .is_some_and(|a| !a.iter().any(|n| n == name))
+        {
+            return None;
+        }
+        Some(std::env::var(name).unwrap_or_default())
+    });
+    print!("{out}");
+    0
+}
+
+/// Calls `f` for each `$NAME` / `${NAME}` in `text` (with the reference's text); returns
+/// `text` with each reference replaced by what `f` gives (kept when it gives `None`).
+fn each_reference(text: &str, f: &mut dyn FnMut(&str, &str) -> Option<String>) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let name_char =
+        |c: u8, first: bool| c == b'_' || c.is_ascii_alphabetic() || (!first && c.is_ascii_digit());
+    while i < b.len() {
+        if b[i] == b'$' {
+            let (start, braced) = if b.get(i + 1) == Some(&b'{') {
+                (i + 2, true)
+            } else {
+                (i + 1, false)
+            };
+            let mut j = start;
+            while j < b.len() && name_char(b[j], j == start) {
+                j += 1;
+            }
+            let closed = !braced || b.get(j) == Some(&b'}');
+            if j > start && closed {
+                let end = if braced { j + 1 } else { j };
+                let whole = &text[i..end];
+                match f(&text[start..j], whole) {
+                    Some(v) => out.push_str(&v),
+                    None => out.push_str(whole),
+                }
+                i = end;
+                continue;
+            }
+        }
+        let ch = text[i..].chars().next().unwrap_or('\u{fffd}');
+        out.push(ch);
+        i += ch.len_utf8().max(1);
+    }
+    out
+}

@@ -733,6 +733,11 @@ fn printf(sh: &mut Shell, args: &[String], io: &Io) -> Status {
     } else {
         (None, args)
     };
+    // `--` ends the options (`printf -- '--- %s\n' x`).
+    let args = match args.first().map(String::as_str) {
+        Some("--") => &args[1..],
+        _ => args,
+    };
     let Some(format) = args.first() else {
         sh.error(io, "printf: usage: printf [-v var] format [arguments]");
         return Ok(2);

@@ -481,7 +481,7 @@ impl Shell {
                     }
                     s
                 }
-                SpecialParameter::ProcessId => "1".to_string(),
+                SpecialParameter::ProcessId => self.pid().to_string(),
                 SpecialParameter::LastBackgroundProcessId => self
                     .last_background
                     .map(|p| p.to_string())

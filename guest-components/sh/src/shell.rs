@@ -84,11 +84,16 @@ pub struct Opts {
 }
 
 /// The state of one shell (a subshell is a clone).
+/// The bash release whose behaviour this shell follows (`$BASH_VERSION`).
+const BASH_VERSION: &str = "5.2.0(1)-release";
+
 #[derive(Clone)]
 pub struct Shell {
     pub vars: HashMap<String, Var>,
     /// The state of `$RANDOM`/`$SRANDOM` (xorshift, seeded from the host's randomness).
     rng: std::cell::Cell<u64>,
+    /// `$$`, once asked (0 before).
+    pid: std::cell::Cell<u32>,
     /// When the shell started, for `$SECONDS`.
     started: std::time::Instant,
     /// The line of the script the running command starts on (`$LINENO`).
@@ -272,9 +277,56 @@ impl Shell {
                 ..Var::default()
             });
         }
+        // bash's own variables, which scripts test (`${BASH_VERSINFO[0]} -ge 4`, `$EUID -ne
+        // 0`, `$OSTYPE == linux*`): the bash level this shell implements, the machine as
+        // `uname` reports it, and the user as `id` does.
+        for (k, v) in [
+            ("BASH", "/bin/bash"),
+            ("BASH_VERSION", BASH_VERSION),
+            ("OSTYPE", "linux-gnu"),
+            ("HOSTTYPE", "wasm32"),
+            ("MACHTYPE", "wasm32-unknown-linux-gnu"),
+            ("UID", "0"),
+            ("EUID", "0"),
+        ] {
+            vars.insert(
+                k.to_string(),
+                Var {
+                    value: v.to_string(),
+                    ..Var::default()
+                },
+            );
+        }
+        vars.insert(
+            "BASH_VERSINFO".to_string(),
+            Var {
+                array: Some(Array::Indexed(
+                    ["5", "2", "0", "1", "release", "wasm32-unknown-linux-gnu"]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (i as i64, v.to_string()))
+                        .collect(),
+                )),
+                ..Var::default()
+            },
+        );
+        // Each shell one level deeper than the one that started it.
+        let level = vars
+            .get("SHLVL")
+            .and_then(|v| v.value.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        vars.insert(
+            "SHLVL".to_string(),
+            Var {
+                value: (level.max(0) + 1).to_string(),
+                exported: true,
+                ..Var::default()
+            },
+        );
         Shell {
             vars,
             rng: std::cell::Cell::new(random_seed()),
+            pid: std::cell::Cell::new(0),
             started: std::time::Instant::now(),
             lineno: 0,
             line_offset: 0,
@@ -335,7 +387,14 @@ impl Shell {
     fn dynamic_var(&self, name: &str) -> Option<String> {
         if !matches!(
             name,
-            "RANDOM" | "SRANDOM" | "SECONDS" | "EPOCHSECONDS" | "EPOCHREALTIME" | "LINENO"
+            "RANDOM"
+                | "SRANDOM"
+                | "SECONDS"
+                | "EPOCHSECONDS"
+                | "EPOCHREALTIME"
+                | "LINENO"
+                | "BASHPID"
+                | "PPID"
         ) || (name != "LINENO" && self.vars.contains_key(name))
         {
             return None;
@@ -351,11 +410,28 @@ impl Shell {
             "SECONDS" => self.started.elapsed().as_secs().to_string(),
             "EPOCHSECONDS" => now().as_secs().to_string(),
             "LINENO" => self.lineno.to_string(),
+            "BASHPID" => self.pid().to_string(),
+            "PPID" => {
+                let me = self.pid();
+                process::processes()
+                    .into_iter()
+                    .find(|p| p.pid == me)
+                    .map_or(0, |p| p.ppid)
+                    .to_string()
+            }
             _ => {
                 let t = now();
                 format!("{}.{:06}", t.as_secs(), t.subsec_micros())
             }
         })
+    }
+
+    /// This shell's pid in the sandbox (`$$`; asked once).
+    pub fn pid(&self) -> u32 {
+        if self.pid.get() == 0 {
+            self.pid.set(process::self_pid().max(1));
+        }
+        self.pid.get()
     }
 
     fn next_random(&self) -> u64 {
@@ -1220,7 +1296,13 @@ impl Shell {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
                     if !self.assign_array_forms(a)? {
                         let (name, value) = self.expand_assignment(a)?;
-                        assigns.push((name, value));
+                        if cmd.word_or_name.is_none() {
+                            // Assignments alone take effect one by one, left to right:
+                            // `IFS=, a=(...)` splits the array's words with the new IFS.
+                            self.set_var(&name, value);
+                        } else {
+                            assigns.push((name, value));
+                        }
                     }
                 }
                 ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
