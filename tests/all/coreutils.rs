@@ -270,6 +270,12 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "640 2\n",
     ),
     ("envsubst", "echo 'v=$V ${V}' | V=1 envsubst", "v=1 1\n"),
+    (
+        "fmt",
+        "printf 'one two\\nthree\\n' | fmt",
+        "one two three\n",
+    ),
+    ("sum", "printf abc | sum", "16556     1\n"),
 ];
 
 #[tokio::test]
@@ -480,6 +486,10 @@ async fn find_and_xargs_like_gnu() {
 
 /// sed, each checked against GNU sed 4.9 (script, stdout, exit code).
 const SED: &[(&str, &str, i32)] = &[
+    // GNU's first~step addresses.
+    ("seq 10 | sed -n '0~4p'", "4\n8\n", 0),
+    ("seq 10 | sed -n '2~3p'", "2\n5\n8\n", 0),
+    ("seq 5 | sed '1~2d'", "2\n4\n", 0),
     ("echo hello world | sed 's/o/0/'", "hell0 world\n", 0),
     ("echo hello world | sed 's/o/0/g'", "hell0 w0rld\n", 0),
     ("echo hello world | sed 's/o/0/2'", "hello w0rld\n", 0),

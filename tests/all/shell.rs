@@ -119,6 +119,14 @@ const CASES: &[(&str, &str, i32)] = &[
         "--- a\n-b\n",
         0,
     ),
+    // A shell that signals itself ends (128 + the signal) unless it traps the signal.
+    (
+        "sh -c 'kill -9 $$; echo no'; echo $?; sh -c 'kill $$; echo no'; echo $?; trap 'echo trapped' TERM; kill $$; trap '' USR1; kill -USR1 $$; echo on",
+        "137\n143\ntrapped\non\n",
+        0,
+    ),
+    // `${v:?}` ends a non-interactive shell with 127, as bash does.
+    ("v=; echo ${v:?empty}; echo no", "", 127),
     // bash's own variables (bash 5.2 on Linux, as root, per `uname` and `id`).
     (
         "echo ${BASH_VERSION%%.*} ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]} $BASH $OSTYPE $UID $EUID",

@@ -18,6 +18,12 @@ const CASES: &[(&str, &str, i32)] = &[
         0,
     ),
     (r#"echo '[1,2,3]' | jq -c 'map(. * 2)'"#, "[2,4,6]\n", 0),
+    // from_entries takes key/k/name/Name/K/Key and value/v/Value/V (the jq 1.7 manual).
+    (
+        r#"echo '[{"k":"a","v":1},{"name":"b","value":2},{"Key":"c","V":3},{"key":1,"value":4}]' | jq -c from_entries"#,
+        "{\"a\":1,\"b\":2,\"c\":3,\"1\":4}\n",
+        0,
+    ),
     (
         "jq -n --arg x hi --argjson n 5 '{greeting: $x, n: ($n + 1)}' -c",
         "{\"greeting\":\"hi\",\"n\":6}\n",

@@ -112,6 +112,8 @@ fn applet(name: &str) -> Option<Main> {
         "numfmt" => uu_numfmt::uumain,
         "split" => uu_split::uumain,
         "tsort" => uu_tsort::uumain,
+        "fmt" => uu_fmt::uumain,
+        "sum" => uu_sum::uumain,
         "tee" => uu_tee::uumain,
         "test" | "[" => uu_test::uumain,
         "truncate" => uu_truncate::uumain,

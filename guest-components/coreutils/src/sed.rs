@@ -13,6 +13,8 @@ use crate::own::reason;
 #[derive(Debug, Clone)]
 enum Addr {
     Line(usize),
+    /// GNU's `first~step`: lines first, first+step, first+2*step...
+    Step(usize, usize),
     Last,
     Re(Regex),
 }
@@ -102,6 +104,15 @@ impl Parser<'_> {
                 while let Some(d) = self.peek().and_then(|c| c.to_digit(10)) {
                     n = n * 10 + d as usize;
                     self.i += 1;
+                }
+                if self.peek() == Some('~') {
+                    self.i += 1;
+                    let mut step = 0usize;
+                    while let Some(d) = self.peek().and_then(|c| c.to_digit(10)) {
+                        step = step * 10 + d as usize;
+                        self.i += 1;
+                    }
+                    return Ok(Some(Addr::Step(n, step)));
                 }
                 Ok(Some(Addr::Line(n)))
             }
@@ -300,6 +311,8 @@ struct Exec {
 fn matches(a: &Addr, n: usize, last: bool, line: &[u8]) -> bool {
     match a {
         Addr::Line(k) => *k == n,
+        Addr::Step(first, 0) => n == *first,
+        Addr::Step(first, step) => n >= *first && (n - first).is_multiple_of(*step),
         Addr::Last => last,
         Addr::Re(re) => re.is_match(line),
     }

@@ -379,7 +379,14 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
             Err(Ctl::Exit(status))
         }
         "wait" => Ok(wait(sh, args, io)),
-        "kill" => Ok(kill(sh, args, io)),
+        "kill" => {
+            let (status, trapped) = kill(sh, args, io);
+            // The shell signalled itself and has a trap for it: the trap runs instead.
+            if let Some(condition) = trapped {
+                sh.run_trap(&condition, io)?;
+            }
+            Ok(status)
+        }
         // No table of remembered command paths is kept (each lookup walks PATH): `hash -r`
         // (a venv's activate script ends with it) has nothing to forget; `hash NAME` only
         // checks that NAME is found.
@@ -1134,7 +1141,7 @@ fn signal_number(name: &str) -> Option<u8> {
 /// shell (process ids or `%N`) and, by pid, any process of the sandbox (another job's, as
 /// `ps` lists them); a process ended by a signal has status 128 + its number.
 /// Signal 0 only checks that the job is there.
-fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+fn kill(sh: &mut Shell, args: &[String], io: &Io) -> (i32, Option<String>) {
     let mut signal = 15u8;
     let mut i = 0;
     if args.first().map(String::as_str) == Some("-l")
@@ -1145,13 +1152,13 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
             match SIGNALS.iter().find(|(_, v)| *v == n) {
                 Some((name, _)) => {
                     io.stdout.write_str(&format!("{name}\n"));
-                    return 0;
+                    return (0, None);
                 }
                 None => {
                     io.stderr.write_str(&format!(
                         "sh: kill: {status}: invalid signal specification\n"
                     ));
-                    return 1;
+                    return (1, None);
                 }
             }
         }
@@ -1160,7 +1167,7 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
             .map(|(n, v)| format!("{v}) SIG{n}"))
             .collect();
         io.stdout.write_str(&format!("{}\n", names.join(" ")));
-        return 0;
+        return (0, None);
     }
     while let Some(a) = args.get(i) {
         if a == "--" {
@@ -1182,7 +1189,7 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
                     "sh: kill: {}: invalid signal specification\n",
                     spec.unwrap_or_default()
                 ));
-                return 1;
+                return (1, None);
             }
         }
         i += 1;
@@ -1192,11 +1199,23 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
         io.stderr.write_str(
             "sh: kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ...\n",
         );
-        return 2;
+        return (2, None);
     }
     let mut status = 0;
+    let mut trapped = None;
     for id in ids {
         let pid = job_pid(sh, id);
+        // A signal to the shell itself that it traps (or ignores with `trap '' SIG`).
+        if pid == Some(sh.pid())
+            && signal != 0
+            && let Some(condition) = trap_condition(&signal.to_string())
+            && sh.traps.contains_key(&condition)
+        {
+            if sh.traps.get(&condition).is_some_and(|a| !a.is_empty()) {
+                trapped = Some(condition);
+            }
+            continue;
+        }
         match pid {
             Some(p) if sh.background.contains(&p) => {
                 if signal != 0 {
@@ -1223,7 +1242,7 @@ fn kill(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
             }
         }
     }
-    status
+    (status, trapped)
 }
 
 /// A trap condition's name as `trap -p` prints it: `EXIT`, `ERR`, `DEBUG`, `RETURN`, or a

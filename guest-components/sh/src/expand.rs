@@ -768,7 +768,12 @@ impl Shell {
                     };
                     let io = self.cur_io.clone();
                     self.error(&io, &format!("{}: {msg}", Self::param_name(parameter)));
-                    return Err(self.expansion_failed());
+                    // bash ends a non-interactive shell here with 127, as for `set -u`.
+                    return Err(if self.interactive {
+                        Ctl::Abandon(1)
+                    } else {
+                        Ctl::Exit(127)
+                    });
                 }
             }
             PE::UseAlternativeValue {

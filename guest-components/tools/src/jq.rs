@@ -313,6 +313,9 @@ pub fn main(args: Vec<String>) -> i32 {
     // What jq has and the jaq standard library does not.
     let prelude = r#"def env: $ENV; def input_filename: null; def ascii: [.] | implode;
 def leaf_paths: paths(scalars);
+def from_entries: reduce .[] as $x ({}; . + { ($x | if type == "object" and has("key") and .key != null
+    then .key else (.k // .name // .Name // .K // .Key) end | if type == "string" then . else tojson end):
+  ($x | if has("value") then .value elif has("v") then .v elif has("Value") then .Value else .V end) });
 def @csv: if type != "array" then error("\(type) (\(tojson)) cannot be csv-formatted, only an array can be")
   else map(if type == "string" then "\"" + gsub("\""; "\"\"") + "\""
     elif type == "null" then "" elif type == "boolean" or type == "number" then tostring

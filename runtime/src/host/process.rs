@@ -714,6 +714,11 @@ impl wit::Host for ProcessHost {
 
     async fn signal_process(&mut self, pid: u32, signal: u8) -> Result<Result<(), wit::Error>> {
         Ok(if self.job.site.sandbox.signal(pid, signal) {
+            if pid == self.pid && signal != 0 {
+                // A process that signals itself ends now, not at its next yield point
+                // (`kill $$`): 128 + the signal, as its parent sees it.
+                return Err(wasmtime_wasi::I32Exit(128 + i32::from(signal.min(127))).into());
+            }
             Ok(())
         } else {
             Err(wit::Error::Io(format!("({pid}) - No such process")))
