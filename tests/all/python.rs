@@ -102,6 +102,29 @@ print(r.stdout)
     assert_eq!(out.stdout, "3 2000000 b'out\\n'\nPIPED\n", "{out:?}");
 }
 
+/// `subprocess.Popen` as CPython documents it: PIPE, DEVNULL, STDOUT, files, inherited
+/// streams, text mode, communicate, streaming reads and writes, poll, wait with a timeout,
+/// kill and terminate (-signal), a missing program; and file modes through `os.stat` (so
+/// `shutil.copy` keeps +x). Expected output: the host's CPython running the same script.
+#[tokio::test]
+async fn popen_and_file_modes_like_cpython() {
+    warm().await;
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    sandbox
+        .write_file("t.py", "import subprocess, sys, os, stat, shutil, io\np = subprocess.Popen([\"cat\"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\nprint(p.communicate(b\"xyz\"))\nprint(p.returncode)\np = subprocess.Popen(\"echo out; echo err >&2; exit 3\", shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)\nout, err = p.communicate()\nprint(repr(out), repr(err), p.returncode)\np = subprocess.Popen([\"sh\", \"-c\", \"echo a; echo b >&2\"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)\nprint(sorted(p.stdout.read().split()), p.wait())\nwith subprocess.Popen([\"seq\", \"3\"], stdout=subprocess.PIPE, text=True) as p:\n    for line in p.stdout:\n        print(\"line\", line.strip())\nprint(p.returncode)\np = subprocess.Popen([\"sleep\", \"5\"])\nprint(p.poll())\np.kill(); print(p.wait())\np = subprocess.Popen([\"sleep\", \"5\"])\ntry:\n    p.wait(timeout=0.2)\nexcept subprocess.TimeoutExpired as e:\n    print(\"timeout\", type(e).__name__)\np.terminate(); print(p.wait())\nwith open(\"o.txt\", \"w\") as f:\n    subprocess.Popen([\"echo\", \"to-file\"], stdout=f).wait()\nprint(open(\"o.txt\").read().strip())\np = subprocess.Popen([\"tr\", \"a-z\", \"A-Z\"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\np.stdin.write(\"hello\\n\"); p.stdin.close(); print(p.stdout.read().strip(), p.wait())\np = subprocess.Popen([\"true\"], stdout=subprocess.DEVNULL); print(p.wait())\ntry:\n    subprocess.Popen([\"no-such-prog\"])\nexcept FileNotFoundError as e:\n    print(\"FNF\", e.errno)\nprint(subprocess.run([\"sh\", \"-c\", \"exit 4\"]).returncode)\nopen(\"s.sh\", \"w\").write(\"#!/bin/sh\\necho script\\n\"); os.chmod(\"s.sh\", 0o755)\nprint(oct(stat.S_IMODE(os.stat(\"s.sh\").st_mode)), os.access(\"s.sh\", os.X_OK))\nshutil.copy(\"s.sh\", \"s2.sh\"); print(oct(stat.S_IMODE(os.stat(\"s2.sh\").st_mode)))\nprint(subprocess.check_output([\"./s2.sh\"]).decode().strip())\nprint(oct(stat.S_IMODE(os.lstat(\"o.txt\").st_mode)), stat.S_ISREG(os.stat(\"o.txt\").st_mode))\nfrom pathlib import Path; print(oct(Path(\"s.sh\").stat().st_mode & 0o777))\n".as_bytes())
+        .unwrap();
+    let out = sandbox
+        .run(JobSpec::new(["python3", "t.py"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout,
+        "(b'xyz', None)\n0\n'out\\n' 'err\\n' 3\n[b'a', b'b'] 0\nline 1\nline 2\nline 3\n0\nNone\n-9\ntimeout TimeoutExpired\n-15\nto-file\nHELLO 0\n0\nFNF 2\n4\n0o755 True\n0o755\nscript\n0o644 True\n0o755\n",
+        "{out:?}"
+    );
+    assert_eq!(out.exit_code, 0, "{out:?}");
+}
+
 /// What a wasm process cannot do fails with a message saying so: new processes through
 /// `multiprocessing` and process pools, threads; asyncio has no sockets to watch.
 #[tokio::test]

@@ -127,6 +127,11 @@ const CASES: &[(&str, &str, i32)] = &[
     ),
     // `${v:?}` ends a non-interactive shell with 127, as bash does.
     ("v=; echo ${v:?empty}; echo no", "", 127),
+    (
+        "bash --version | head -1 | cut -d' ' -f1-4",
+        "GNU bash, version 5.2.0(1)-release\n",
+        0,
+    ),
     // bash's own variables (bash 5.2 on Linux, as root, per `uname` and `id`).
     (
         "echo ${BASH_VERSION%%.*} ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]} $BASH $OSTYPE $UID $EUID",

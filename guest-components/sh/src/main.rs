@@ -44,6 +44,15 @@ fn run(arg0: String, args: &[String]) -> i32 {
         let (on, flags) = match (a.strip_prefix('-'), a.strip_prefix('+')) {
             (Some(f), _) if !f.is_empty() && !f.starts_with('-') => (true, f),
             (_, Some(f)) if !f.is_empty() => (false, f),
+            _ if a == "--version" => {
+                // What scripts parse (`bash --version | head -1`), and what this shell is.
+                println!(
+                    "GNU bash, version {} (wasm32-unknown-linux-gnu)\n\
+                     This is the wasbox shell: bash's grammar and behaviour, not GNU bash.",
+                    shell::BASH_VERSION
+                );
+                return 0;
+            }
             _ if a.starts_with("--") => {
                 // --login, --norc, --noprofile, --posix: accepted and ignored.
                 i += 1;

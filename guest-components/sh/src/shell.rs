@@ -85,7 +85,7 @@ pub struct Opts {
 
 /// The state of one shell (a subshell is a clone).
 /// The bash release whose behaviour this shell follows (`$BASH_VERSION`).
-const BASH_VERSION: &str = "5.2.0(1)-release";
+pub const BASH_VERSION: &str = "5.2.0(1)-release";
 
 #[derive(Clone)]
 pub struct Shell {
