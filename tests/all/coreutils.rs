@@ -396,6 +396,12 @@ async fn grep_like_gnu() {
 
 /// find and xargs, each checked against GNU findutils 4.9 (script, stdout, exit code).
 const FIND: &[(&str, &str, i32)] = &[
+    // -d takes C escapes; quotes and blanks in items are then plain characters.
+    (
+        "printf 'one 1\\ntwo\\n' | xargs -d '\\n' -I{} echo '<{}>'",
+        "<one 1>\n<two>\n",
+        0,
+    ),
     (
         "mkdir -p src/lib docs; echo a > src/main.py; echo b > src/lib/util.py; echo c > docs/README.md; touch empty.txt; find . | sort",
         ".\n./docs\n./docs/README.md\n./empty.txt\n./src\n./src/lib\n./src/lib/util.py\n./src/main.py\n",

@@ -132,6 +132,24 @@ const CASES: &[(&str, &str, i32)] = &[
         "GNU bash, version 5.2.0(1)-release\n",
         0,
     ),
+    // `printf %q` quotes as bash does.
+    (
+        "printf '%q\\n' 'a b' '#a' 'a#b' 'x,y' '' $'t\\tab' '~u' 'a{b}'",
+        "a\\ b\n\\#a\na#b\nx\\,y\n''\n$'t\\tab'\n\\~u\na\\{b\\}\n",
+        0,
+    ),
+    // Field splitting: a non-blank IFS character ends a field, so two make an empty one;
+    // blanks around it belong to it; none is made at the end.
+    (
+        "IFS=,; x='a,,b,'; set -- $x; echo $#; IFS=' ,'; y=' a , b  c,'; set -- $y; echo $# \"$@\"",
+        "3\n3 a b c\n",
+        0,
+    ),
+    (
+        "IFS=, read -ra p <<< 'a,b,,c'; echo ${#p[@]}; printf '[%s]' \"${p[@]}\"; echo",
+        "4\n[a][b][][c]\n",
+        0,
+    ),
     // bash's own variables (bash 5.2 on Linux, as root, per `uname` and `id`).
     (
         "echo ${BASH_VERSION%%.*} ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]} $BASH $OSTYPE $UID $EUID",

@@ -725,9 +725,7 @@ pub fn xargs(args: std::vec::IntoIter<OsString>) -> i32 {
             }
             _ if a.starts_with("-I") => replace = value(&mut i, &a[2..]),
             "-i" => replace = Some("{}".into()),
-            _ if a.starts_with("-d") => {
-                delim = value(&mut i, &a[2..]).and_then(|d| d.chars().next())
-            }
+            _ if a.starts_with("-d") => delim = value(&mut i, &a[2..]).and_then(|d| delimiter(&d)),
             _ if a.starts_with('-') && a.len() > 1 => {
                 eprintln!("xargs: invalid option -- '{}'", &a[1..]);
                 return 1;
@@ -810,4 +808,31 @@ pub fn xargs(args: std::vec::IntoIter<OsString>) -> i32 {
         }
     }
     worst
+}
+
+/// xargs `-d`'s delimiter: a character, or a C escape (`\n`, `\t`, `\0`, `\\`, `\xHH`,
+/// `\NNN` octal).
+fn delimiter(d: &str) -> Option<char> {
+    let Some(rest) = d.strip_prefix('\\') else {
+        return d.chars().next();
+    };
+    let simple = match rest {
+        "n" => Some('\n'),
+        "t" => Some('\t'),
+        "r" => Some('\r'),
+        "a" => Some('\x07'),
+        "b" => Some('\x08'),
+        "f" => Some('\x0c'),
+        "v" => Some('\x0b'),
+        "\\" => Some('\\'),
+        "" => Some('\\'),
+        _ => None,
+    };
+    if simple.is_some() {
+        return simple;
+    }
+    if let Some(hex) = rest.strip_prefix('x') {
+        return u32::from_str_radix(hex, 16).ok().and_then(char::from_u32);
+    }
+    u32::from_str_radix(rest, 8).ok().and_then(char::from_u32)
 }

@@ -702,11 +702,10 @@ fn read(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     }
     if let Some(name) = array {
         let ifs = sh.get_var("IFS").unwrap_or_else(|| " \t\n".into());
-        let words = line
-            .split(|c: char| ifs.contains(c))
-            .filter(|w| !w.is_empty())
+        let words = crate::expand::ifs_fields(&line, &ifs)
+            .into_iter()
             .enumerate()
-            .map(|(i, w)| (i as i64, w.to_string()))
+            .map(|(i, w)| (i as i64, w))
             .collect();
         sh.set_array(&name, Array::Indexed(words));
         return 0;

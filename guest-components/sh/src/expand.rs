@@ -75,31 +75,38 @@ impl Fields {
             return;
         }
         let ifs = self.ifs.clone();
-        let mut pending_delim = false;
+        // POSIX field splitting: IFS white space around a delimiter belongs to it; each
+        // other IFS character ends a field, so two of them in a row make an empty one.
+        #[derive(PartialEq)]
+        enum At {
+            Field,
+            AfterBlank,
+            AfterDelim,
+        }
+        let mut at = At::Field;
         for c in s.chars() {
             if ifs.contains(c) {
                 if c.is_whitespace() {
-                    if !self.cur.text.is_empty() || self.cur.quoted {
+                    if at == At::Field {
                         self.end();
+                        at = At::AfterBlank;
                     }
                 } else {
-                    // A non-blank IFS character always ends a field (possibly empty).
-                    if !pending_delim {
+                    if at != At::AfterBlank {
                         self.end_always();
                     }
-                    pending_delim = true;
-                    continue;
+                    at = At::AfterDelim;
                 }
-            } else {
-                // Unquoted expansion results are subject to pathname expansion.
-                self.cur.text.push(c);
-                self.cur.pat.push(c);
-                self.cur.re.push(c);
-                if matches!(c, '*' | '?' | '[') {
-                    self.cur.magic = true;
-                }
+                continue;
             }
-            pending_delim = false;
+            // Unquoted expansion results are subject to pathname expansion.
+            self.cur.text.push(c);
+            self.cur.pat.push(c);
+            self.cur.re.push(c);
+            if matches!(c, '*' | '?' | '[') {
+                self.cur.magic = true;
+            }
+            at = At::Field;
         }
     }
 
@@ -1213,4 +1220,46 @@ fn sequence(s: &str) -> Option<Vec<String>> {
         }
     }
     Some(out)
+}
+
+/// `s` split into fields at `ifs` as `read -a` does: IFS white space at either end is
+/// dropped, white space around a delimiter belongs to it, each other IFS character ends a
+/// field (two in a row make an empty one), and a delimiter at the end makes no empty field.
+pub fn ifs_fields(s: &str, ifs: &str) -> Vec<String> {
+    #[derive(PartialEq)]
+    enum At {
+        Field,
+        AfterBlank,
+        AfterDelim,
+    }
+    let blank = |c: char| ifs.contains(c) && c.is_whitespace();
+    let s = s.trim_matches(blank);
+    if s.is_empty() {
+        return Vec::new();
+    }
+    let mut fields = Vec::new();
+    let mut cur = String::new();
+    let mut at = At::Field;
+    for c in s.chars() {
+        if ifs.contains(c) {
+            if c.is_whitespace() {
+                if at == At::Field {
+                    fields.push(std::mem::take(&mut cur));
+                    at = At::AfterBlank;
+                }
+            } else {
+                if at != At::AfterBlank {
+                    fields.push(std::mem::take(&mut cur));
+                }
+                at = At::AfterDelim;
+            }
+            continue;
+        }
+        cur.push(c);
+        at = At::Field;
+    }
+    if at == At::Field {
+        fields.push(cur);
+    }
+    fields
 }

@@ -93,7 +93,7 @@ fn one_pass(
             }
             precision = Some(p);
         }
-        while i < chars.len() && "hlLqjzt".contains(chars[i]) {
+        while i < chars.len() && "hlLjzt".contains(chars[i]) {
             i += 1;
         }
         let Some(&conv) = chars.get(i) else {
@@ -235,17 +235,7 @@ fn one_pass(
                     s
                 }
             }
-            'q' => {
-                let a = arg.unwrap_or_default();
-                if !a.is_empty()
-                    && a.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c))
-                {
-                    a
-                } else {
-                    format!("'{}'", a.replace('\'', "'\\''"))
-                }
-            }
+            'q' => shell_quote(&arg.unwrap_or_default()),
             other => {
                 if status.1.is_none() {
                     *status = (1, Some(format!("%{other}: invalid format character")));
@@ -380,4 +370,66 @@ fn escape(chars: &[char]) -> (Vec<u8>, usize, bool) {
             (crate::expand::ansi_c(&s).into_bytes(), 2, false)
         }
     }
+}
+
+/// `%q`: the argument quoted for reuse as shell input, as bash writes it: `''` for nothing,
+/// `$'...'` when it holds control characters, else a backslash before each character the
+/// shell would treat specially (`~` and `#` only at the start).
+pub fn shell_quote(a: &str) -> String {
+    if a.is_empty() {
+        return "''".into();
+    }
+    if a.chars().any(|c| c.is_control()) {
+        let mut out = String::from("$'");
+        for c in a.chars() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\x07' => out.push_str("\\a"),
+                '\x08' => out.push_str("\\b"),
+                '\x0b' => out.push_str("\\v"),
+                '\x0c' => out.push_str("\\f"),
+                '\x1b' => out.push_str("\\E"),
+                '\'' => out.push_str("\\'"),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => out.push_str(&format!("\\{:03o}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        return out;
+    }
+    let mut out = String::new();
+    for (i, c) in a.chars().enumerate() {
+        let special = matches!(
+            c,
+            ' ' | '!'
+                | '"'
+                | '$'
+                | '&'
+                | '\''
+                | '('
+                | ')'
+                | '*'
+                | ','
+                | ';'
+                | '<'
+                | '>'
+                | '?'
+                | '['
+                | '\\'
+                | ']'
+                | '^'
+                | '`'
+                | '{'
+                | '|'
+                | '}'
+        ) || (i == 0 && matches!(c, '~' | '#'));
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
