@@ -193,6 +193,9 @@ fn wasi_wit(root: &Path) -> PathBuf {
         .join("src/p2/wit/deps")
 }
 
+/// The `tzdata` release bundled with python3 (PyPI's packaging of the IANA database).
+const TZDATA: &str = "2026.6";
+
 fn build_python(root: &Path, target_dir: &Path) {
     let src = root.join("guest-components/python");
     // The one place the componentize-py version is written (`wasbox term build` reads it too).
@@ -203,7 +206,7 @@ fn build_python(root: &Path, target_dir: &Path) {
     let componentize_py = componentize_py.trim();
     let out = target_dir.join("wasm32-wasip2/release/python.wasm");
     let stamp_file = target_dir.join("python.stamp");
-    let mut stamp = format!("componentize-py {componentize_py}\n");
+    let mut stamp = format!("componentize-py {componentize_py}\ntzdata {TZDATA}\n");
     for f in [
         src.join("main.py"),
         src.join("wasbox_pip.py"),
@@ -248,6 +251,29 @@ fn build_python(root: &Path, target_dir: &Path) {
         );
     }
 
+    // The IANA time zone database as the `tzdata` package (what `zoneinfo` falls back to
+    // when the system has none, as in a sandbox), bundled beside the standard library.
+    let tzdata = target_dir.join(format!("python-tzdata-{TZDATA}"));
+    if !tzdata.join("tzdata/zoneinfo").is_dir() {
+        println!(
+            "cargo:warning=installing tzdata {TZDATA} from PyPI into {}",
+            tzdata.display()
+        );
+        run(
+            Command::new(venv.join("bin/pip"))
+                .args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                ])
+                .args(["--no-compile", "--target"])
+                .arg(&tzdata)
+                .arg(format!("tzdata=={TZDATA}")),
+            "installing tzdata from PyPI",
+        );
+    }
+
     // WIT: WASI's packages, ours, and the python world.
     let wit = target_dir.join("python-wit");
     let _ = std::fs::remove_dir_all(&wit);
@@ -273,6 +299,8 @@ fn build_python(root: &Path, target_dir: &Path) {
             .arg(&wit)
             .args(["-w", "wasbox:python/python", "componentize", "-p"])
             .arg(&src)
+            .arg("-p")
+            .arg(&tzdata)
             .args(["main", "-o"])
             .arg(&out),
         "building the python3 component with componentize-py",

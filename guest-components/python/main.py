@@ -304,6 +304,56 @@ class _Policy(asyncio.DefaultEventLoopPolicy):
 asyncio.set_event_loop_policy(_Policy())
 
 
+# -- zoneinfo from the bundled IANA database ------------------------------------------------
+
+def _tzdata_blob():
+    """The `tzdata` package's zone files, read when the component is built (the bundle's
+    directories are not there at run time) and kept compressed in its memory image."""
+    try:
+        import tzdata
+    except ImportError:
+        return None
+    root = os.path.join(os.path.dirname(tzdata.__file__), "zoneinfo")
+    files = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            path = os.path.join(dirpath, n)
+            with open(path, "rb") as f:
+                data = f.read()
+            if data[:4] == b"TZif":
+                files[os.path.relpath(path, root)] = data
+    return zlib.compress(pickle.dumps(files), 9) if files else None
+
+
+_TZ_BLOB = _tzdata_blob()
+_tz_files = None
+
+
+def _zones():
+    global _tz_files
+    if _tz_files is None:
+        _tz_files = pickle.loads(zlib.decompress(_TZ_BLOB)) if _TZ_BLOB else {}
+    return _tz_files
+
+
+def _load_tzdata(key):
+    data = _zones().get(key)
+    if data is None:
+        raise zoneinfo.ZoneInfoNotFoundError(f"No time zone found with key {key}")
+    return io.BytesIO(data)
+
+
+def _available_timezones():
+    return {k for k in _zones() if k != "localtime" and not k.startswith(("posix/", "right/"))}
+
+
+if _TZ_BLOB is not None:
+    import zoneinfo._common, zoneinfo._tzpath  # noqa: E401
+    zoneinfo._common.load_tzdata = _load_tzdata
+    zoneinfo._tzpath.available_timezones = _available_timezones
+    zoneinfo.available_timezones = _available_timezones
+
+
 # -- subprocess and os.system through the process host -----------------------------------
 
 def _drop(*handles):

@@ -125,6 +125,32 @@ async fn popen_and_file_modes_like_cpython() {
     assert_eq!(out.exit_code, 0, "{out:?}");
 }
 
+/// `zoneinfo` finds the IANA database (the `tzdata` package bundled with python3): offsets
+/// with daylight saving, names, `available_timezones`, and CPython's error for a key that
+/// does not exist.
+#[tokio::test]
+async fn zoneinfo_has_the_iana_database() {
+    warm().await;
+    let out = sh("python3 -c '
+import datetime as d
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+ny = ZoneInfo(\"America/New_York\")
+print(d.datetime(2024, 7, 1, 12, tzinfo=ny).utcoffset(), d.datetime(2024, 1, 1, tzinfo=ny).tzname())
+print(d.datetime(2024, 3, 31, 1, 30, tzinfo=d.timezone.utc).astimezone(ZoneInfo(\"Europe/Paris\")))
+print(\"Asia/Tokyo\" in available_timezones(), len(available_timezones()) > 400)
+try:
+    ZoneInfo(\"Nowhere/Town\")
+except ZoneInfoNotFoundError as e:
+    print(type(e).__name__)
+'")
+    .await;
+    assert_eq!(
+        out.stdout,
+        "-1 day, 20:00:00 EST\n2024-03-31 03:30:00+02:00\nTrue True\nZoneInfoNotFoundError\n",
+        "{out:?}"
+    );
+}
+
 /// What a wasm process cannot do fails with a message saying so: new processes through
 /// `multiprocessing` and process pools, threads; asyncio has no sockets to watch.
 #[tokio::test]
