@@ -396,6 +396,18 @@ async fn grep_like_gnu() {
 
 /// find and xargs, each checked against GNU findutils 4.9 (script, stdout, exit code).
 const FIND: &[(&str, &str, i32)] = &[
+    // -depth (and -delete, which implies it): a directory after its contents; -quit.
+    (
+        "mkdir -p d/e; touch d/f d/e/g; find d -depth; find d -name '*' -type f -print -quit; find d -delete; ls d 2>&1 | wc -l",
+        "d/e/g\nd/e\nd/f\nd\nd/e/g\n1\n",
+        0,
+    ),
+    // sort -c/-C: the first line out of order, as GNU sort reports it.
+    (
+        "printf '1\\n3\\n4\\n2\\n' > a; sort -c a 2>&1; echo $?; sort -n -C a; echo $?; printf '1\\n2\\n2\\n' | sort -cu 2>&1; echo $?; printf '9\\n10\\n' | sort -nc; echo $?; sort -c a a 2>&1; echo $?",
+        "sort: a:4: disorder: 2\n1\n1\nsort: -:3: disorder: 2\n1\n0\nsort: extra operand 'a' not allowed with -c\n2\n",
+        0,
+    ),
     // -d takes C escapes; quotes and blanks in items are then plain characters.
     (
         "printf 'one 1\\ntwo\\n' | xargs -d '\\n' -I{} echo '<{}>'",

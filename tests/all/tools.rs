@@ -18,6 +18,17 @@ const CASES: &[(&str, &str, i32)] = &[
         0,
     ),
     (r#"echo '[1,2,3]' | jq -c 'map(. * 2)'"#, "[2,4,6]\n", 0),
+    // GNU tar keeps `./` in names archived from `.`; `unzip -Z1` lists names only.
+    (
+        "mkdir -p d/s; echo x > d/f; echo y > d/s/g; tar -C d -cf a.tar . && tar -tf a.tar | sort",
+        "./\n./f\n./s/\n./s/g\n",
+        0,
+    ),
+    (
+        "echo x > f; mkdir s; echo y > s/g; zip -qr z.zip f s; unzip -Z1 z.zip",
+        "f\ns/\ns/g\n",
+        0,
+    ),
     // from_entries takes key/k/name/Name/K/Key and value/v/Value/V (the jq 1.7 manual).
     (
         r#"echo '[{"k":"a","v":1},{"name":"b","value":2},{"Key":"c","V":3},{"key":1,"value":4}]' | jq -c from_entries"#,

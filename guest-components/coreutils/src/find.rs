@@ -39,6 +39,8 @@ enum Expr {
     Regex(regex::Regex),
     Printf(String),
     Ls,
+    /// `-quit`: stop at once (after what was printed so far).
+    Quit,
     Not(Box<Expr>),
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
@@ -50,6 +52,8 @@ struct Parser {
     has_action: bool,
     maxdepth: Option<usize>,
     mindepth: usize,
+    /// `-depth` (and `-delete`, which implies it): a directory after its contents.
+    depth_first: bool,
 }
 
 impl Parser {
@@ -132,7 +136,13 @@ impl Parser {
             }
             "-delete" => {
                 self.has_action = true;
+                self.depth_first = true;
                 Expr::Delete
+            }
+            "-quit" => Expr::Quit,
+            "-depth" | "-d" => {
+                self.depth_first = true;
+                Expr::True
             }
             "-prune" => Expr::Prune,
             "-size" => {
@@ -210,7 +220,6 @@ impl Parser {
             | "-nogroup"
             | "-xdev"
             | "-mount"
-            | "-depth"
             | "-follow"
             | "-noleaf"
             | "-ignore_readdir_race" => {
@@ -251,6 +260,7 @@ struct Walk<'a> {
     status: i32,
     batch: Vec<String>,
     batch_cmd: Option<Vec<String>>,
+    quit: bool,
 }
 
 impl Walk<'_> {
@@ -304,6 +314,10 @@ impl Walk<'_> {
             }
             Expr::Prune => {
                 *prune = true;
+                true
+            }
+            Expr::Quit => {
+                self.quit = true;
                 true
             }
             Expr::Exec { argv, batch } => {
@@ -378,9 +392,12 @@ impl Walk<'_> {
                 return;
             }
         };
+        if self.quit {
+            return;
+        }
         let mut prune = false;
         self.depth = depth;
-        if depth >= p.mindepth {
+        if depth >= p.mindepth && !p.depth_first {
             let expr = self.expr;
             self.eval(expr, path, &meta, &mut prune);
         }
@@ -406,6 +423,11 @@ impl Walk<'_> {
                 self.visit(&child, depth + 1, p);
             }
         }
+        if depth >= p.mindepth && p.depth_first && !self.quit {
+            self.depth = depth;
+            let expr = self.expr;
+            self.eval(expr, path, &meta, &mut prune);
+        }
     }
 }
 
@@ -425,6 +447,7 @@ pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
         has_action: false,
         maxdepth: None,
         mindepth: 0,
+        depth_first: false,
     };
     let expr = if p.toks.is_empty() {
         Expr::True
@@ -454,9 +477,13 @@ pub fn find(args: std::vec::IntoIter<OsString>) -> i32 {
         batch_cmd: None,
         depth: 0,
         root: String::new(),
+        quit: false,
     };
     for r in &roots {
         w.root = r.clone();
+        if w.quit {
+            break;
+        }
         w.visit(r, 0, &p);
     }
     let _ = w.out.flush();

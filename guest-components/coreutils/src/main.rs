@@ -70,7 +70,7 @@ fn applet(name: &str) -> Option<Main> {
         "rm" => |a| uu_rm::uumain(own::without_trailing_slashes(a)),
         "seq" => uu_seq::uumain,
         "sleep" => uu_sleep::uumain,
-        "sort" => uu_sort::uumain,
+        "sort" => own::sort,
         "tail" => uu_tail::uumain,
         "touch" => uu_touch::uumain,
         "tr" => uu_tr::uumain,

@@ -407,3 +407,159 @@ pub fn tac(args: std::vec::IntoIter<OsString>) -> i32 {
     }
     status
 }
+
+/// `sort`: uutils' sort, except `-c`/`-C`/`--check` (uutils checks on a thread, which a
+/// wasm process cannot start). A check sorts the input with the same options in a child
+/// `sort` and compares; on a difference, the first line out of order is found by sorting
+/// prefixes (a sorted prefix's prefixes are sorted), and reported as GNU sort does.
+pub fn sort(args: std::vec::IntoIter<OsString>) -> i32 {
+    let all: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    let mut check: Option<bool> = None; // Some(quiet)
+    let mut opts: Vec<String> = Vec::new();
+    let mut files: Vec<String> = Vec::new();
+    let mut i = 1;
+    let long_with_value = [
+        "--key",
+        "--field-separator",
+        "--output",
+        "--buffer-size",
+        "--temporary-directory",
+        "--parallel",
+        "--sort",
+        "--files0-from",
+        "--random-source",
+        "--compress-program",
+        "--batch-size",
+    ];
+    while i < all.len() {
+        let a = &all[i];
+        i += 1;
+        if a == "--" {
+            files.extend(all[i..].iter().cloned());
+            break;
+        }
+        if a == "--check" || a == "--check=diagnose-first" {
+            check = Some(false);
+        } else if a == "--check=quiet" || a == "--check=silent" {
+            check = Some(true);
+        } else if a.starts_with("--") {
+            opts.push(a.clone());
+            if !a.contains('=') && long_with_value.contains(&a.as_str()) && i < all.len() {
+                opts.push(all[i].clone());
+                i += 1;
+            }
+        } else if a.len() > 1 && a.starts_with('-') {
+            let mut kept = String::from("-");
+            let chars: Vec<char> = a[1..].chars().collect();
+            let mut k = 0;
+            let mut takes_next = false;
+            while k < chars.len() {
+                let c = chars[k];
+                k += 1;
+                match c {
+                    'c' => check = Some(check.unwrap_or(false)),
+                    'C' => check = Some(true),
+                    'k' | 't' | 'o' | 'S' | 'T' => {
+                        kept.push(c);
+                        kept.extend(&chars[k..]);
+                        takes_next = k == chars.len();
+                        break;
+                    }
+                    c => kept.push(c),
+                }
+            }
+            if kept.len() > 1 {
+                opts.push(kept);
+            }
+            if takes_next && i < all.len() {
+                opts.push(all[i].clone());
+                i += 1;
+            }
+        } else {
+            files.push(a.clone());
+        }
+    }
+    let Some(quiet) = check else {
+        return uu_sort::uumain(all.into_iter().map(OsString::from));
+    };
+    if files.len() > 1 {
+        eprintln!("sort: extra operand '{}' not allowed with -c", files[1]);
+        return 2;
+    }
+    let name = files.first().cloned().unwrap_or_else(|| "-".into());
+    let mut input = Vec::new();
+    let read = if name == "-" {
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut input).map(|_| ())
+    } else {
+        std::fs::read(&name).map(|d| input = d)
+    };
+    if let Err(e) = read {
+        eprintln!("sort: open failed: {name}: {}", reason(&e));
+        return 2;
+    }
+    let text = String::from_utf8_lossy(&input).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let me = guest_support::process::self_pid();
+    let (in_path, out_path) = (
+        format!("/tmp/.sort-check-{me}-in"),
+        format!("/tmp/.sort-check-{me}-out"),
+    );
+    // Whether the first `n` lines are in order: sorting them changes nothing.
+    let sorted = |n: usize| -> Result<bool, i32> {
+        let mut body = lines[..n].join("\n");
+        body.push('\n');
+        if std::fs::write(&in_path, &body).is_err() {
+            eprintln!("sort: cannot write a temporary file in /tmp");
+            return Err(2);
+        }
+        let mut argv = vec!["sort".to_string()];
+        argv.extend(opts.iter().cloned());
+        argv.push(in_path.clone());
+        let cmd = guest_support::process::Command {
+            argv,
+            env: std::env::vars().collect(),
+            cwd: std::env::current_dir()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "/".into()),
+            stdin: guest_support::process::Stdio::Null,
+            stdout: guest_support::process::Stdio::WriteFile(out_path.clone()),
+            stderr: guest_support::process::Stdio::Inherit,
+        };
+        let status = match guest_support::process::spawn(&cmd) {
+            Ok(pid) => guest_support::process::wait(pid),
+            Err(_) => 2,
+        };
+        if status != 0 {
+            return Err(2);
+        }
+        Ok(std::fs::read_to_string(&out_path).unwrap_or_default() == body)
+    };
+    let result = (|| -> Result<Option<usize>, i32> {
+        if lines.len() < 2 || sorted(lines.len())? {
+            return Ok(None);
+        }
+        // The longest sorted prefix: `lo` lines are in order, `hi` lines are not.
+        let (mut lo, mut hi) = (1usize, lines.len());
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if sorted(mid)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(Some(lo))
+    })();
+    let _ = std::fs::remove_file(&in_path);
+    let _ = std::fs::remove_file(&out_path);
+    match result {
+        Err(code) => code,
+        Ok(None) => 0,
+        Ok(Some(n)) => {
+            if !quiet {
+                eprintln!("sort: {name}:{}: disorder: {}", n + 1, lines[n]);
+            }
+            1
+        }
+    }
+}

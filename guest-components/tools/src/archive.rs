@@ -728,24 +728,49 @@ fn append(
     h.set_gid(0);
     let _ = h.set_username("root");
     let _ = h.set_groupname("root");
+    // The tar crate drops `.` components from names; GNU tar keeps `./x` as given (`tar
+    // -C dir -cf a.tar .`), so such a name short enough for the header goes in as it is.
+    let verbatim = member.starts_with("./") && member.len() <= 100;
     if meta.file_type().is_symlink() {
         let target = fs::read_link(path)?;
         h.set_entry_type(tar::EntryType::Symlink);
         h.set_mode(0o777);
         h.set_size(0);
+        if verbatim {
+            h.set_link_name(&target)?;
+            raw_name(&mut h, member);
+            return b.append(&h, io::empty());
+        }
         b.append_link(&mut h, member, target)
     } else if is_dir {
         h.set_entry_type(tar::EntryType::Directory);
         h.set_mode(mode_of(path).unwrap_or(0o755) & 0o7777);
         h.set_size(0);
+        if verbatim {
+            raw_name(&mut h, member);
+            return b.append(&h, io::empty());
+        }
         b.append_data(&mut h, member, io::empty())
     } else {
         let data = fs::read(path)?;
         h.set_entry_type(tar::EntryType::Regular);
         h.set_mode(mode_of(path).unwrap_or(0o644) & 0o7777);
         h.set_size(data.len() as u64);
+        if verbatim {
+            raw_name(&mut h, member);
+            return b.append(&h, &data[..]);
+        }
         b.append_data(&mut h, member, &data[..])
     }
+}
+
+/// Writes `name` (at most 100 bytes) into the header's name field as it is, and the
+/// checksum after it.
+fn raw_name(h: &mut tar::Header, name: &str) {
+    let field = &mut h.as_old_mut().name;
+    field.fill(0);
+    field[..name.len()].copy_from_slice(name.as_bytes());
+    h.set_cksum();
 }
 
 fn tar_read(archive: &str, extract: bool, names: &[String], o: &TarOpts) -> i32 {
@@ -1384,6 +1409,17 @@ pub fn unzip(args: Vec<String>) -> i32 {
         (members.is_empty() || members.iter().any(|m| glob(m, name)))
             && !excludes.iter().any(|x| glob(x, name))
     };
+    // `-Z1` (zipinfo -1): the names alone, one per line, nothing else.
+    if o.has(&["Z"]) && o.has(&["1"]) {
+        for i in 0..ar.len() {
+            let Ok(f) = ar.by_index(i) else { continue };
+            let name = f.name().map(|n| n.into_owned()).unwrap_or_default();
+            if wanted(&name) {
+                println!("{name}");
+            }
+        }
+        return 0;
+    }
     if !pipe && (quiet == 0 || list) {
         println!("Archive:  {zipname}");
     }
