@@ -2,6 +2,8 @@
 //! a fresh copy of the fixture workspace, with the pass rate reported by category.
 //!
 //! - `tests/corpus/cases.txt`: shell command lines, against bash 5 and the GNU tools.
+//! - `tests/corpus/agents.txt`: agent-style command lines (text, edits, errors, Python and
+//!   Node one-liners, scripts, archives), the same way.
 //! - `tests/corpus/node.txt`: JavaScript, against Node.js, run by the `wasbox run` binary
 //!   as `node -e CODE` and through `sh -c` with a pipe.
 //! - `tests/corpus/python.txt`: Python, against the host's CPython, the same two ways.
@@ -214,6 +216,31 @@ async fn corpus() {
     check(
         "cases.txt",
         "expected.json",
+        |s| vec!["bash", "-c", s],
+        &[("bash -c", |dir, script| {
+            Box::pin(async move {
+                let sandbox = runtime()
+                    .sandbox(SandboxConfig::default().workspace(&dir))
+                    .unwrap();
+                let spec = JobSpec::new(["bash", "-c", &script]).timeout(Duration::from_secs(20));
+                let out = sandbox.run(spec).await.unwrap();
+                Got {
+                    stdout: out.stdout,
+                    exit_code: out.exit_code,
+                    stderr: out.stderr,
+                }
+            })
+        })],
+    )
+    .await;
+}
+
+/// The agent-style corpus (`tests/corpus/agents.txt`), run the same way as `cases.txt`.
+#[tokio::test]
+async fn agents_corpus() {
+    check(
+        "agents.txt",
+        "agents.json",
         |s| vec!["bash", "-c", s],
         &[("bash -c", |dir, script| {
             Box::pin(async move {
