@@ -515,6 +515,7 @@ class _Popen:
         self.returncode = None
         self.stdin = self.stdout = self.stderr = None
         self._child = None
+        self._signalled = False  # send_signal was called
         self._copy_out = []  # (pipe reader, file object) to copy at the end
         self.text_mode = bool(text or universal_newlines or encoding or errors)
         self._encoding, self._errors = encoding, errors
@@ -539,7 +540,7 @@ class _Popen:
             feed = (w, data.encode() if isinstance(data, str) else data)
             return process.Stdio_PipeReader(r), None
 
-        def writer_for(spec, name):
+        def writer_for(spec):
             if spec is None:
                 return process.Stdio_Inherit(), None
             if spec == subprocess.DEVNULL:
@@ -552,9 +553,9 @@ class _Popen:
             return process.Stdio_PipeWriter(w), None
 
         in_stdio, in_w = reader_for(stdin)
-        out_stdio, out_r = writer_for(stdout, "stdout")
+        out_stdio, out_r = writer_for(stdout)
         if stderr == subprocess.STDOUT:
-            if stdout in (None,):
+            if stdout is None:
                 err_stdio, err_r = process.Stdio_InheritStdout(), None
             elif stdout == subprocess.DEVNULL:
                 err_stdio, err_r = process.Stdio_Null(), None
@@ -562,7 +563,7 @@ class _Popen:
                 # The same pipe as stdout: the child's two streams interleave as written.
                 err_stdio, err_r = process.Stdio_PipeWriter(out_stdio.value.dup()), None
         else:
-            err_stdio, err_r = writer_for(stderr, "stderr")
+            err_stdio, err_r = writer_for(stderr)
         try:
             self._child = _spawn(argv, env, cwd, in_stdio, out_stdio, err_stdio)
         except BaseException:
@@ -631,8 +632,6 @@ class _Popen:
         self.returncode = -(code - 128) if 128 < code < 160 and self._signalled else code
         _drop(self._child)
         self._child = None
-
-    _signalled = False
 
     def wait(self, timeout=None):
         if self.returncode is not None:

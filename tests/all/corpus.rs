@@ -211,26 +211,32 @@ async fn check(
 
 type Runner = fn(PathBuf, String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>>;
 
+/// `bash -c SCRIPT` in a sandbox of the in-process runtime on the fixture copy `dir`.
+fn bash_in_sandbox(
+    dir: PathBuf,
+    script: String,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
+    Box::pin(async move {
+        let sandbox = runtime()
+            .sandbox(SandboxConfig::default().workspace(&dir))
+            .unwrap();
+        let spec = JobSpec::new(["bash", "-c", &script]).timeout(Duration::from_secs(20));
+        let out = sandbox.run(spec).await.unwrap();
+        Got {
+            stdout: out.stdout,
+            exit_code: out.exit_code,
+            stderr: out.stderr,
+        }
+    })
+}
+
 #[tokio::test]
 async fn corpus() {
     check(
         "cases.txt",
         "expected.json",
         |s| vec!["bash", "-c", s],
-        &[("bash -c", |dir, script| {
-            Box::pin(async move {
-                let sandbox = runtime()
-                    .sandbox(SandboxConfig::default().workspace(&dir))
-                    .unwrap();
-                let spec = JobSpec::new(["bash", "-c", &script]).timeout(Duration::from_secs(20));
-                let out = sandbox.run(spec).await.unwrap();
-                Got {
-                    stdout: out.stdout,
-                    exit_code: out.exit_code,
-                    stderr: out.stderr,
-                }
-            })
-        })],
+        &[("bash -c", bash_in_sandbox)],
     )
     .await;
 }
@@ -242,20 +248,7 @@ async fn agents_corpus() {
         "agents.txt",
         "agents.json",
         |s| vec!["bash", "-c", s],
-        &[("bash -c", |dir, script| {
-            Box::pin(async move {
-                let sandbox = runtime()
-                    .sandbox(SandboxConfig::default().workspace(&dir))
-                    .unwrap();
-                let spec = JobSpec::new(["bash", "-c", &script]).timeout(Duration::from_secs(20));
-                let out = sandbox.run(spec).await.unwrap();
-                Got {
-                    stdout: out.stdout,
-                    exit_code: out.exit_code,
-                    stderr: out.stderr,
-                }
-            })
-        })],
+        &[("bash -c", bash_in_sandbox)],
     )
     .await;
 }

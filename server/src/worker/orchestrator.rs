@@ -63,6 +63,8 @@ pub async fn run(node: SharedNode, cfg: OrchestratorConfig) {
         cfg,
         client,
         applied: None,
+        distro: distro(),
+        cpu_model: cpu_model(),
     };
     let mut pause = FIRST_RETRY;
     loop {
@@ -117,6 +119,9 @@ struct Peer {
     client: reqwest::Client,
     /// The `config_version` applied last (kept across registrations).
     applied: Option<String>,
+    /// What does not change while the process runs (read once, not at every report).
+    distro: Option<String>,
+    cpu_model: Option<String>,
 }
 
 impl Peer {
@@ -187,39 +192,16 @@ impl Peer {
     async fn register(&self) -> Result<Bootstrap, Ended> {
         let body = json!({ "psk": self.cfg.psk, "capability": self.capability() });
         let url = format!("{}/v1/nodes/register", self.cfg.url);
-        let res = self.client.post(&url).json(&body).send().await?;
-        let status = res.status();
-        let text = read_answer(res).await?;
-        if !matches!(status.as_u16(), 200 | 201) {
-            return Err(Ended::Failed(anyhow!(
-                "registration refused: {}",
-                refusal(status, &text)
-            )));
-        }
+        let req = self.client.post(&url).json(&body);
+        let text = exchange(req, "registration refused", &[200, 201], false).await?;
         Ok(parse_bootstrap(&text)?)
     }
 
     /// `GET node_config_url` with the node JWT.
     async fn fetch_config(&self, boot: &Bootstrap) -> Result<Value, Ended> {
-        let res = self
-            .client
-            .get(&boot.config_url)
-            .bearer_auth(&boot.jwt)
-            .send()
-            .await?;
-        let status = res.status();
-        let text = read_answer(res).await?;
-        match status.as_u16() {
-            200 => Ok(serde_json::from_str(&text).context("the node configuration is not JSON")?),
-            401 | 403 => Err(Ended::Reregister(format!(
-                "node configuration: {}",
-                refusal(status, &text)
-            ))),
-            _ => Err(Ended::Failed(anyhow!(
-                "node configuration: {}",
-                refusal(status, &text)
-            ))),
-        }
+        let req = self.client.get(&boot.config_url).bearer_auth(&boot.jwt);
+        let text = exchange(req, "node configuration", &[200], true).await?;
+        Ok(serde_json::from_str(&text).context("the node configuration is not JSON")?)
     }
 
     /// Applies a node configuration payload when it is new (or `always`), and acknowledges
@@ -270,27 +252,12 @@ impl Peer {
         if let Some(s) = &services {
             ack["managed_services_status"] = s.clone();
         }
-        let res = self
+        let req = self
             .client
             .post(&boot.config_url)
             .bearer_auth(&boot.jwt)
-            .json(&ack)
-            .send()
-            .await?;
-        let status = res.status();
-        let text = read_answer(res).await?;
-        if matches!(status.as_u16(), 401 | 403) {
-            return Err(Ended::Reregister(format!(
-                "configuration acknowledgement: {}",
-                refusal(status, &text)
-            )));
-        }
-        if !matches!(status.as_u16(), 200 | 204) {
-            return Err(Ended::Failed(anyhow!(
-                "configuration acknowledgement: {}",
-                refusal(status, &text)
-            )));
-        }
+            .json(&ack);
+        exchange(req, "configuration acknowledgement", &[200, 204], true).await?;
         match outcome {
             Ok(granted) => {
                 self.node.grant(granted);
@@ -327,26 +294,13 @@ impl Peer {
 
     /// `POST node_report_url` with a capability report; 204 expected.
     async fn report(&self, boot: &Bootstrap) -> Result<(), Ended> {
-        let res = self
+        let req = self
             .client
             .post(&boot.report_url)
             .bearer_auth(&boot.jwt)
-            .json(&self.capability())
-            .send()
-            .await?;
-        let status = res.status();
-        let text = read_answer(res).await?;
-        match status.as_u16() {
-            200 | 204 => Ok(()),
-            401 | 403 => Err(Ended::Reregister(format!(
-                "capability report: {}",
-                refusal(status, &text)
-            ))),
-            _ => Err(Ended::Failed(anyhow!(
-                "capability report: {}",
-                refusal(status, &text)
-            ))),
-        }
+            .json(&self.capability());
+        exchange(req, "capability report", &[200, 204], true).await?;
+        Ok(())
     }
 
     /// `node_capability_report_v1`, factual: a wasbox node runs sandboxes (no container
@@ -368,16 +322,16 @@ impl Peer {
             "arch": boot.arch,
             "kernel_version": boot.kernel_version,
         });
-        if let Some(d) = distro() {
-            platform["distro"] = d.into();
+        if let Some(d) = &self.distro {
+            platform["distro"] = d.clone().into();
         }
         let mut compute = json!({
             "cpu_cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
             "ram_mb": ram_mb,
             "storage_free_mb": free_mb,
         });
-        if let Some(m) = cpu_model() {
-            compute["cpu_model"] = m.into();
+        if let Some(m) = &self.cpu_model {
+            compute["cpu_model"] = m.clone().into();
         }
         let mut report = json!({
             "version": 1,
@@ -411,6 +365,28 @@ impl Peer {
         }
         report
     }
+}
+
+/// Sends a request to the orchestrator; the answer's body when its status is one of `ok`,
+/// else why: a refusal of the node JWT (`with_jwt`: 401 or 403) means registering again.
+async fn exchange(
+    req: reqwest::RequestBuilder,
+    what: &str,
+    ok: &[u16],
+    with_jwt: bool,
+) -> Result<String, Ended> {
+    let res = req.send().await?;
+    let status = res.status();
+    let text = read_answer(res).await?;
+    if ok.contains(&status.as_u16()) {
+        return Ok(text);
+    }
+    let why = format!("{what}: {}", refusal(status, &text));
+    Err(if with_jwt && matches!(status.as_u16(), 401 | 403) {
+        Ended::Reregister(why)
+    } else {
+        Ended::Failed(anyhow!(why))
+    })
 }
 
 /// Reads an answer, at most [`MAX_ANSWER_BYTES`].
