@@ -13,89 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use wasbox_benches::{percentile, release_wasbox};
+use wasbox_benches::{Conn, TOKEN, percentile, release_wasbox};
 
-const TOKEN: &str = "bench-token";
 const SEQUENTIAL: usize = 2000;
 const PHASE: Duration = Duration::from_secs(3);
 const PHASE_MAX_REQUESTS: u64 = 50_000;
-
-struct Conn {
-    stream: BufReader<TcpStream>,
-    addr: String,
-}
-
-impl Conn {
-    async fn connect(addr: &str) -> Conn {
-        let s = TcpStream::connect(addr).await.expect("connect");
-        s.set_nodelay(true).unwrap();
-        Conn {
-            stream: BufReader::new(s),
-            addr: addr.to_string(),
-        }
-    }
-
-    /// One request on the kept-alive connection; returns the status and body. A connection
-    /// the server closed while it was idle (after `--header-timeout`, as any client pool
-    /// sees) is opened again and the request sent on the new one.
-    async fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        // One poll of a peek, without a timer (a zero timeout still waits for the timer
-        // wheel's next millisecond): end of stream means the server closed it.
-        let mut probe = [0u8; 1];
-        let closed = {
-            use std::future::Future as _;
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            let mut peek = std::pin::pin!(self.stream.get_mut().peek(&mut probe));
-            matches!(
-                peek.as_mut().poll(&mut cx),
-                std::task::Poll::Ready(Ok(0)) | std::task::Poll::Ready(Err(_))
-            )
-        };
-        if closed {
-            *self = Conn::connect(&self.addr).await;
-        }
-        self.call_once(method, path, body).await
-    }
-
-    async fn call_once(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        );
-        self.stream
-            .get_mut()
-            .write_all(req.as_bytes())
-            .await
-            .unwrap();
-        let mut line = String::new();
-        self.stream.read_line(&mut line).await.unwrap();
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let mut len = 0usize;
-        loop {
-            line.clear();
-            self.stream.read_line(&mut line).await.unwrap();
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                len = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; len];
-        self.stream.read_exact(&mut body).await.unwrap();
-        (status, body)
-    }
-}
 
 /// Forks of 100 sessions measured.
 const FORK_ROUNDS: usize = 7;

@@ -10,8 +10,8 @@
 //!
 //! The limits a Linux host puts on a process bound the count: each live instance holds a few
 //! memory mappings (its linear memory and its stack, each with a guard region) against
-//! `vm.max_map_count`, and its sandbox two directory handles (shared by all its processes)
-//! against the open-file limit, which [`raise_open_file_limit`] lifts to the hard limit at
+//! `vm.max_map_count`, and its sandbox one directory handle (its workspace, shared by all
+//! its processes) against the open-file limit, which [`raise_open_file_limit`] lifts to the hard limit at
 //! start.
 
 use std::sync::Arc;
@@ -21,18 +21,21 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::limits::Budget;
 
-/// Memory mappings one live instance holds: linear memory (reserved range plus its
-/// accessible part and initial image) and async stack (plus guard page), many of which the
-/// kernel merges with their neighbours. `wasbox bench` measured 1.3 per idle shell; this
-/// leaves room for busier ones.
-pub const MAPPINGS_PER_INSTANCE: usize = 3;
+/// Memory mappings one live instance holds: its linear memory (the zeroed pages below its
+/// data, the data image mapped from the compiled file, the rest of the initial memory and
+/// the reserved range: four) and its async stack with its guard page (two), and one for
+/// what the kernel does not merge. Measured: 7.0 per session with a shell in `wasbox serve`
+/// (`cargo bench -p wasbox-benches --bench density`). Past `vm.max_map_count` every `mmap`
+/// of the process fails, so admission stops well before it.
+pub const MAPPINGS_PER_INSTANCE: usize = 7;
 /// Mappings left for everything else of the process (code, heap, threads, libraries).
 pub const MAPPINGS_RESERVED: usize = 8192;
-/// Open files one live instance may stand for: its sandbox's two directories (workspace
-/// and `/tmp`), which every process of the sandbox shares (a node full of one-shell
-/// sessions holds two per shell).
-pub const FILES_PER_INSTANCE: usize = 2;
-/// Open files left for everything else (listeners, connections, the cache, logs).
+/// Open files one live instance may stand for: its sandbox's workspace directory, which
+/// every process of the sandbox shares (its `/tmp` is opened only for the operations that
+/// use it: a node full of one-shell sessions holds one per shell).
+pub const FILES_PER_INSTANCE: usize = 1;
+/// Open files left for everything else (listeners, connections, the cache, logs, and what
+/// running programs open for a moment): this many, plus a sixteenth of the limit.
 pub const FILES_RESERVED: usize = 1024;
 /// Node memory that must be free for a new process to be admitted: what a small program
 /// needs to start (its initial linear memory), with room to grow.
@@ -157,13 +160,39 @@ impl Capacity {
 /// What the machine allows: `vm.max_map_count` and the open-file limit, each divided by what
 /// one live instance holds of it, after a reserve for the rest of the process.
 pub fn default_max_instances() -> usize {
-    let mappings = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+    default_max_instances_with(None)
+}
+
+/// [`default_max_instances`] with `vm.max_map_count` at least `map_count` (what
+/// [`raise_max_map_count`] will set).
+pub fn default_max_instances_with(map_count: Option<usize>) -> usize {
+    let mappings = max_map_count().max(map_count.unwrap_or(0));
+    let by_mappings = mappings.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
+    let files = open_file_limit();
+    let by_files = files.saturating_sub(FILES_RESERVED + files / 16) / FILES_PER_INSTANCE;
+    by_mappings.min(by_files).clamp(64, MAX_INSTANCES_CAP)
+}
+
+const MAX_MAP_COUNT: &str = "/proc/sys/vm/max_map_count";
+
+/// The kernel's limit of memory mappings per process (`vm.max_map_count`).
+pub fn max_map_count() -> usize {
+    std::fs::read_to_string(MAX_MAP_COUNT)
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
-        .unwrap_or(65_530);
-    let by_mappings = mappings.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
-    let by_files = open_file_limit().saturating_sub(FILES_RESERVED) / FILES_PER_INSTANCE;
-    by_mappings.min(by_files).clamp(64, MAX_INSTANCES_CAP)
+        .unwrap_or(65_530)
+}
+
+/// Raises the kernel's `vm.max_map_count` to `to` when it is lower (never lowers it), as
+/// `sysctl -w` would: a setting of the whole machine, which only root may change. Returns
+/// the value in force.
+pub fn raise_max_map_count(to: usize) -> std::io::Result<usize> {
+    let now = max_map_count();
+    if now >= to {
+        return Ok(now);
+    }
+    std::fs::write(MAX_MAP_COUNT, format!("{to}\n"))?;
+    Ok(max_map_count())
 }
 
 /// The soft limit of open files of this process.
@@ -180,12 +209,12 @@ pub fn open_file_limit() -> usize {
 }
 
 /// Open files the process may want: enough for the most instances any machine is sized
-/// for, two directories per sandbox, and the reserve.
+/// for, with room for what they open while they run, and the reserve.
 const WANTED_OPEN_FILES: u64 =
     (MAX_INSTANCES_CAP * (FILES_PER_INSTANCE + 2) + FILES_RESERVED) as u64;
 
-/// Lifts the soft open-file limit to the hard limit (a server holds two directories per
-/// live process and sandbox; the usual soft limit of 1,024 would stop it at a few hundred).
+/// Lifts the soft open-file limit to the hard limit (a server holds a directory per live
+/// sandbox; the usual soft limit of 1,024 would stop it at a few hundred).
 /// A process allowed to raise the hard limit (`CAP_SYS_RESOURCE`) raises it to what the
 /// largest node needs, within the kernel's `fs.nr_open`. Returns the new soft limit.
 pub fn raise_open_file_limit() -> usize {
@@ -273,6 +302,15 @@ mod tests {
         assert!(c.try_admit().is_ok());
         assert!(memory.try_reserve(ADMIT_MEMORY_HEADROOM + 1));
         assert!(matches!(c.try_admit(), Err(Refused::Memory { .. })));
+    }
+
+    #[test]
+    fn a_higher_mapping_limit_allows_more_and_is_never_lowered() {
+        let now = max_map_count();
+        assert!(default_max_instances_with(Some(now * 4)) >= default_max_instances());
+        // Asking for less than the kernel has changes nothing.
+        assert_eq!(raise_max_map_count(1).unwrap(), now);
+        assert_eq!(max_map_count(), now);
     }
 
     #[test]

@@ -31,26 +31,50 @@ pub const SANDBOX_USER: &str = "root";
 /// The host name a sandbox reports (`hostname`, `uname -n`, `/etc/hostname`).
 pub const SANDBOX_HOSTNAME: &str = "wasbox";
 
-/// A borrowed cap-std view of a directory descriptor, for the host's own operations (which
-/// cap-std keeps inside the directory, like the guest's). It never closes the descriptor.
-pub(crate) struct DirView<'a>(
-    ManuallyDrop<cap_std::fs::Dir>,
-    PhantomData<&'a std::fs::File>,
-);
+/// A cap-std view of a directory descriptor, for the host's own operations (which cap-std
+/// keeps inside the directory, like the guest's). A borrowed view ([`DirView::of`]) never
+/// closes the descriptor; an owning one ([`DirView::owning`]) closes it when dropped.
+pub(crate) struct DirView<'a> {
+    dir: ManuallyDrop<cap_std::fs::Dir>,
+    owned: bool,
+    _file: PhantomData<&'a std::fs::File>,
+}
 
 impl<'a> DirView<'a> {
     pub(crate) fn of(file: &'a std::fs::File) -> Self {
         // SAFETY: the view does not own the descriptor (ManuallyDrop: it is never closed
         // through it) and lives no longer than `file` (the lifetime ties them).
         let dir = unsafe { cap_std::fs::Dir::from_raw_fd(file.as_raw_fd()) };
-        DirView(ManuallyDrop::new(dir), PhantomData)
+        DirView {
+            dir: ManuallyDrop::new(dir),
+            owned: false,
+            _file: PhantomData,
+        }
+    }
+
+    /// A view that owns its directory (one opened for a single operation).
+    pub(crate) fn owning(dir: cap_std::fs::Dir) -> Self {
+        DirView {
+            dir: ManuallyDrop::new(dir),
+            owned: true,
+            _file: PhantomData,
+        }
+    }
+}
+
+impl Drop for DirView<'_> {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: an owning view holds the only handle on its descriptor, dropped once.
+            unsafe { ManuallyDrop::drop(&mut self.dir) }
+        }
     }
 }
 
 impl std::ops::Deref for DirView<'_> {
     type Target = cap_std::fs::Dir;
     fn deref(&self) -> &cap_std::fs::Dir {
-        &self.0
+        &self.dir
     }
 }
 

@@ -98,7 +98,8 @@ pub(crate) struct SandboxState {
     /// Bytes and inodes its processes may add to the workspace and `/tmp`.
     pub(crate) quota: Arc<Quota>,
     /// The sandbox's private `/tmp`: a host directory of its own, removed with the sandbox.
-    pub(crate) tmp: Option<(tempfile::TempDir, SharedDir)>,
+    /// It holds no descriptor while idle (see [`Tmp`]).
+    pub(crate) tmp: Option<Tmp>,
     /// The workspace, when it is a temporary directory made for this sandbox.
     scratch: Option<tempfile::TempDir>,
     /// The workspace and `/tmp` are in memory (tmpfs): their file operations may run on the
@@ -218,7 +219,7 @@ const INLINE_REMOVAL_INODES: u64 = 256;
 impl Drop for SandboxState {
     /// Removes the temporary workspace and `/tmp`, whatever modes a guest left on them.
     fn drop(&mut self) {
-        let tmp = self.tmp.take().map(|(t, _)| t);
+        let tmp = self.tmp.take().map(|t| t.dir);
         let dirs: Vec<PathBuf> = self
             .scratch
             .take()
@@ -290,14 +291,18 @@ impl SandboxState {
             let t = temp_builder("wasbox-tmp-")
                 .tempdir_in(temp_root)
                 .context("creating the sandbox's /tmp")?;
-            let dir = SharedDir::open(t.path()).context("opening the sandbox's /tmp")?;
-            Some((t, dir))
+            use std::os::unix::fs::MetadataExt as _;
+            let id = std::fs::metadata(t.path())
+                .map(|m| (m.dev(), m.ino()))
+                .context("opening the sandbox's /tmp")?;
+            tmp_preopen(temp_root).context("opening the sandbox's /tmp")?;
+            Some(Tmp { dir: t, id })
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
         let in_memory = crate::scratch::in_memory(&workspace)
             && tmp
                 .as_ref()
-                .is_none_or(|(t, _)| crate::scratch::in_memory(t.path()));
+                .is_none_or(|t| crate::scratch::in_memory(t.dir.path()));
         Ok(SandboxState {
             in_memory,
             workspace,
@@ -335,60 +340,66 @@ impl SandboxState {
         let tmp = self
             .tmp
             .as_ref()
-            .map(|(_, d)| (d.0.clone(), "/tmp".to_string()));
+            .and_then(|_| TMP_PREOPEN.get())
+            .map(|d| (d.clone(), "/tmp".to_string()));
         let root = self.root.as_ref().map(|r| (r.dir.clone(), "/".to_string()));
         std::iter::once((self.dir.0.clone(), self.mount.clone()))
             .chain(tmp)
             .chain(root)
     }
 
-    /// Where a guest's path that climbs out of the workspace or `/tmp` (`/tmp/../etc`,
-    /// `ls ..` in the workspace) really leads, as a shell resolves it: the directory holding
-    /// it (workspace, `/tmp` or the read-only root) and the path inside. `None` when `at`
-    /// is not one of the two or the path stays inside.
+    /// Where a guest's path on the workspace or `/tmp` really leads, as a shell resolves
+    /// it: the directory holding it (workspace, `/tmp` or the read-only root) and the path
+    /// inside. A path on the `/tmp` preopen always goes to the sandbox's own `/tmp`, opened
+    /// for the call (see [`Tmp`]); one on the workspace only when it climbs out of it
+    /// (`ls ..`, `../tmp/x`). `None` when `at` is neither or the path stays inside.
     pub(crate) fn reroute(
         &self,
         at: &Arc<std::fs::File>,
         path: &str,
-    ) -> Option<(wasmtime_wasi::filesystem::Dir, String)> {
-        let mut depth = 0i32;
-        let climbs = path.split('/').any(|p| {
-            match p {
-                "" | "." => {}
-                ".." => depth -= 1,
-                _ => depth += 1,
-            }
-            depth < 0
-        });
-        if !climbs {
-            return None;
-        }
-        let base = if Arc::ptr_eq(at, &self.dir.0.dir) {
-            self.mount.as_str()
-        } else if self
-            .tmp
-            .as_ref()
-            .is_some_and(|(_, d)| Arc::ptr_eq(at, &d.0.dir))
-        {
+    ) -> std::io::Result<Option<(wasmtime_wasi::filesystem::Dir, String)>> {
+        let base = if self.tmp.is_some() && is_tmp_preopen(at) {
             "/tmp"
+        } else if Arc::ptr_eq(at, &self.dir.0.dir) && climbs(path) {
+            self.mount.as_str()
         } else {
-            return None;
+            return Ok(None);
         };
         let parts = normalize(base, path);
-        let rel = |r: PathBuf| r.to_string_lossy().into_owned();
+        let rel = |r: PathBuf| {
+            let r = r.to_string_lossy().into_owned();
+            if r.is_empty() { ".".to_string() } else { r }
+        };
         if let Some(r) = under(&parts, &self.mount) {
-            return Some((self.dir.0.clone(), rel(r)));
+            return Ok(Some((self.dir.0.clone(), rel(r))));
         }
-        if let (Some((_, tmp)), Some(r)) = (&self.tmp, under(&parts, "/tmp")) {
-            return Some((tmp.0.clone(), rel(r)));
+        if let Some(r) = under(&parts, "/tmp")
+            && let Some(tmp) = self.open_tmp()?
+        {
+            return Ok(Some((tmp, rel(r))));
         }
-        let root = self.root.as_ref()?;
+        let Some(root) = self.root.as_ref() else {
+            // No tree around the workspace: the call goes where it started (`/tmp`'s own
+            // directory for the placeholder), which refuses a path that leaves it.
+            return Ok(match base {
+                "/tmp" => self.open_tmp()?.map(|t| (t, path.to_string())),
+                _ => None,
+            });
+        };
         let r = if parts.is_empty() {
             ".".to_string()
         } else {
             parts.join("/")
         };
-        Some((root.dir.clone(), r))
+        Ok(Some((root.dir.clone(), r)))
+    }
+
+    /// The sandbox's `/tmp`, opened for one operation (`None` when it has none).
+    pub(crate) fn open_tmp(&self) -> std::io::Result<Option<wasmtime_wasi::filesystem::Dir>> {
+        self.tmp
+            .as_ref()
+            .map(|t| SharedDir::open(t.dir.path()).map(|d| d.0))
+            .transpose()
     }
 
     /// The directory (workspace or `/tmp`) holding a sandbox path, and the path inside it.
@@ -404,10 +415,17 @@ impl SandboxState {
                 }
                 Some((dir, rel))
             }
-            None => match (&self.tmp, under(&parts, "/tmp")) {
-                (Some((_, dir)), Some(rel)) => Some((dir.view(), rel)),
-                _ => None,
-            },
+            None => {
+                let rel = under(&parts, "/tmp")?;
+                let tmp = self.tmp.as_ref()?;
+                match Dir::open_ambient_dir(tmp.dir.path(), ambient_authority()) {
+                    Ok(dir) => Some((DirView::owning(dir), rel)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opening the sandbox's /tmp");
+                        None
+                    }
+                }
+            }
         }
     }
 
@@ -525,13 +543,10 @@ impl SandboxState {
         let meta = dir
             .metadata(&rel)
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
-        let roots = std::iter::once(&self.dir).chain(self.tmp.as_ref().map(|(_, d)| d));
-        for root in roots {
-            if let Ok(m) = root.view().dir_metadata()
-                && (m.dev(), m.ino()) == (meta.dev(), meta.ino())
-            {
-                return Err(refused());
-            }
+        let id = (meta.dev(), meta.ino());
+        let workspace = self.dir.view().dir_metadata().map(|m| (m.dev(), m.ino()));
+        if workspace.ok() == Some(id) || self.tmp.as_ref().is_some_and(|t| t.id == id) {
+            return Err(refused());
         }
         self.shared
             .unshare(&self.dir.view(), &dir, &rel, true)
@@ -698,6 +713,57 @@ fn under(parts: &[String], mount: &str) -> Option<PathBuf> {
         PathBuf::from(".")
     } else {
         rel
+    })
+}
+
+/// A sandbox's private `/tmp`. Its directory is opened only for the operation that uses it:
+/// every process finds at `/tmp` one node-wide placeholder ([`TMP_PREOPEN`]) that the host's
+/// `wasi:filesystem` swaps for this directory at each call, so an idle sandbox holds one
+/// descriptor (its workspace), not two, and a node's open-file limit admits twice the
+/// sandboxes.
+pub(crate) struct Tmp {
+    dir: tempfile::TempDir,
+    /// Device and inode of the directory: the mount point itself, which keeps its mode.
+    id: (u64, u64),
+}
+
+/// The `/tmp` preopen of every sandbox: an empty directory already removed, read-only, so a
+/// call that reached it unswapped would find nothing and could make nothing.
+static TMP_PREOPEN: std::sync::OnceLock<wasmtime_wasi::filesystem::Dir> =
+    std::sync::OnceLock::new();
+
+/// Makes [`TMP_PREOPEN`] (once per process) in `temp_root`.
+fn tmp_preopen(temp_root: &Path) -> std::io::Result<()> {
+    if TMP_PREOPEN.get().is_some() {
+        return Ok(());
+    }
+    let t = temp_builder("wasbox-empty-").tempdir_in(temp_root)?;
+    let dir = Dir::open_ambient_dir(t.path(), ambient_authority())?;
+    drop(t);
+    let _ = TMP_PREOPEN.set(wasmtime_wasi::filesystem::Dir::new(
+        dir.into_std_file(),
+        wasmtime_wasi::FsPerms::ReadOnly,
+        wasmtime_wasi::OpenMode::READ,
+        true,
+    ));
+    Ok(())
+}
+
+/// Whether `dir` is the `/tmp` placeholder.
+pub(crate) fn is_tmp_preopen(dir: &Arc<std::fs::File>) -> bool {
+    TMP_PREOPEN.get().is_some_and(|p| Arc::ptr_eq(dir, &p.dir))
+}
+
+/// Whether a relative path climbs above the directory it starts from.
+fn climbs(path: &str) -> bool {
+    let mut depth = 0i32;
+    path.split('/').any(|p| {
+        match p {
+            "" | "." => {}
+            ".." => depth -= 1,
+            _ => depth += 1,
+        }
+        depth < 0
     })
 }
 

@@ -384,3 +384,95 @@ async fn a_large_workspace_on_disk_is_served_off_the_async_threads() {
         "leftovers"
     );
 }
+
+/// A live sandbox holds one descriptor (its workspace): its `/tmp` is opened only for the
+/// operations that use it, so a node's open-file limit admits twice the sandboxes. Each
+/// sandbox still has its own `/tmp`, kept between processes.
+#[test]
+fn a_live_sandbox_holds_one_descriptor_and_its_own_tmp() {
+    const N: usize = 40;
+    let s = Server::start(&["--max-sessions", "64"]);
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", s.child.id()))
+            .unwrap()
+            .count()
+    };
+    let session = |i: usize| {
+        let id = format!("s{i}");
+        let create = json!({"version": 1, "task_id": "t", "session_id": id, "image": "bash"});
+        assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+        let open = json!({"version": 1, "task_id": "t", "session_id": id});
+        let r = s.post(&format!("/v1/worker/sessions/{id}/pty:open"), &open);
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    let exec = |i: usize, script: &str| {
+        let body = json!({"version": 1, "task_id": "t", "command": ["sh", "-c", script]});
+        let r = s.post(&format!("/v1/worker/sessions/s{i}/exec"), &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+    // The first sandbox makes what the node shares (the image's tree, the `/tmp` placeholder).
+    session(N);
+    exec(N, "echo warm > /tmp/mark");
+    let before = fds();
+    for i in 0..N {
+        session(i);
+        let v = exec(
+            i,
+            &format!("mkdir -p /tmp/d && echo {i} > /tmp/d/mark && ls /tmp"),
+        );
+        assert_eq!(v["stdout"], "d\n", "{v}");
+    }
+    let grown = fds() - before;
+    assert!(
+        grown <= N + 4,
+        "{N} live sandboxes with shells hold {grown} more descriptors"
+    );
+    for i in 0..N {
+        let v = exec(
+            i,
+            "cat /tmp/d/mark; ls -d /tmp; cd /tmp/d && pwd && ls ../.. | grep -c .",
+        );
+        assert_eq!(v["stdout"], format!("{i}\n/tmp\n/tmp/d\n8\n"), "{v}");
+    }
+}
+
+/// `--vm-max-map-count` sizes the node for the raised limit (each live process holds about
+/// seven memory mappings); `--print-config` shows both without changing the machine.
+#[test]
+fn the_memory_mapping_limit_sizes_the_node() {
+    use crate::support::runtime::{run_bounded, text, wasbox};
+    let shown = |extra: &[&str]| {
+        let mut cmd = wasbox();
+        cmd.args(["serve", "--print-config", "--token", "x"])
+            .args(extra);
+        let out = run_bounded(cmd, Duration::from_secs(30));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let field = |shown: &str, key: &str| -> String {
+        shown
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in {shown}"))
+            .to_string()
+    };
+    let before = std::fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
+    let plain = shown(&[]);
+    let raised = shown(&["--vm-max-map-count", "1000000"]);
+    assert_eq!(field(&plain, "vm_max_map_count"), "null");
+    assert_eq!(field(&raised, "vm_max_map_count"), "1000000");
+    let instances = |s: &str| field(s, "max_instances").parse::<usize>().unwrap();
+    assert!(instances(&raised) >= instances(&plain), "{raised}");
+    // With the usual limit, seven mappings per process bound the node (or its open files).
+    let maps: usize = before.trim().parse().unwrap();
+    assert!(
+        instances(&plain) <= maps.saturating_sub(8192) / 7 + 1,
+        "{plain}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/max_map_count").unwrap(),
+        before,
+        "printing the configuration changed the machine"
+    );
+}

@@ -10,7 +10,8 @@
 //! [`new_store`], so the containment policy is written once; how a component ended (an exit
 //! code, a deadline, a trap) is read once, by [`Exit`].
 //!
-//! Nothing here opens a host path other than the sandbox's own two directories.
+//! Nothing here opens a host path other than the sandbox's own two directories (the
+//! workspace, held open, and `/tmp`, opened for each operation on it).
 
 mod exit;
 mod memory;

@@ -125,6 +125,30 @@ macro_rules! rerouted {
     };
 }
 
+/// Runs `$body` with each named descriptor made real: the `/tmp` placeholder every process
+/// finds (see `crate::sandbox::Tmp`) becomes the sandbox's own `/tmp`, opened for this call
+/// and closed after it.
+macro_rules! on_real {
+    ($view:ident, [$($fd:ident),+], $body:expr) => {{
+        let mut opened = Vec::new();
+        $(
+            let $fd = match $view.real(&$fd)? {
+                Some(t) => {
+                    let b = borrowed(&t);
+                    opened.push(t);
+                    b
+                }
+                None => $fd,
+            };
+        )+
+        let r = async { $body }.await;
+        for t in opened {
+            $view.fs.table.delete(t)?;
+        }
+        r
+    }};
+}
+
 impl HostDescriptor for QuotaFsView<'_> {
     async fn stat_at(
         &mut self,
@@ -190,14 +214,18 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn sync_data(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
-        HostDescriptor::sync_data(&mut self.fs, fd).await
+        on_real!(self, [fd], {
+            HostDescriptor::sync_data(&mut self.fs, fd).await
+        })
     }
 
     async fn get_flags(
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<types::DescriptorFlags> {
-        HostDescriptor::get_flags(&mut self.fs, fd).await
+        on_real!(self, [fd], {
+            HostDescriptor::get_flags(&mut self.fs, fd).await
+        })
     }
 
     async fn get_type(
@@ -231,15 +259,17 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
-        // A file shared with a snapshot or fork is copied before a change by its path; one
-        // reached only through a descriptor cannot be, so its times stay.
-        if let Descriptor::File(f) = self.fs.table.get(&fd)?
-            && let Ok(meta) = f.file.metadata()
-            && self.sandbox.shared.holds_file(&meta)
-        {
-            return Err(ErrorCode::NotPermitted.into());
-        }
-        HostDescriptor::set_times(&mut self.fs, fd, atim, mtim).await
+        on_real!(self, [fd], {
+            // A file shared with a snapshot or fork is copied before a change by its path; one
+            // reached only through a descriptor cannot be, so its times stay.
+            if let Descriptor::File(f) = self.fs.table.get(&fd)?
+                && let Ok(meta) = f.file.metadata()
+                && self.sandbox.shared.holds_file(&meta)
+            {
+                return Err(ErrorCode::NotPermitted.into());
+            }
+            HostDescriptor::set_times(&mut self.fs, fd, atim, mtim).await
+        })
     }
 
     async fn read(
@@ -278,11 +308,13 @@ impl HostDescriptor for QuotaFsView<'_> {
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
-        HostDescriptor::read_directory(&mut self.fs, fd).await
+        on_real!(self, [fd], {
+            HostDescriptor::read_directory(&mut self.fs, fd).await
+        })
     }
 
     async fn sync(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
-        HostDescriptor::sync(&mut self.fs, fd).await
+        on_real!(self, [fd], HostDescriptor::sync(&mut self.fs, fd).await)
     }
 
     async fn create_directory_at(
@@ -290,19 +322,21 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.reach(&fd, &path, false)?;
-        if !self.sandbox.quota.reserve_inodes(1) {
-            return Err(no_space());
-        }
-        let r = HostDescriptor::create_directory_at(&mut self.fs, fd, path).await;
-        if r.is_err() {
-            self.sandbox.quota.release_inodes(1);
-        }
-        r
+        on_real!(self, [fd], {
+            self.reach(&fd, &path, false)?;
+            if !self.sandbox.quota.reserve_inodes(1) {
+                return Err(no_space());
+            }
+            let r = HostDescriptor::create_directory_at(&mut self.fs, fd, path).await;
+            if r.is_err() {
+                self.sandbox.quota.release_inodes(1);
+            }
+            r
+        })
     }
 
     async fn stat(&mut self, fd: Resource<types::Descriptor>) -> FsResult<types::DescriptorStat> {
-        HostDescriptor::stat(&mut self.fs, fd).await
+        on_real!(self, [fd], HostDescriptor::stat(&mut self.fs, fd).await)
     }
 
     async fn set_times_at(
@@ -313,10 +347,12 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
-        let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
-        self.reach(&fd, &path, follow)?;
-        self.unshare_at(&fd, &path, follow)?;
-        HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim).await
+        on_real!(self, [fd], {
+            let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+            self.reach(&fd, &path, follow)?;
+            self.unshare_at(&fd, &path, follow)?;
+            HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim).await
+        })
     }
 
     async fn link_at(
@@ -327,19 +363,21 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        let follow = old_path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
-        self.reach(&fd, &old_path, follow)?;
-        self.reach(&new_descriptor, &new_path, false)?;
-        // A second name for the same inode: nothing new to store.
-        HostDescriptor::link_at(
-            &mut self.fs,
-            fd,
-            old_path_flags,
-            old_path,
-            new_descriptor,
-            new_path,
-        )
-        .await
+        on_real!(self, [fd, new_descriptor], {
+            let follow = old_path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
+            self.reach(&fd, &old_path, follow)?;
+            self.reach(&new_descriptor, &new_path, false)?;
+            // A second name for the same inode: nothing new to store.
+            HostDescriptor::link_at(
+                &mut self.fs,
+                fd,
+                old_path_flags,
+                old_path,
+                new_descriptor,
+                new_path,
+            )
+            .await
+        })
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
@@ -351,13 +389,15 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        // A directory waiting to be filled is not empty.
-        self.reach(&fd, &path, false)?;
-        let r = HostDescriptor::remove_directory_at(&mut self.fs, fd, path).await;
-        if r.is_ok() {
-            self.sandbox.quota.release_inodes(1);
-        }
-        r
+        on_real!(self, [fd], {
+            // A directory waiting to be filled is not empty.
+            self.reach(&fd, &path, false)?;
+            let r = HostDescriptor::remove_directory_at(&mut self.fs, fd, path).await;
+            if r.is_ok() {
+                self.sandbox.quota.release_inodes(1);
+            }
+            r
+        })
     }
 
     async fn rename_at(
@@ -367,17 +407,19 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_fd: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.reach(&fd, &old_path, false)?;
-        self.reach(&new_fd, &new_path, false)?;
-        // A file renamed over another replaces it: the replaced one is freed.
-        let replaced = entry_at(&mut self.fs, &new_fd, &new_path).filter(|m| !m.is_dir());
-        let r = HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path).await;
-        if r.is_ok()
-            && let Some(meta) = replaced
-        {
-            give_back(&self.sandbox, &meta);
-        }
-        r
+        on_real!(self, [fd, new_fd], {
+            self.reach(&fd, &old_path, false)?;
+            self.reach(&new_fd, &new_path, false)?;
+            // A file renamed over another replaces it: the replaced one is freed.
+            let replaced = entry_at(&mut self.fs, &new_fd, &new_path).filter(|m| !m.is_dir());
+            let r = HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path).await;
+            if r.is_ok()
+                && let Some(meta) = replaced
+            {
+                give_back(&self.sandbox, &meta);
+            }
+            r
+        })
     }
 
     async fn symlink_at(
@@ -386,15 +428,17 @@ impl HostDescriptor for QuotaFsView<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        self.reach(&fd, &dest_path, false)?;
-        if !self.sandbox.quota.reserve_inodes(1) {
-            return Err(no_space());
-        }
-        let r = HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path).await;
-        if r.is_err() {
-            self.sandbox.quota.release_inodes(1);
-        }
-        r
+        on_real!(self, [fd], {
+            self.reach(&fd, &dest_path, false)?;
+            if !self.sandbox.quota.reserve_inodes(1) {
+                return Err(no_space());
+            }
+            let r = HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path).await;
+            if r.is_err() {
+                self.sandbox.quota.release_inodes(1);
+            }
+            r
+        })
     }
 
     async fn unlink_file_at(
@@ -402,15 +446,17 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.reach(&fd, &path, false)?;
-        let meta = entry_at(&mut self.fs, &fd, &path);
-        let r = HostDescriptor::unlink_file_at(&mut self.fs, fd, path).await;
-        if r.is_ok()
-            && let Some(meta) = meta
-        {
-            give_back(&self.sandbox, &meta);
-        }
-        r
+        on_real!(self, [fd], {
+            self.reach(&fd, &path, false)?;
+            let meta = entry_at(&mut self.fs, &fd, &path);
+            let r = HostDescriptor::unlink_file_at(&mut self.fs, fd, path).await;
+            if r.is_ok()
+                && let Some(meta) = meta
+            {
+                give_back(&self.sandbox, &meta);
+            }
+            r
+        })
     }
 
     fn read_via_stream(
@@ -441,18 +487,41 @@ impl HostDescriptor for QuotaFsView<'_> {
         a: Resource<types::Descriptor>,
         b: Resource<types::Descriptor>,
     ) -> wasmtime::Result<bool> {
-        HostDescriptor::is_same_object(&mut self.fs, a, b).await
+        on_real!(self, [a, b], {
+            HostDescriptor::is_same_object(&mut self.fs, a, b).await
+        })
     }
 
     async fn metadata_hash(
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<types::MetadataHashValue> {
-        HostDescriptor::metadata_hash(&mut self.fs, fd).await
+        on_real!(self, [fd], {
+            HostDescriptor::metadata_hash(&mut self.fs, fd).await
+        })
     }
 }
 
 impl QuotaFsView<'_> {
+    /// For the `/tmp` placeholder, a descriptor of the sandbox's own `/tmp` for one call (the
+    /// caller deletes it); `None` for any other descriptor.
+    fn real(
+        &mut self,
+        fd: &Resource<types::Descriptor>,
+    ) -> FsResult<Option<Resource<types::Descriptor>>> {
+        let placeholder = matches!(
+            self.fs.table.get(fd)?,
+            Descriptor::Dir(d) if crate::sandbox::is_tmp_preopen(&d.dir)
+        );
+        if !placeholder {
+            return Ok(None);
+        }
+        match self.sandbox.open_tmp()? {
+            Some(tmp) => Ok(Some(self.fs.table.push(Descriptor::Dir(tmp))?)),
+            None => Ok(None),
+        }
+    }
+
     /// A path that climbs out of the workspace or `/tmp` through `..`, taken where it
     /// leads (see [`SandboxState::reroute`]): a descriptor for this call only (the caller
     /// deletes it) and the path under it.
@@ -462,7 +531,7 @@ impl QuotaFsView<'_> {
         path: &str,
     ) -> FsResult<Option<(Resource<types::Descriptor>, String)>> {
         let to = match self.fs.table.get(fd)? {
-            Descriptor::Dir(d) => self.sandbox.reroute(&d.dir, path),
+            Descriptor::Dir(d) => self.sandbox.reroute(&d.dir, path)?,
             Descriptor::File(_) => None,
         };
         Ok(match to {
@@ -562,7 +631,7 @@ impl QuotaFsView<'_> {
             return Ok(());
         }
         if let Descriptor::Dir(d) = self.fs.table.get(fd)? {
-            let (dir, rel) = match self.sandbox.reroute(&d.dir, path) {
+            let (dir, rel) = match self.sandbox.reroute(&d.dir, path)? {
                 Some((to, rel)) => (to.dir, rel),
                 None => (d.dir.clone(), path.to_string()),
             };

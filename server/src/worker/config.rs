@@ -54,6 +54,8 @@ pub struct ServeConfig {
     pub max_sessions: usize,
     /// Live sandbox processes (job processes, shells, their children) all together.
     pub max_instances: usize,
+    /// `vm.max_map_count` to raise the kernel's limit to at start (`--vm-max-map-count`).
+    pub vm_max_map_count: Option<usize>,
     /// HTTP connections held open at once, and the deadlines for a request's head and body.
     pub http: crate::http::Limits,
     pub images: Vec<ImageRule>,
@@ -298,6 +300,7 @@ struct WorkerApiYaml {
     max_concurrent_jobs: Option<usize>,
     max_sessions: Option<usize>,
     max_instances: Option<usize>,
+    vm_max_map_count: Option<usize>,
     max_connections: Option<usize>,
     header_timeout_seconds: Option<usize>,
     body_timeout_seconds: Option<usize>,
@@ -337,6 +340,7 @@ pub struct Flags {
     pub max_concurrent: Option<usize>,
     pub max_sessions: Option<usize>,
     pub max_instances: Option<usize>,
+    pub vm_max_map_count: Option<usize>,
     pub max_connections: Option<usize>,
     pub header_timeout: Option<usize>,
     pub body_timeout: Option<usize>,
@@ -370,6 +374,7 @@ pub const KEYS: &[(&str, bool)] = &[
     ("worker_api.max_concurrent_jobs", false),
     ("worker_api.max_sessions", false),
     ("worker_api.max_instances", false),
+    ("worker_api.vm_max_map_count", false),
     ("worker_api.max_connections", false),
     ("worker_api.header_timeout_seconds", false),
     ("worker_api.body_timeout_seconds", false),
@@ -568,13 +573,19 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
     if max_concurrent == 0 {
         bail!("the job concurrency limit must be at least 1");
     }
+    let vm_max_map_count = count(
+        flags.vm_max_map_count,
+        &env,
+        "WASBOX_VM_MAX_MAP_COUNT",
+        yaml.worker_api.vm_max_map_count,
+    )?;
     let max_instances = count(
         flags.max_instances,
         &env,
         "WASBOX_MAX_INSTANCES",
         yaml.worker_api.max_instances,
     )?
-    .unwrap_or_else(wasbox_runtime::capacity::default_max_instances);
+    .unwrap_or_else(|| wasbox_runtime::capacity::default_max_instances_with(vm_max_map_count));
     if max_instances == 0 {
         bail!("the live process limit must be at least 1");
     }
@@ -643,6 +654,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         max_concurrent,
         max_sessions,
         max_instances,
+        vm_max_map_count,
         http,
         images,
         cache_dir: flags
@@ -816,6 +828,7 @@ pub fn effective_yaml(c: &ServeConfig) -> String {
             "max_concurrent_jobs": c.max_concurrent,
             "max_sessions": c.max_sessions,
             "max_instances": c.max_instances,
+            "vm_max_map_count": c.vm_max_map_count,
             "max_connections": c.http.max_connections,
             "header_timeout_seconds": c.http.header_timeout.as_secs(),
             "body_timeout_seconds": c.http.body_timeout.as_secs(),

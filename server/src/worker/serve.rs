@@ -50,6 +50,12 @@ pub struct ServeArgs {
     /// machine allows: vm.max_map_count and the open-file limit].
     #[arg(long, value_name = "N")]
     pub max_instances: Option<usize>,
+    /// Raise the kernel's vm.max_map_count to N at start when it is lower (root only; a
+    /// setting of the whole machine, as `sysctl -w` sets it). Each live sandbox process
+    /// holds about 7 memory mappings: the usual 65,530 allows about 8,000 of them, 262,144
+    /// over 17,000 [env: WASBOX_VM_MAX_MAP_COUNT] [default: leave it as it is].
+    #[arg(long, value_name = "N")]
+    pub vm_max_map_count: Option<usize>,
     /// HTTP connections held open at once; more are answered 503 and closed
     /// [env: WASBOX_MAX_CONNECTIONS] [default: 1024].
     #[arg(long, value_name = "N")]
@@ -93,6 +99,7 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         max_concurrent: args.max_concurrent,
         max_sessions: args.max_sessions,
         max_instances: args.max_instances,
+        vm_max_map_count: args.vm_max_map_count,
         max_connections: args.max_connections,
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
@@ -162,6 +169,14 @@ async fn warm_cache(config: &ServeConfig) -> Result<i32> {
 }
 
 async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
+    if let Some(n) = config.vm_max_map_count {
+        let now = wasbox_runtime::capacity::raise_max_map_count(n).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot raise vm.max_map_count to {n}: {e} (as root: sysctl -w vm.max_map_count={n})"
+            )
+        })?;
+        tracing::info!(vm_max_map_count = now, "memory mapping limit");
+    }
     let mut builder = Runtime::builder()
         .max_instances(config.max_instances)
         .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2));
