@@ -31,8 +31,8 @@ pub const MAPPINGS_PER_INSTANCE: usize = 7;
 /// Mappings left for everything else of the process (code, heap, threads, libraries).
 pub const MAPPINGS_RESERVED: usize = 8192;
 /// Open files one live instance may stand for: its sandbox's workspace directory, which
-/// every process of the sandbox shares (its `/tmp` is opened only for the operations that
-/// use it: a node full of one-shell sessions holds one per shell).
+/// every process of the sandbox shares (its `/tmp` is open only while in use: a node full
+/// of idle one-shell sessions holds one per shell).
 pub const FILES_PER_INSTANCE: usize = 1;
 /// Open files left for everything else (listeners, connections, the cache, logs, and what
 /// running programs open for a moment): this many, plus a sixteenth of the limit.

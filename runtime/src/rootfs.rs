@@ -32,11 +32,12 @@ pub const SANDBOX_USER: &str = "root";
 pub const SANDBOX_HOSTNAME: &str = "wasbox";
 
 /// A cap-std view of a directory descriptor, for the host's own operations (which cap-std
-/// keeps inside the directory, like the guest's). A borrowed view ([`DirView::of`]) never
-/// closes the descriptor; an owning one ([`DirView::owning`]) closes it when dropped.
+/// keeps inside the directory, like the guest's). It never closes the descriptor: a
+/// borrowed view ([`DirView::of`]) lives no longer than the file; a shared one
+/// ([`DirView::shared`]) holds the file's `Arc`.
 pub(crate) struct DirView<'a> {
     dir: ManuallyDrop<cap_std::fs::Dir>,
-    owned: bool,
+    _keep: Option<Arc<std::fs::File>>,
     _file: PhantomData<&'a std::fs::File>,
 }
 
@@ -47,26 +48,19 @@ impl<'a> DirView<'a> {
         let dir = unsafe { cap_std::fs::Dir::from_raw_fd(file.as_raw_fd()) };
         DirView {
             dir: ManuallyDrop::new(dir),
-            owned: false,
+            _keep: None,
             _file: PhantomData,
         }
     }
 
-    /// A view that owns its directory (one opened for a single operation).
-    pub(crate) fn owning(dir: cap_std::fs::Dir) -> Self {
+    /// A view that keeps the directory open as long as it lives.
+    pub(crate) fn shared(file: Arc<std::fs::File>) -> Self {
+        // SAFETY: as above; the view holds the `Arc`, so the descriptor outlives it.
+        let dir = unsafe { cap_std::fs::Dir::from_raw_fd(file.as_raw_fd()) };
         DirView {
             dir: ManuallyDrop::new(dir),
-            owned: true,
+            _keep: Some(file),
             _file: PhantomData,
-        }
-    }
-}
-
-impl Drop for DirView<'_> {
-    fn drop(&mut self) {
-        if self.owned {
-            // SAFETY: an owning view holds the only handle on its descriptor, dropped once.
-            unsafe { ManuallyDrop::drop(&mut self.dir) }
         }
     }
 }

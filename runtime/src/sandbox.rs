@@ -296,7 +296,11 @@ impl SandboxState {
                 .map(|m| (m.dev(), m.ino()))
                 .context("opening the sandbox's /tmp")?;
             tmp_preopen(temp_root).context("opening the sandbox's /tmp")?;
-            Some(Tmp { dir: t, id })
+            Some(Tmp {
+                dir: t,
+                id,
+                open: Default::default(),
+            })
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
         let in_memory = crate::scratch::in_memory(&workspace)
@@ -394,12 +398,9 @@ impl SandboxState {
         Ok(Some((root.dir.clone(), r)))
     }
 
-    /// The sandbox's `/tmp`, opened for one operation (`None` when it has none).
+    /// The sandbox's `/tmp` for one operation (`None` when it has none): see [`Tmp::open`].
     pub(crate) fn open_tmp(&self) -> std::io::Result<Option<wasmtime_wasi::filesystem::Dir>> {
-        self.tmp
-            .as_ref()
-            .map(|t| SharedDir::open(t.dir.path()).map(|d| d.0))
-            .transpose()
+        self.tmp.as_ref().map(Tmp::open).transpose()
     }
 
     /// The directory (workspace or `/tmp`) holding a sandbox path, and the path inside it.
@@ -417,9 +418,9 @@ impl SandboxState {
             }
             None => {
                 let rel = under(&parts, "/tmp")?;
-                let tmp = self.tmp.as_ref()?;
-                match Dir::open_ambient_dir(tmp.dir.path(), ambient_authority()) {
-                    Ok(dir) => Some((DirView::owning(dir), rel)),
+                match self.open_tmp() {
+                    Ok(Some(dir)) => Some((DirView::shared(dir.dir), rel)),
+                    Ok(None) => None,
                     Err(e) => {
                         tracing::warn!(error = %e, "opening the sandbox's /tmp");
                         None
@@ -716,15 +717,54 @@ fn under(parts: &[String], mount: &str) -> Option<PathBuf> {
     })
 }
 
-/// A sandbox's private `/tmp`. Its directory is opened only for the operation that uses it:
-/// every process finds at `/tmp` one node-wide placeholder ([`TMP_PREOPEN`]) that the host's
-/// `wasi:filesystem` swaps for this directory at each call, so an idle sandbox holds one
-/// descriptor (its workspace), not two, and a node's open-file limit admits twice the
-/// sandboxes.
+/// A sandbox's private `/tmp`. Its directory is open only while it is in use: every process
+/// finds at `/tmp` one node-wide placeholder ([`TMP_PREOPEN`]) that the host's
+/// `wasi:filesystem` swaps for this directory at each call, and the directory is closed
+/// [`TMP_KEEP`] after its last use, so an idle sandbox holds one descriptor (its workspace),
+/// not two, and a node's open-file limit admits twice the sandboxes.
 pub(crate) struct Tmp {
     dir: tempfile::TempDir,
     /// Device and inode of the directory: the mount point itself, which keeps its mode.
     id: (u64, u64),
+    /// The directory while in use, and when it was last used.
+    open: Arc<std::sync::Mutex<Option<(wasmtime_wasi::filesystem::Dir, std::time::Instant)>>>,
+}
+
+/// How long a sandbox's `/tmp` stays open after its last use.
+const TMP_KEEP: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Tmp {
+    /// The directory, opened again when it was closed. Kept open while used (closed by a
+    /// task [`TMP_KEEP`] after the last use) where a tokio runtime runs; elsewhere opened
+    /// for this operation alone.
+    fn open(&self) -> std::io::Result<wasmtime_wasi::filesystem::Dir> {
+        let now = std::time::Instant::now();
+        let mut slot = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((dir, used)) = slot.as_mut() {
+            *used = now;
+            return Ok(dir.clone());
+        }
+        let dir = SharedDir::open(self.dir.path())?.0;
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            *slot = Some((dir.clone(), now));
+            let weak = Arc::downgrade(&self.open);
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(TMP_KEEP).await;
+                    let Some(open) = weak.upgrade() else { return };
+                    let mut slot = open.lock().unwrap_or_else(|e| e.into_inner());
+                    if slot
+                        .as_ref()
+                        .is_none_or(|(_, used)| used.elapsed() >= TMP_KEEP)
+                    {
+                        *slot = None;
+                        return;
+                    }
+                }
+            });
+        }
+        Ok(dir)
+    }
 }
 
 /// The `/tmp` preopen of every sandbox: an empty directory already removed, read-only, so a

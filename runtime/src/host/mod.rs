@@ -11,7 +11,7 @@
 //! code, a deadline, a trap) is read once, by [`Exit`].
 //!
 //! Nothing here opens a host path other than the sandbox's own two directories (the
-//! workspace, held open, and `/tmp`, opened for each operation on it).
+//! workspace, held open, and `/tmp`, open only while in use).
 
 mod exit;
 mod memory;
