@@ -92,7 +92,8 @@ impl CompileCache {
 
     /// Loads the component for `wasm`, compiling it (and storing the result) when no
     /// trusted compiled copy exists. `digest` is the SHA-256 of `wasm` where the caller
-    /// has it already (computed here otherwise). Compilation runs on a blocking thread.
+    /// has it already (computed here otherwise). Compilation runs on a blocking thread, or
+    /// on the calling one under a current-thread runtime.
     pub(crate) async fn load(
         &self,
         engine: &Engine,
@@ -100,6 +101,13 @@ impl CompileCache {
         wasm: Bytes,
         digest: Option<[u8; 32]>,
     ) -> Result<Component> {
+        // A current-thread runtime (`wasbox run`: one job, then exit) has no other work to
+        // keep going meanwhile; starting a blocking thread would cost more than the load.
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread
+        {
+            return load_blocking(engine, self.dir.as_ref(), name, &wasm, digest);
+        }
         let engine = engine.clone();
         let dir = self.dir.clone();
         let name = name.to_string();

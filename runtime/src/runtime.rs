@@ -191,6 +191,17 @@ impl RuntimeBuilder {
 }
 
 impl Runtime {
+    /// For a process about to exit (`wasbox run` after its job): removes the runtime's
+    /// scratch directory, when no sandbox still holds it, and leaves the engines, compiled
+    /// code and linker to the process's exit instead of freeing them one by one. Call
+    /// `std::process::exit` next: nothing here stops the runtime's threads.
+    pub fn release_for_exit(self) {
+        if Arc::strong_count(&self.inner) == 1 && self.inner.own_temp_dir {
+            let _ = std::fs::remove_dir(&self.inner.temp_dir);
+        }
+        std::mem::forget(self);
+    }
+
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             limits: Limits::default(),

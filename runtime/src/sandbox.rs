@@ -233,11 +233,15 @@ impl Drop for SandboxState {
             }
         };
         // A small tree in memory goes at once (the common case: a job's fresh workspace);
-        // a large one, or one on a disk, is removed on the blocking pool when there is one.
-        // The quota stays charged until the files are gone.
+        // a large one, or one on a disk, is removed on the blocking pool when there is one
+        // (not under a current-thread runtime: `wasbox run` exits right after). The quota
+        // stays charged until the files are gone.
         let small = self.in_memory && self.quota.used().1 <= INLINE_REMOVAL_INODES;
         match tokio::runtime::Handle::try_current() {
-            Ok(rt) if !small => {
+            Ok(rt)
+                if !small
+                    && rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread =>
+            {
                 let quota = self.quota.clone();
                 rt.spawn_blocking(move || {
                     remove();
