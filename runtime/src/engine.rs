@@ -88,6 +88,8 @@ impl EpochTicker {
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("wasbox-epoch".into())
+            // It only counts: a small stack is quicker to map and to give back.
+            .stack_size(64 << 10)
             .spawn(move || {
                 let mut next = std::time::Instant::now() + EPOCH_TICK;
                 while !flag.load(Ordering::Relaxed) {

@@ -151,7 +151,11 @@ impl HostContext {
         reserved_for_jobs: usize,
     ) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(&engine);
-        add_to_linker(&mut linker)?;
+        // Without a pool both engines are one, and every program goes on demand (see
+        // `placement`): the pooled linker stays empty, never used.
+        if !Engine::same(&engine, &on_demand) {
+            add_to_linker(&mut linker)?;
+        }
         let mut on_demand_linker = Linker::new(&on_demand);
         add_to_linker(&mut on_demand_linker)?;
         let node_memory = Arc::new(Budget::new(node_memory));
