@@ -471,13 +471,15 @@ async fn start(
                 lock(&sbx.procs.procs).remove(&pid);
                 return;
             }
+            // Out of the table before its end is told: a client that saw the end and
+            // lists the processes must not find it.
+            lock(&sbx.procs.procs).remove(&pid);
             proc.finish(end_event(
                 code.unwrap_or(-1),
                 proc.killed.load(Ordering::Acquire),
                 None,
             ))
             .await;
-            lock(&sbx.procs.procs).remove(&pid);
         });
         return Ok(stream_events(pid, rx, deadline, keepalive));
     }
@@ -537,8 +539,9 @@ async fn start(
             Ok(o) => end_event(o.exit_code, killed, None),
             Err(e) => end_event(-1, false, Some(format!("{e:#}"))),
         };
-        proc.finish(end).await;
+        // Out of the table before its end is told (see above).
         lock(&sbx.procs.procs).remove(&pid);
+        proc.finish(end).await;
     });
     Ok(stream_events(pid, rx, deadline, keepalive))
 }
