@@ -130,7 +130,6 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let (_, stats) = c.call("GET", "/v1/worker/telemetry/node:stats", "").await;
-        let extra = extra.clone();
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap_or_default();
         // One session first, so that what every session shares exists before measuring.
         open_session(&mut c, n).await.expect("the first session");

@@ -216,18 +216,23 @@ fn bash_in_sandbox(
     dir: PathBuf,
     script: String,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
-    Box::pin(async move {
-        let sandbox = runtime()
-            .sandbox(SandboxConfig::default().workspace(&dir))
-            .unwrap();
-        let spec = JobSpec::new(["bash", "-c", &script]).timeout(Duration::from_secs(20));
-        let out = sandbox.run(spec).await.unwrap();
-        Got {
-            stdout: out.stdout,
-            exit_code: out.exit_code,
-            stderr: out.stderr,
-        }
-    })
+    Box::pin(async move { run_on(&dir, JobSpec::new(["bash", "-c", &script])).await })
+}
+
+/// `spec` in a sandbox of the in-process runtime on the fixture copy `dir`, within 20 s.
+async fn run_on(dir: &std::path::Path, spec: JobSpec) -> Got {
+    let sandbox = runtime()
+        .sandbox(SandboxConfig::default().workspace(dir))
+        .unwrap();
+    let out = sandbox
+        .run(spec.timeout(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    Got {
+        stdout: out.stdout,
+        exit_code: out.exit_code,
+        stderr: out.stderr,
+    }
 }
 
 #[tokio::test]
@@ -284,20 +289,9 @@ fn through_sh(
     line: &'static str,
     script: String,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Got>>> {
-    Box::pin(async move {
-        let sandbox = runtime()
-            .sandbox(SandboxConfig::default().workspace(&dir))
-            .unwrap();
-        let spec = JobSpec::new(["sh", "-c", line])
-            .env("CODE", &script)
-            .timeout(Duration::from_secs(20));
-        let out = sandbox.run(spec).await.unwrap();
-        Got {
-            stdout: out.stdout,
-            exit_code: out.exit_code,
-            stderr: out.stderr,
-        }
-    })
+    Box::pin(
+        async move { run_on(&dir, JobSpec::new(["sh", "-c", line]).env("CODE", &script)).await },
+    )
 }
 
 #[tokio::test]
