@@ -202,15 +202,22 @@ impl RootTrees {
         })
     }
 
-    /// The tree of `image` (whose programs are `programs`) with the workspace at `mount`:
-    /// from the cache, else (no cache, or one that cannot be written, as in a read-only
-    /// container image) made in the scratch root.
-    pub(crate) fn get(&self, image: &str, programs: &[&str], mount: &str) -> Result<Arc<RootTree>> {
+    /// The tree of `image` (whose programs `programs` lists, asked only when the tree is
+    /// not made yet) with the workspace at `mount`: from the cache, else (no cache, or one
+    /// that cannot be written, as in a read-only container image) made in the scratch root.
+    pub(crate) fn get<'p, P: AsRef<[&'p str]>>(
+        &self,
+        image: &str,
+        programs: impl FnOnce() -> P,
+        mount: &str,
+    ) -> Result<Arc<RootTree>> {
         let key = (image.to_string(), mount.to_string());
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = made.get(&key) {
             return Ok(t.clone());
         }
+        let programs = programs();
+        let programs = programs.as_ref();
         let cached = self
             .cache
             .as_deref()
@@ -376,9 +383,9 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let trees = RootTrees::new(scratch.path(), None).unwrap();
         let t = trees
-            .get("base", &["sh", "ls", "../x"], "/home/user")
+            .get("base", || ["sh", "ls", "../x"], "/home/user")
             .unwrap();
-        let again = trees.get("base", &["sh"], "/home/user").unwrap();
+        let again = trees.get("base", || ["sh"], "/home/user").unwrap();
         assert!(Arc::ptr_eq(&t, &again), "one tree per image and mount");
         let view = t.view();
         assert!(view.is_file("usr/bin/ls") && view.is_file("bin/sh"));
@@ -407,27 +414,27 @@ mod tests {
             v.sort();
             v
         };
-        trees().get("base", &["sh", "ls"], "/workspace").unwrap();
+        trees().get("base", || ["sh", "ls"], "/workspace").unwrap();
         let first = listing();
         assert_eq!(first.len(), 1, "{first:?}");
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
         let before = ino(&first[0]);
         // Another runtime opens it; nothing new is made.
-        let t = trees().get("base", &["ls", "sh"], "/workspace").unwrap();
+        let t = trees().get("base", || ["ls", "sh"], "/workspace").unwrap();
         assert_eq!(listing(), first);
         assert_eq!(ino(&first[0]), before);
         assert!(t.view().is_file("usr/bin/sh"));
         // Another mount point is another tree.
-        trees().get("base", &["sh", "ls"], "/home/user").unwrap();
+        trees().get("base", || ["sh", "ls"], "/home/user").unwrap();
         assert_eq!(listing().len(), 2);
         // An unfinished one is made again, whole.
         std::fs::remove_file(first[0].join("etc/os-release")).unwrap();
-        let t = trees().get("base", &["sh", "ls"], "/workspace").unwrap();
+        let t = trees().get("base", || ["sh", "ls"], "/workspace").unwrap();
         assert!(t.view().is_file("etc/os-release"));
         assert_eq!(listing().len(), 2, "{:?}", listing());
         // Nothing was made in the scratch root (each runtime's part of it is empty).
         let kept = RootTrees::new(scratch.path(), Some(cache.path())).unwrap();
-        kept.get("base", &["sh", "ls"], "/workspace").unwrap();
+        kept.get("base", || ["sh", "ls"], "/workspace").unwrap();
         assert_eq!(in_scratch(&kept), 0);
         // A cache that cannot be used (here `roots` turned into a file after the runtime
         // started): the tree is made in the scratch root.
@@ -435,7 +442,7 @@ mod tests {
         let trees = RootTrees::new(scratch.path(), Some(broken.path())).unwrap();
         std::fs::remove_dir(broken.path().join("roots")).unwrap();
         std::fs::write(broken.path().join("roots"), "").unwrap();
-        let t = trees.get("base", &["sh"], "/workspace").unwrap();
+        let t = trees.get("base", || ["sh"], "/workspace").unwrap();
         assert!(t.view().is_file("usr/bin/sh"));
         assert_eq!(in_scratch(&trees), 1);
     }

@@ -26,6 +26,8 @@ struct RuntimeInner {
     default_image: String,
     /// Where temporary workspaces and each sandbox's `/tmp` are made.
     temp_dir: PathBuf,
+    /// `temp_dir` as sandboxes are made in it (canonical, in memory or not).
+    scratch: crate::scratch::ScratchRoot,
     /// What all sandboxes together may add there (and to their own workspaces).
     node_disk: Arc<Quota>,
     /// `temp_dir` was made for this runtime (removed with it when empty).
@@ -165,6 +167,7 @@ impl RuntimeBuilder {
             None => crate::scratch::default_root()?,
         };
         let node_disk = Arc::new(crate::scratch::node_quota(&temp_dir));
+        let scratch = crate::scratch::ScratchRoot::new(&temp_dir)?;
         let host = HostContext::new(
             engines,
             CompileCache::open(cache_dir)?,
@@ -184,6 +187,7 @@ impl RuntimeBuilder {
                 own_temp_dir,
                 roots,
                 temp_dir,
+                scratch,
                 node_disk,
             }),
         })
@@ -290,7 +294,7 @@ impl Runtime {
         let root = match &self.inner.roots {
             Some(roots) => Some(roots.get(
                 image.image.name(),
-                &image.image.program_names(),
+                || image.image.program_names(),
                 &config.mount,
             )?),
             None => None,
@@ -298,7 +302,7 @@ impl Runtime {
         let state = SandboxState::create(
             config,
             &self.inner.limits,
-            &self.inner.temp_dir,
+            &self.inner.scratch,
             &self.inner.node_disk,
             root,
         )?;

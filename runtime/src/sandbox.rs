@@ -17,6 +17,7 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 use crate::limits::{Budget, Limits, Quota};
 pub(crate) use crate::rootfs::DirView;
 use crate::rootfs::{Device, RootTree};
+use crate::scratch::ScratchRoot;
 
 /// Where a sandbox may connect to. Only `None` exists for now: no sockets, no HTTP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -219,7 +220,11 @@ const INLINE_REMOVAL_INODES: u64 = 256;
 impl Drop for SandboxState {
     /// Removes the temporary workspace and `/tmp`, whatever modes a guest left on them.
     fn drop(&mut self) {
-        let tmp = self.tmp.take().map(|t| t.dir);
+        let tmp = self
+            .tmp
+            .take()
+            .and_then(|t| t.made.into_inner())
+            .map(|m| m.0);
         let dirs: Vec<PathBuf> = self
             .scratch
             .take()
@@ -260,11 +265,11 @@ impl SandboxState {
     pub(crate) fn create(
         config: SandboxConfig,
         limits: &Limits,
-        temp_root: &Path,
+        scratch_root: &ScratchRoot,
         node_disk: &Arc<Quota>,
         root: Option<Arc<RootTree>>,
     ) -> Result<Self> {
-        let (workspace, scratch) = match config.workspace {
+        let (workspace, scratch, workspace_in_memory) = match config.workspace {
             Some(dir) => {
                 // A directory made here is private to this user; one that exists keeps the
                 // mode its owner gave it.
@@ -274,43 +279,35 @@ impl SandboxState {
                 )
                 .create(&dir)
                 .with_context(|| format!("creating workspace {}", dir.display()))?;
-                (dir, None)
+                let dir = dir
+                    .canonicalize()
+                    .with_context(|| format!("opening workspace {}", dir.display()))?;
+                let in_memory = crate::scratch::in_memory(&dir);
+                (dir, None, in_memory)
             }
             None => {
+                // The root is canonical (see [`ScratchRoot`]), and so is a name made in it.
                 let t = temp_builder("wasbox-")
-                    .tempdir_in(temp_root)
+                    .tempdir_in(&scratch_root.path)
                     .context("creating a temporary workspace")?;
-                (t.path().to_path_buf(), Some(t))
+                (t.path().to_path_buf(), Some(t), scratch_root.in_memory)
             }
         };
-        let workspace = workspace
-            .canonicalize()
-            .with_context(|| format!("opening workspace {}", workspace.display()))?;
         let dir = SharedDir::open(&workspace)
             .with_context(|| format!("opening workspace {}", workspace.display()))?;
         let mount = normalize_mount(&config.mount)?;
         let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
             None
         } else {
-            let t = temp_builder("wasbox-tmp-")
-                .tempdir_in(temp_root)
-                .context("creating the sandbox's /tmp")?;
-            use std::os::unix::fs::MetadataExt as _;
-            let id = std::fs::metadata(t.path())
-                .map(|m| (m.dev(), m.ino()))
-                .context("opening the sandbox's /tmp")?;
-            tmp_preopen(temp_root).context("opening the sandbox's /tmp")?;
+            tmp_preopen(&scratch_root.path).context("opening the sandbox's /tmp")?;
             Some(Tmp {
-                dir: t,
-                id,
+                root: scratch_root.path.clone(),
+                made: std::sync::OnceLock::new(),
                 open: Default::default(),
             })
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
-        let in_memory = crate::scratch::in_memory(&workspace)
-            && tmp
-                .as_ref()
-                .is_none_or(|t| crate::scratch::in_memory(t.dir.path()));
+        let in_memory = workspace_in_memory && (tmp.is_none() || scratch_root.in_memory);
         Ok(SandboxState {
             in_memory,
             workspace,
@@ -550,7 +547,7 @@ impl SandboxState {
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let id = (meta.dev(), meta.ino());
         let workspace = self.dir.view().dir_metadata().map(|m| (m.dev(), m.ino()));
-        if workspace.ok() == Some(id) || self.tmp.as_ref().is_some_and(|t| t.id == id) {
+        if workspace.ok() == Some(id) || self.tmp.as_ref().is_some_and(|t| t.id() == Some(id)) {
             return Err(refused());
         }
         self.shared
@@ -726,10 +723,15 @@ fn under(parts: &[String], mount: &str) -> Option<PathBuf> {
 /// `wasi:filesystem` swaps for this directory at each call, and the directory is closed
 /// [`TMP_KEEP`] after its last use, so an idle sandbox holds one descriptor (its workspace),
 /// not two, and a node's open-file limit admits twice the sandboxes.
+///
+/// The directory itself is made at the first use: most jobs never touch `/tmp`, and a
+/// directory made and removed for each of them was a tenth of a job's cost.
 pub(crate) struct Tmp {
-    dir: tempfile::TempDir,
-    /// Device and inode of the directory: the mount point itself, which keeps its mode.
-    id: (u64, u64),
+    /// Where the directory is made.
+    root: PathBuf,
+    /// The directory once made, with its device and inode (the mount point itself, which
+    /// keeps its mode). Made under the lock of `open`.
+    made: std::sync::OnceLock<(tempfile::TempDir, (u64, u64))>,
     /// The directory while in use, and when it was last used.
     open: Arc<std::sync::Mutex<Option<(wasmtime_wasi::filesystem::Dir, std::time::Instant)>>>,
 }
@@ -738,6 +740,11 @@ pub(crate) struct Tmp {
 const TMP_KEEP: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Tmp {
+    /// Device and inode of the directory, once made.
+    fn id(&self) -> Option<(u64, u64)> {
+        self.made.get().map(|m| m.1)
+    }
+
     /// The directory, opened again when it was closed. Kept open while used (closed by a
     /// task [`TMP_KEEP`] after the last use) where a tokio runtime runs; elsewhere opened
     /// for this operation alone.
@@ -748,7 +755,17 @@ impl Tmp {
             *used = now;
             return Ok(dir.clone());
         }
-        let dir = SharedDir::open(self.dir.path())?.0;
+        let made = match self.made.get() {
+            Some(made) => made,
+            None => {
+                let t = temp_builder("wasbox-tmp-").tempdir_in(&self.root)?;
+                use std::os::unix::fs::MetadataExt as _;
+                let m = std::fs::metadata(t.path())?;
+                let _ = self.made.set((t, (m.dev(), m.ino())));
+                self.made.get().expect("just set")
+            }
+        };
+        let dir = SharedDir::open(made.0.path())?.0;
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             *slot = Some((dir.clone(), now));
             let weak = Arc::downgrade(&self.open);

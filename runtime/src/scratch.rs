@@ -36,6 +36,24 @@ pub(crate) fn in_memory(path: &Path) -> bool {
     statfs(path).is_some_and(|s| matches!(s.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
+/// Where a runtime makes fresh sandboxes, as looked at once when the runtime is built: the
+/// canonical path (so that a directory made in it needs no `realpath` of its own) and
+/// whether it is in memory (so that a sandbox needs no `statfs` of its own).
+pub(crate) struct ScratchRoot {
+    pub(crate) path: PathBuf,
+    pub(crate) in_memory: bool,
+}
+
+impl ScratchRoot {
+    pub(crate) fn new(path: &Path) -> Result<ScratchRoot> {
+        let path = path
+            .canonicalize()
+            .with_context(|| format!("opening the scratch directory {}", path.display()))?;
+        let in_memory = in_memory(&path);
+        Ok(ScratchRoot { path, in_memory })
+    }
+}
+
 /// The scratch root of a new runtime: a fresh directory of this process in
 /// `$WASBOX_SCRATCH_DIR`, else on `/dev/shm` (when it is a tmpfs), else in the system's
 /// temporary directory. Roots left there by runtimes killed before they could clean up are
@@ -128,7 +146,8 @@ fn alive(pid: i32) -> bool {
 /// Removes a tree, first giving back the owner's permissions a guest may have taken away
 /// (`chmod 0` on a directory would otherwise stop the removal).
 pub(crate) fn remove_all(path: &Path) {
-    if std::fs::remove_dir_all(path).is_ok() {
+    // Most trees are empty directories (a job that wrote nothing): one `rmdir`.
+    if std::fs::remove_dir(path).is_ok() || std::fs::remove_dir_all(path).is_ok() {
         return;
     }
     restore_permissions(path);
