@@ -7,7 +7,9 @@ modules imported at build time exist at run time.
 """
 
 # -- the standard library a script may import (kept in the component) ------------------
-import abc, argparse, array, ast, asyncio, base64, binascii, bisect, builtins  # noqa: E401,F401
+# `_bz2` and `_lzma` first, before `bz2`, `lzma`, `shutil` and `tarfile` look for them.
+import wasbox_compress  # noqa: E402
+import abc, argparse, array, ast, asyncio, base64, binascii, bisect, builtins, bz2, lzma  # noqa: E401,F401
 import calendar, cmath, codecs, collections, collections.abc, colorsys, configparser  # noqa: E401,F401
 import contextlib, copy, csv, dataclasses, datetime, decimal, difflib, dis, email  # noqa: E401,F401
 import email.message, email.utils, enum, errno, fnmatch, fractions, functools, gc  # noqa: E401,F401
@@ -745,6 +747,9 @@ subprocess.check_output = _sp_check_output
 subprocess.getstatusoutput = _sp_getstatusoutput
 subprocess.getoutput = lambda cmd: _sp_getstatusoutput(cmd)[1]
 subprocess.Popen = _Popen
+
+# bz2 and lzma run their codecs in the image's bzip2 and xz (see wasbox_compress).
+wasbox_compress.set_runner(lambda argv, data: _run_child(argv, False, data, True, "/", None))
 os.system = _os_system
 
 def _chmod(path, mode, *, dir_fd=None, follow_symlinks=True):

@@ -224,7 +224,10 @@ static BASE_SH: (&[u8], [u8; 32]) = guest!("sh.wasm");
 static BASE_COREUTILS: (&[u8], [u8; 32]) = guest!("coreutils.wasm");
 static BASE_TOOLS: (&[u8], [u8; 32]) = guest!("tools.wasm");
 /// The applets of `guest-components/tools` (its `main.rs` dispatches on them).
-const TOOLS_APPLETS: &[&str] = &["jq", "gzip", "gunzip", "zcat", "tar", "zip", "unzip", "bc"];
+const TOOLS_APPLETS: &[&str] = &[
+    "jq", "gzip", "gunzip", "zcat", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat", "lzma",
+    "unlzma", "lzcat", "tar", "zip", "unzip", "bc",
+];
 static BASE_NODE: (&[u8], [u8; 32]) = guest!("node.wasm");
 static BASE_PYTHON: (&[u8], [u8; 32]) = guest!("python.wasm");
 static BENCH_COMPUTE: (&[u8], [u8; 32]) = guest!("bench-compute.wasm");

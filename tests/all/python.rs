@@ -148,6 +148,64 @@ except ZoneInfoNotFoundError as e:
     );
 }
 
+/// `bz2` and `lzma` as the Python documentation describes them (one-shot and incremental
+/// codecs, `open` in text and binary modes, concatenated streams, `unused_data`, `eof`,
+/// `needs_input`, `max_length`, their errors) and as `tarfile` and `shutil` use them; what
+/// they write, the image's `bzip2` and `xz` read, and the other way round.
+#[tokio::test]
+async fn bz2_and_lzma_like_cpython() {
+    warm().await;
+    let out = sh(r#"seq 3 | bzip2 > m.bz2 && seq 4 5 | bzip2 >> m.bz2 && seq 3 | xz > m.xz && seq 4 5 | xz >> m.xz && python3 -c '
+import bz2, lzma, io, os, shutil, tarfile
+d = b"hello " * 500
+print(bz2.decompress(bz2.compress(d, 1)) == d, lzma.decompress(lzma.compress(d)) == d)
+print(lzma.decompress(lzma.compress(d, format=lzma.FORMAT_ALONE)) == d)
+print(bz2.decompress(open("m.bz2", "rb").read()).split(), lzma.open("m.xz").read().split())
+x = bz2.BZ2Decompressor()
+s = bz2.compress(d) + b"tail"
+print(x.decompress(s[:20]), x.eof, x.needs_input)
+print(len(x.decompress(s[20:], 100)), x.eof, x.needs_input)
+print(len(x.decompress(b"")), x.eof, x.unused_data)
+try:
+    x.decompress(b"more")
+except EOFError as e:
+    print("EOFError", e)
+for bad in (lambda: bz2.decompress(b"not bz2"), lambda: lzma.decompress(b"garbage data here")):
+    try:
+        bad()
+    except Exception as e:
+        print(type(e).__name__, e)
+try:
+    bz2.decompress(bz2.compress(d)[:-10])
+except ValueError as e:
+    print(type(e).__name__, e)
+with bz2.open("t.bz2", "wt") as f:
+    f.write("one\ntwo\n")
+with lzma.open("t.xz", "w", check=lzma.CHECK_SHA256) as f:
+    f.write(b"three\n")
+print(bz2.open("t.bz2", "rt").readlines(), lzma.LZMAFile(io.BytesIO(open("t.xz", "rb").read())).read())
+os.mkdir("d"); open("d/a", "w").write("hi\n")
+with tarfile.open("a.tar.bz2", "w:bz2") as t:
+    t.add("d")
+with tarfile.open("a.tar.xz", "w:xz") as t:
+    t.add("d")
+print(tarfile.open("a.tar.bz2").getnames(), tarfile.open("a.tar.xz", "r:xz").extractfile("d/a").read())
+print(os.path.basename(shutil.make_archive("z", "xztar", ".", "d")), "bztar" in dict(shutil.get_archive_formats()))
+' && bzcat t.bz2 && xz -dc t.xz && tar -tf z.tar.xz"#)
+    .await;
+    assert_eq!(
+        out.stdout,
+        "True True\nTrue\n[b'1', b'2', b'3', b'4', b'5'] [b'1', b'2', b'3', b'4', b'5']\n\
+         b'' False True\n100 False False\n2900 True b'tail'\n\
+         EOFError End of stream already reached\n\
+         OSError Invalid data stream\nLZMAError Input format not supported by decoder\n\
+         ValueError Compressed data ended before the end-of-stream marker was reached\n\
+         ['one\\n', 'two\\n'] b'three\\n'\n['d', 'd/a'] b'hi\\n'\nz.tar.xz True\n\
+         one\ntwo\nthree\nd/\nd/a\n",
+        "{out:?}"
+    );
+}
+
 /// What a wasm process cannot do fails with a message saying so: new processes through
 /// `multiprocessing` and process pools, threads; asyncio has no sockets to watch.
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! The `tools` program of the base image: jq, tar, gzip/gunzip/zcat, zip/unzip. Expected
-//! outputs are what jq 1.6, GNU tar 1.34, gzip 1.12 and Info-ZIP 3.0/6.0 print for the same
+//! The `tools` program of the base image: jq, tar, gzip/gunzip/zcat, bzip2, xz/lzma,
+//! zip/unzip. Expected outputs are what jq 1.6, GNU tar 1.34, gzip 1.12, bzip2 1.0.8,
+//! xz 5.4 and Info-ZIP 3.0/6.0 print for the same
 //! scripts; hostile archives are refused member by member and leave nothing outside.
 
 use crate::support::runtime::{sh, sh_in};
@@ -126,6 +127,62 @@ const CASES: &[(&str, &str, i32)] = &[
         0,
     ),
     ("tar cjf x.tbz f; echo $?", "2\n", 0),
+    // bzip2, bunzip2, bzcat (the bzip2 1.0.8 manual): `.bz2` added and removed, `-k`,
+    // `-t`, concatenated streams, a name without the suffix decompressed to NAME.out, a
+    // file that already has the suffix refused with status 1, anything else status 2.
+    (
+        "seq 1000 > big && bzip2 big && ls && bunzip2 big.bz2 && wc -l big",
+        "big.bz2\n1000 big\n",
+        0,
+    ),
+    (
+        "seq 3 | bzip2 > s.bz2 && seq 4 5 | bzip2 >> s.bz2 && bzcat s.bz2 && bzip2 -t s.bz2 && echo ok",
+        "1\n2\n3\n4\n5\nok\n",
+        0,
+    ),
+    (
+        "seq 5 | bzip2 -c > data && bunzip2 data 2>/dev/null && cat data.out | wc -l",
+        "5\n",
+        0,
+    ),
+    (
+        "echo x > x && bzip2 -k x && bzip2 x.bz2; echo $?; echo plain > p.bz2; bunzip2 p.bz2; echo $?",
+        "1\n2\n",
+        0,
+    ),
+    // xz, unxz, xzcat, lzma (the xz 5.4 manual): the same, `--format=lzma`, `-l`
+    // refused on standard input, a corrupt or foreign file status 1.
+    (
+        "seq 2000 > n && xz -k n && ls n* && xz -d -c n.xz | tail -1 && xz -t n.xz && echo ok",
+        "n\nn.xz\n2000\nok\n",
+        0,
+    ),
+    (
+        "seq 3 | xz > s.xz && seq 4 5 | xz -9e -T0 >> s.xz && xzcat s.xz | paste -sd,",
+        "1,2,3,4,5\n",
+        0,
+    ),
+    (
+        "seq 10 | xz --format=lzma | lzcat | wc -l && seq 10 | lzma | unlzma | tail -1",
+        "10\n10\n",
+        0,
+    ),
+    (
+        "echo plain > p.xz; unxz p.xz; echo $?; echo hi | xz -l; echo $?",
+        "1\n1\n",
+        0,
+    ),
+    // tar -j, -J, --lzma, -a by the archive's name, and reading any of them by its magic.
+    (
+        "mkdir d && seq 3 > d/x && tar -cjf d.tar.bz2 d && tar -tjf d.tar.bz2 && rm -r d && tar -xf d.tar.bz2 && cat d/x | wc -l",
+        "d/\nd/x\n3\n",
+        0,
+    ),
+    (
+        "mkdir d && echo hi > d/x && tar -caf a.txz d && tar -caf a.tbz2 d && tar --lzma -cf a.lz d && for a in a.txz a.tbz2 a.lz; do tar -xOf $a d/x; done; xz -t a.txz && bzip2 -t a.tbz2 && echo ok",
+        "hi\nhi\nhi\nok\n",
+        0,
+    ),
     // gzip, gunzip, zcat.
     (
         "seq 1000 > big && gzip big && ls && gunzip big.gz && wc -l big",

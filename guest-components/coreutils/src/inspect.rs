@@ -859,6 +859,18 @@ fn classify(d: &[u8]) -> Kind {
     if d.starts_with(b"\xfd7zXZ\0") {
         return bin("XZ compressed data".into(), "application/x-xz");
     }
+    if d.len() >= 13 && d.starts_with(b"\x5d\0\0") {
+        let size = u64::from_le_bytes(d[5..13].try_into().expect("8 bytes"));
+        let how = if size == u64::MAX {
+            "streamed".to_string()
+        } else {
+            format!("non-streamed, size {size}")
+        };
+        return bin(
+            format!("LZMA compressed data, {how}"),
+            "application/x-lzma",
+        );
+    }
     if d.starts_with(b"\x28\xb5\x2f\xfd") {
         return bin(
             "Zstandard compressed data (v0.8+), Dictionary ID: None".into(),

@@ -1,5 +1,6 @@
-//! `gzip`/`gunzip`/`zcat` (flate2), `tar` (the tar crate, gzip by `-z` or detected when
-//! reading) and `zip`/`unzip` (the zip crate, stored and deflated entries), with GNU's and
+//! `gzip`/`gunzip`/`zcat`, `bzip2`/`bunzip2`/`bzcat` and `xz`/`unxz`/`xzcat`/`lzma`
+//! (one tool over the formats of `codec.rs`), `tar` (the tar crate, compressed by `-z`,
+//! `-j`, `-J`, `--lzma` or `-a`, detected by its magic when reading) and `zip`/`unzip` (the zip crate, stored and deflated entries), with GNU's and
 //! Info-ZIP's options, messages and exit codes where agents look at them.
 //!
 //! Archives are untrusted input: members with `..` in their path are skipped, a leading
@@ -11,7 +12,8 @@ use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 
 use flate2::Compression;
-use flate2::read::MultiGzDecoder;
+
+use crate::codec::Codec;
 
 use guest_support::cli::{Opts, glob, mode_string, reason};
 
@@ -76,13 +78,37 @@ pub enum GzipMode {
     Cat,
 }
 
-pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
-    let tool = match mode {
-        GzipMode::Compress => "gzip",
-        GzipMode::Decompress => "gunzip",
-        GzipMode::Cat => "zcat",
+/// `gzip`, `bzip2`, `xz` and `lzma` with their decompressing (`gunzip`, `bunzip2`, `unxz`,
+/// `unlzma`) and `cat` (`zcat`, `bzcat`, `xzcat`, `lzcat`) names: one tool, the options
+/// the four share, each format's own suffix and magic.
+pub fn compressor(args: Vec<String>, codec: Codec, mode: GzipMode) -> i32 {
+    let tool = match (codec, mode) {
+        (Codec::Gzip, GzipMode::Compress) => "gzip",
+        (Codec::Gzip, GzipMode::Decompress) => "gunzip",
+        (Codec::Gzip, GzipMode::Cat) => "zcat",
+        (Codec::Bzip2, GzipMode::Compress) => "bzip2",
+        (Codec::Bzip2, GzipMode::Decompress) => "bunzip2",
+        (Codec::Bzip2, GzipMode::Cat) => "bzcat",
+        (Codec::Xz, GzipMode::Compress) => "xz",
+        (Codec::Xz, GzipMode::Decompress) => "unxz",
+        (Codec::Xz, GzipMode::Cat) => "xzcat",
+        (Codec::Lzma, GzipMode::Compress) => "lzma",
+        (Codec::Lzma, GzipMode::Decompress) => "unlzma",
+        (Codec::Lzma, GzipMode::Cat) => "lzcat",
     };
-    let o = Opts::parse(&args[1..], &["S", "suffix"]);
+    let o = Opts::parse(
+        &args[1..],
+        &[
+            "S", "suffix", "T", "threads", "F", "format", "M", "memlimit", "C", "check",
+        ],
+    );
+    // `xz --format=lzma` is `lzma`; `xz -F xz` (or auto) stays xz.
+    let explicit_format = o.value(&["F", "format"]).is_some_and(|f| f != "auto");
+    let codec = match o.value(&["F", "format"]) {
+        Some("lzma" | "alone") => Codec::Lzma,
+        Some("xz") => Codec::Xz,
+        _ => codec,
+    };
     let flags = &o.flags;
     let mut files = o.operands.clone();
     let known = [
@@ -127,41 +153,91 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
         "help",
         "V",
         "version",
+        "s",
+        "small",
+        "z",
+        "compress",
+        "e",
+        "extreme",
+        "0",
+        "T",
+        "threads",
+        "F",
+        "format",
+        "M",
+        "memlimit",
+        "C",
+        "check",
+        "L",
+        "license",
     ];
     if let Some(e) = o.unknown(tool, &known) {
         eprintln!("{e}\nTry `{tool} --help' for more information.");
         return 1;
     }
     if o.has(&["h", "help"]) {
+        let what = match codec {
+            Codec::Gzip => "Compress or uncompress FILEs (by default, compress FILES in-place).",
+            Codec::Bzip2 => "Compress or decompress FILEs in the bzip2 format (in place).",
+            Codec::Xz | Codec::Lzma => {
+                "Compress or decompress FILEs in the .xz format (.lzma with --format=lzma)."
+            }
+        };
         println!(
-            "Usage: {tool} [OPTION]... [FILE]...\nCompress or uncompress FILEs (by default, compress FILES in-place).\n\n  -c, --stdout      write on standard output, keep original files unchanged\n  -d, --decompress  decompress\n  -f, --force       force overwrite of output file\n  -k, --keep        keep (don't delete) input files\n  -l, --list        list compressed file contents\n  -n, --no-name     do not save or restore the original name and timestamp\n  -q, --quiet       suppress all warnings\n  -r, --recursive   operate recursively on directories\n  -S, --suffix=SUF  use suffix SUF on compressed files\n  -t, --test        test compressed file integrity\n  -v, --verbose     verbose mode\n  -1, --fast        compress faster\n  -9, --best        compress better\n\nWith no FILE, or when FILE is -, read standard input."
+            "Usage: {tool} [OPTION]... [FILE]...\n{what}\n\n  -c, --stdout      write on standard output, keep original files unchanged\n  -d, --decompress  decompress\n  -z, --compress    compress (the default)\n  -f, --force       force overwrite of output file\n  -k, --keep        keep (don't delete) input files\n  -l, --list        list compressed file contents (gzip, xz)\n  -n, --no-name     do not save or restore the original name and timestamp (gzip)\n  -q, --quiet       suppress all warnings\n  -r, --recursive   operate recursively on directories (gzip)\n  -S, --suffix=SUF  use suffix SUF on compressed files (default {})\n  -t, --test        test compressed file integrity\n  -v, --verbose     verbose mode\n  -T, --threads=N   accepted; one thread is used\n  -F, --format=FMT  xz or lzma (xz)\n  -C, --check=CHECK none, crc32, crc64 or sha256 (xz)\n  -1, --fast        compress faster\n  -9, --best        compress better\n\nWith no FILE, or when FILE is -, read standard input.",
+            codec.suffix()
         );
         return 0;
     }
-    if o.has(&["V", "version"]) {
-        println!("gzip 1.12 (wasbox, flate2)");
+    if o.has(&["V", "version", "L", "license"]) {
+        match codec {
+            Codec::Gzip => println!("gzip 1.12 (wasbox, flate2)"),
+            Codec::Bzip2 => println!(
+                "bzip2, a block-sorting file compressor.  Version 1.0.8 (wasbox, libbz2-rs)."
+            ),
+            Codec::Xz | Codec::Lzma => {
+                println!("xz (XZ Utils) 5.4.1 (wasbox, lzma-rust2)\nliblzma 5.4.1")
+            }
+        }
         return 0;
     }
+    let check = match o.value(&["C", "check"]) {
+        None | Some("crc64") => lzma_rust2::CheckType::Crc64,
+        Some("crc32") => lzma_rust2::CheckType::Crc32,
+        Some("none") => lzma_rust2::CheckType::None,
+        Some("sha256") => lzma_rust2::CheckType::Sha256,
+        Some(other) => {
+            eprintln!("{tool}: {other}: Unsupported integrity check type");
+            return 1;
+        }
+    };
     let decompress = mode != GzipMode::Compress || o.has(&["d", "decompress", "uncompress"]);
+    let list = o.has(&["l", "list"]) && codec != Codec::Bzip2;
     let to_stdout = mode == GzipMode::Cat || o.has(&["c", "stdout", "to-stdout"]);
     let keep = o.has(&["k", "keep"]);
     let force = o.has(&["f", "force"]);
     let verbose = o.has(&["v", "verbose"]);
     let quiet = o.has(&["q", "quiet"]);
-    let list = o.has(&["l", "list"]);
     let test = o.has(&["t", "test"]);
     let no_name = o.has(&["n", "no-name"]);
-    let suffix = o.value(&["S", "suffix"]).unwrap_or(".gz").to_string();
+    let suffix = o
+        .value(&["S", "suffix"])
+        .unwrap_or(codec.suffix())
+        .to_string();
     let level = flags
         .iter()
         .rev()
         .find_map(|(n, _)| match n.as_str() {
             "fast" => Some(1),
             "best" => Some(9),
+            "0" => Some(0),
             d if d.len() == 1 && d.as_bytes()[0].is_ascii_digit() => d.parse().ok(),
             _ => None,
         })
-        .unwrap_or(6);
+        .unwrap_or(match codec {
+            Codec::Bzip2 => 9,
+            _ => 6,
+        });
     if o.has(&["r", "recursive"]) {
         let mut expanded = Vec::new();
         for f in files {
@@ -217,29 +293,88 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
             }
         };
         if decompress || list || test {
-            if !stdin && !to_stdout && !list && !test && !f.ends_with(&suffix) {
+            if list && stdin && codec != Codec::Gzip {
+                eprintln!("{tool}: --list does not support reading from standard input");
+                status = 1;
+                continue;
+            }
+            // bzip2 decompresses a file of another name to NAME.out; gzip and xz skip it.
+            let guessed = codec == Codec::Bzip2 && !f.ends_with(&suffix);
+            if !stdin && !to_stdout && !list && !test && !f.ends_with(&suffix) && !guessed {
                 if !quiet {
-                    eprintln!("{tool}: {f}: unknown suffix -- ignored");
+                    match codec {
+                        Codec::Gzip => eprintln!("{tool}: {f}: unknown suffix -- ignored"),
+                        _ => eprintln!("{tool}: {f}: Filename has an unknown suffix, skipping"),
+                    }
                 }
                 warn(&mut status);
                 continue;
             }
-            let mut out = Vec::new();
-            if data.len() < 2 || data[..2] != [0x1f, 0x8b] {
-                eprintln!("{tool}: {f}: not in gzip format");
-                status = 1;
+            // xz reads .xz and .lzma alike unless told a format; `--format=lzma` (and the
+            // lzma names) take any header an lzma encoder may write.
+            let found = match (codec, Codec::sniff(&data)) {
+                (Codec::Xz | Codec::Lzma, Some(Codec::Xz)) if !explicit_format => Some(Codec::Xz),
+                (Codec::Xz, Some(Codec::Lzma)) if !explicit_format => Some(Codec::Lzma),
+                (Codec::Lzma, _) if data.len() >= 13 && data[0] < 225 => Some(Codec::Lzma),
+                (c, s) if s == Some(c) => Some(c),
+                _ => None,
+            };
+            let Some(found) = found else {
+                match codec {
+                    Codec::Gzip => eprintln!("{tool}: {f}: not in gzip format"),
+                    Codec::Bzip2 => eprintln!("{tool}: {f} is not a bzip2 file."),
+                    _ => eprintln!("{tool}: {f}: File format not recognized"),
+                }
+                status = if codec == Codec::Bzip2 { 2 } else { 1 };
                 continue;
-            }
-            if let Err(e) = MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
-                eprintln!("{tool}: {f}: invalid compressed data--{}", short(&e));
-                status = 1;
-                continue;
-            }
+            };
+            let out = match found.decode(&data) {
+                Ok(out) => out,
+                Err(e) => {
+                    match codec {
+                        Codec::Gzip => {
+                            eprintln!("{tool}: {f}: invalid compressed data--{}", short(&e))
+                        }
+                        Codec::Bzip2 => eprintln!(
+                            "{tool}: Data integrity error when decompressing.\n\tInput file = {f}, output file = (stdout)"
+                        ),
+                        _ => eprintln!("{tool}: {f}: Compressed data is corrupt"),
+                    }
+                    status = if codec == Codec::Bzip2 { 2 } else { 1 };
+                    continue;
+                }
+            };
             let target = if stdin {
                 "stdout".to_string()
+            } else if guessed {
+                if !to_stdout && !test && !quiet {
+                    eprintln!("{tool}: Can't guess original name for {f} -- using {f}.out");
+                }
+                format!("{f}.out")
             } else {
                 f[..f.len() - suffix.len().min(f.len())].to_string()
             };
+            if list && codec != Codec::Gzip {
+                if !header_shown {
+                    println!("Strms  Blocks   Compressed Uncompressed  Ratio  Check   Filename");
+                    header_shown = true;
+                }
+                let ratio = if out.is_empty() {
+                    0.0
+                } else {
+                    data.len() as f64 / out.len() as f64
+                };
+                println!(
+                    "{:>5} {:>7} {:>12} {:>12}  {:5.3}  {:<7} {f}",
+                    1,
+                    1,
+                    human_size(data.len() as u64),
+                    human_size(out.len() as u64),
+                    ratio,
+                    if codec == Codec::Xz { "CRC64" } else { "None" }
+                );
+                continue;
+            }
             if list {
                 if !header_shown {
                     println!("         compressed        uncompressed  ratio uncompressed_name");
@@ -262,7 +397,12 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
             }
             if test {
                 if verbose {
-                    eprintln!("{f}:\t OK");
+                    match codec {
+                        Codec::Gzip => eprintln!("{f}:\t OK"),
+                        Codec::Bzip2 if stdin => eprintln!("  (stdin): ok"),
+                        Codec::Bzip2 => eprintln!("  {f}: ok"),
+                        _ => eprintln!("{f} (1/1)"),
+                    }
                 }
                 continue;
             }
@@ -290,13 +430,25 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
         } else {
             if !stdin && !to_stdout && f.ends_with(&suffix) {
                 if !quiet {
-                    eprintln!("{tool}: {f} already has {suffix} suffix -- unchanged");
+                    match codec {
+                        Codec::Gzip => {
+                            eprintln!("{tool}: {f} already has {suffix} suffix -- unchanged")
+                        }
+                        Codec::Bzip2 => {
+                            eprintln!("{tool}: Input file {f} already has {suffix} suffix.")
+                        }
+                        _ => eprintln!("{tool}: {f}: File already has `{suffix}' suffix, skipping"),
+                    }
                 }
-                warn(&mut status);
+                if codec == Codec::Bzip2 {
+                    status = 1;
+                } else {
+                    warn(&mut status);
+                }
                 continue;
             }
             let mut builder = flate2::GzBuilder::new().operating_system(3);
-            if !stdin && !no_name {
+            if !stdin && !no_name && codec == Codec::Gzip {
                 let base = Path::new(f)
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
@@ -306,8 +458,14 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
                     builder = builder.mtime(mtime_of(&m) as u32);
                 }
             }
-            let mut enc = builder.write(Vec::new(), Compression::new(level));
-            let compressed = enc.write_all(&data).and_then(|_| enc.finish());
+            let compressed = if codec == Codec::Gzip {
+                let mut enc = builder.write(Vec::new(), Compression::new(level.max(1)));
+                enc.write_all(&data).and_then(|_| enc.finish())
+            } else if codec == Codec::Xz {
+                crate::codec::encode_xz(&data, level, check)
+            } else {
+                codec.encode(&data, level)
+            };
             let compressed = match compressed {
                 Ok(c) => c,
                 Err(e) => {
@@ -350,6 +508,15 @@ pub fn gzip(args: Vec<String>, mode: GzipMode) -> i32 {
         println!("{total_c:>19} {total_u:>19} {ratio:>5.1}% (totals)");
     }
     status
+}
+
+/// A size as `xz -l` shows it.
+fn human_size(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
 }
 
 /// Gives the output the input's mode and time, then removes the input unless kept.
@@ -444,6 +611,11 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         "gzip",
         "gunzip",
         "ungzip",
+        "j",
+        "bzip2",
+        "J",
+        "xz",
+        "lzma",
         "v",
         "verbose",
         "C",
@@ -507,7 +679,7 @@ pub fn tar(mut args: Vec<String>) -> i32 {
     }
     if o.has(&["help"]) {
         println!(
-            "Usage: tar [OPTION...] [FILE]...\n  -c, --create               create a new archive\n  -x, --extract, --get       extract files from an archive\n  -t, --list                 list the contents of an archive\n  -f, --file=ARCHIVE         use archive file ARCHIVE (- is standard input/output)\n  -z, --gzip                 filter the archive through gzip\n  -a, --auto-compress        use archive suffix to determine the compression\n  -C, --directory=DIR        change to directory DIR\n  -v, --verbose              verbosely list files processed\n  -O, --to-stdout            extract files to standard output\n  -k, --keep-old-files       don't replace existing files when extracting\n      --strip-components=N   strip N leading components from file names\n      --exclude=PATTERN      exclude files, given as a PATTERN\n  -T, --files-from=FILE      get names to extract or create from FILE"
+            "Usage: tar [OPTION...] [FILE]...\n  -c, --create               create a new archive\n  -x, --extract, --get       extract files from an archive\n  -t, --list                 list the contents of an archive\n  -f, --file=ARCHIVE         use archive file ARCHIVE (- is standard input/output)\n  -z, --gzip                 filter the archive through gzip\n  -j, --bzip2                filter the archive through bzip2\n  -J, --xz                   filter the archive through xz\n      --lzma                 filter the archive through lzma\n  -a, --auto-compress        use archive suffix to determine the compression\n  -C, --directory=DIR        change to directory DIR\n  -v, --verbose              verbosely list files processed\n  -O, --to-stdout            extract files to standard output\n  -k, --keep-old-files       don't replace existing files when extracting\n      --strip-components=N   strip N leading components from file names\n      --exclude=PATTERN      exclude files, given as a PATTERN\n  -T, --files-from=FILE      get names to extract or create from FILE"
         );
         return 0;
     }
@@ -515,8 +687,10 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         println!("tar (GNU tar) 1.34\n(wasbox, tar crate)");
         return 0;
     }
-    if o.has(&["j", "J", "bzip2", "xz", "zstd", "lzma"]) {
-        eprintln!("tar: only gzip compression (-z) is available in this sandbox");
+    if o.has(&["zstd"]) {
+        eprintln!(
+            "tar: zstd compression is not available in this sandbox (gzip -z, bzip2 -j, xz -J and --lzma are)"
+        );
         return 2;
     }
     let modes: Vec<char> = flags
@@ -544,9 +718,17 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         }
     };
     let archive = o.value(&["f", "file"]).unwrap_or("-").to_string();
-    let auto =
-        o.has(&["a", "auto-compress"]) && (archive.ends_with(".gz") || archive.ends_with(".tgz"));
-    let gz = o.has(&["z", "gzip", "gunzip", "ungzip"]) || auto;
+    // The last compression option wins, as in GNU tar; `-a` goes by the archive's name.
+    let mut codec = flags.iter().rev().find_map(|(n, _)| match n.as_str() {
+        "z" | "gzip" | "gunzip" | "ungzip" => Some(Codec::Gzip),
+        "j" | "bzip2" => Some(Codec::Bzip2),
+        "J" | "xz" => Some(Codec::Xz),
+        "lzma" => Some(Codec::Lzma),
+        _ => None,
+    });
+    if o.has(&["a", "auto-compress"]) && mode == 'c' {
+        codec = Codec::by_name(&archive).or(codec);
+    }
     let verbose = flags
         .iter()
         .filter(|(n, _)| n == "v" || n == "verbose")
@@ -587,7 +769,7 @@ pub fn tar(mut args: Vec<String>) -> i32 {
         archive_on_stdout: archive == "-",
     };
     match mode {
-        'c' => tar_create(&archive, gz, &names, &opts),
+        'c' => tar_create(&archive, codec, &names, &opts),
         _ => tar_read(&archive, mode == 'x', &names, &opts),
     }
 }
@@ -613,7 +795,7 @@ impl TarOpts {
     }
 }
 
-fn tar_create(archive: &str, gz: bool, names: &[String], o: &TarOpts) -> i32 {
+fn tar_create(archive: &str, codec: Option<Codec>, names: &[String], o: &TarOpts) -> i32 {
     if names.is_empty() {
         eprintln!(
             "tar: Cowardly refusing to create an empty archive\nTry 'tar --help' or 'tar --usage' for more information."
@@ -688,9 +870,8 @@ fn tar_create(archive: &str, gz: bool, names: &[String], o: &TarOpts) -> i32 {
             return 2;
         }
     };
-    let bytes = if gz {
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), Compression::default());
-        match enc.write_all(&bytes).and_then(|_| enc.finish()) {
+    let bytes = if let Some(codec) = codec {
+        match codec.encode(&bytes, if codec == Codec::Bzip2 { 9 } else { 6 }) {
             Ok(b) => b,
             Err(e) => {
                 eprintln!("tar: {}", reason(&e));
@@ -787,16 +968,17 @@ fn tar_read(archive: &str, extract: bool, names: &[String], o: &TarOpts) -> i32 
         );
         return 2;
     }
-    if data.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        if MultiGzDecoder::new(&data[..])
-            .read_to_end(&mut out)
-            .is_err()
-        {
-            eprintln!("tar: Child returned status 1\ntar: Error is not recoverable: exiting now");
-            return 2;
+    // Compressed archives are recognised by their magic, whatever the options said.
+    if let Some(codec) = Codec::sniff(&data) {
+        match codec.decode(&data) {
+            Ok(out) => data = out,
+            Err(_) => {
+                eprintln!(
+                    "tar: Child returned status 1\ntar: Error is not recoverable: exiting now"
+                );
+                return 2;
+            }
         }
-        data = out;
     }
     // A tar starts with a header block: ustar magic, an old-style header with a checksum,
     // or the zero blocks of an empty archive.

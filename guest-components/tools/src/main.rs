@@ -1,11 +1,16 @@
 //! The multi-call program of the base image's larger tools, kept apart from `coreutils` so
 //! that a plain `ls` never loads a jq interpreter or a deflate codec: `jq`, `gzip`,
-//! `gunzip`, `zcat`, `tar`, `zip`, `unzip` and `bc`. `argv[0]` names the applet; `tools APPLET
+//! `gunzip`, `zcat`, `bzip2`, `bunzip2`, `bzcat`, `xz`, `unxz`, `xzcat`, `lzma`, `unlzma`,
+//! `lzcat`, `tar`, `zip`, `unzip` and `bc`. `argv[0]` names the applet; `tools APPLET
 //! ARGS...` works too.
 
 mod archive;
 mod bc;
+mod codec;
 mod jq;
+
+use archive::GzipMode;
+use codec::Codec;
 
 fn main() {
     guest_support::start();
@@ -20,9 +25,18 @@ fn main() {
     let code = match name.as_str() {
         "jq" => jq::main(args),
         "bc" => bc::main(args),
-        "gzip" => archive::gzip(args, archive::GzipMode::Compress),
-        "gunzip" => archive::gzip(args, archive::GzipMode::Decompress),
-        "zcat" => archive::gzip(args, archive::GzipMode::Cat),
+        "gzip" => archive::compressor(args, Codec::Gzip, GzipMode::Compress),
+        "gunzip" => archive::compressor(args, Codec::Gzip, GzipMode::Decompress),
+        "zcat" => archive::compressor(args, Codec::Gzip, GzipMode::Cat),
+        "bzip2" => archive::compressor(args, Codec::Bzip2, GzipMode::Compress),
+        "bunzip2" => archive::compressor(args, Codec::Bzip2, GzipMode::Decompress),
+        "bzcat" => archive::compressor(args, Codec::Bzip2, GzipMode::Cat),
+        "xz" => archive::compressor(args, Codec::Xz, GzipMode::Compress),
+        "unxz" => archive::compressor(args, Codec::Xz, GzipMode::Decompress),
+        "xzcat" => archive::compressor(args, Codec::Xz, GzipMode::Cat),
+        "lzma" => archive::compressor(args, Codec::Lzma, GzipMode::Compress),
+        "unlzma" => archive::compressor(args, Codec::Lzma, GzipMode::Decompress),
+        "lzcat" => archive::compressor(args, Codec::Lzma, GzipMode::Cat),
         "tar" => archive::tar(args),
         "zip" => archive::zip(args),
         "unzip" => archive::unzip(args),
