@@ -79,7 +79,39 @@ const CASES: &[(&str, &str, i32)] = &[
         0,
     ),
     (r#"echo '{}' | jq 'error("boom")'; echo $?"#, "5\n", 0),
-    ("echo 'not json' | jq .; echo $?", "2\n", 0),
+    // jq 1.6 ends with status 4 at input it cannot parse (main.c: `ret = 4` on a parse
+    // error), 2 only for a file it cannot open.
+    ("echo 'not json' | jq .; echo $?", "4\n", 0),
+    ("jq . missing.json; echo $?", "2\n", 0),
+    // Assignment makes the objects and arrays along its path, padding arrays with null
+    // (the jq manual: "Assignment"; `setpath`), whatever the operator; programs that did
+    // not need it are unchanged, and errors jq gives stay errors.
+    (
+        r#"jq -c '.a.b.c = 5, (.x[2] |= 7), (.n += 1), (.l //= [1]), (.s.t |= length)' <<< '{}'"#,
+        "{\"a\":{\"b\":{\"c\":5}}}\n{\"x\":[null,null,7]}\n{\"n\":1}\n{\"l\":[1]}\n{\"s\":{\"t\":0}}\n",
+        0,
+    ),
+    (
+        r#"jq -c '[.[] | .n.m = 1], (null | .a[1].b = 2), ([1] | .[3] = 4), setpath(["p",0]; 1)' <<< '[{}, {"n": {}}]'"#,
+        "[{\"n\":{\"m\":1}},{\"n\":{\"m\":1}}]\n{\"a\":[null,{\"b\":2}]}\n[1,null,null,4]\n",
+        5,
+    ),
+    (
+        r#"jq -c 'reduce range(3) as $i (.; .list[$i] = $i * 2) | .cfg.name = $v' --arg v x <<< '{}'; jq -c '.a.b = 1' <<< '{"a":5}'; echo $?"#,
+        "{\"list\":[0,2,4],\"cfg\":{\"name\":\"x\"}}\n5\n",
+        0,
+    ),
+    // del and delpaths of several paths, from the last; the streaming forms.
+    (
+        r#"jq -c 'del(.[0,2]), del(.[] | select(. > 1)), delpaths([[0],[1]])' <<< '[1,2,3,1]'"#,
+        "[2,1]\n[1,1]\n[3,1]\n",
+        0,
+    ),
+    (
+        r#"jq -c '[tostream], fromstream(tostream), [1 | truncate_stream([[0],1],[[1,0],2],[[1,0]],[[1]])]' <<< '{"a":[1,{"b":null}],"c":{}}'"#,
+        "[[[\"a\",0],1],[[\"a\",1,\"b\"],null],[[\"a\",1,\"b\"]],[[\"a\",1]],[[\"c\"],{}],[[\"c\"]]]\n{\"a\":[1,{\"b\":null}],\"c\":{}}\n[[[0],2],[[0]]]\n",
+        0,
+    ),
     ("jq 'bad syntax ((' <<< '{}'; echo $?", "3\n", 0),
     ("jq . missing.json; echo $?", "2\n", 0),
     (

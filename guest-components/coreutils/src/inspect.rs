@@ -866,10 +866,7 @@ fn classify(d: &[u8]) -> Kind {
         } else {
             format!("non-streamed, size {size}")
         };
-        return bin(
-            format!("LZMA compressed data, {how}"),
-            "application/x-lzma",
-        );
+        return bin(format!("LZMA compressed data, {how}"), "application/x-lzma");
     }
     if d.starts_with(b"\x28\xb5\x2f\xfd") {
         return bin(

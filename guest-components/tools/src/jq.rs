@@ -282,7 +282,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 Ok(v) => all.push(v),
                 Err(e) => {
                     eprintln!("jq: error (at <stdin>:0): Cannot parse input: {e}");
-                    return 2;
+                    return 4;
                 }
             }
         }
@@ -325,20 +325,9 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
     elif type == "null" then "" elif type == "boolean" or type == "number" then tostring
     else error("\(type) (\(tojson)) is not valid in a tsv row") end) | join("\t") end;
 "#;
+    let prelude = format!("{prelude}{}{MORE_JQ}", crate::jq_assign::PRELUDE);
     let program_text = format!("{prelude}{code}");
-    let defs = jaq_core::defs()
-        .chain(jaq_std::defs())
-        .chain(jaq_json::defs());
-    let funs = jaq_core::funs::<Data>()
-        .chain(jaq_std::funs())
-        .chain(
-            jaq_std::input::funs()
-                .into_vec()
-                .into_iter()
-                .map(jaq_core::native::run),
-        )
-        .chain(jaq_json::funs());
-    let loader = Loader::new(defs);
+    let loader = Loader::new(all_defs());
     let arena = Arena::default();
     let modules = match loader.load(
         &arena,
@@ -362,7 +351,7 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
     };
     let names: Vec<&str> = var_names.iter().map(String::as_str).collect();
     let filter = match Compiler::default()
-        .with_funs(funs)
+        .with_funs(all_funs())
         .with_global_vars(names.iter().copied())
         .compile(modules)
     {
@@ -378,6 +367,32 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
             eprintln!("jq: {n} compile error{}", if n == 1 { "" } else { "s" });
             return 3;
         }
+    };
+
+    // The same program with assignments that make missing objects and arrays, for an input
+    // where jaq's path update stopped at a `null` or past an array's end (see jq_assign).
+    // Not for programs that read further inputs: a second run would read others.
+    let vivifying = if code.contains("input") {
+        None
+    } else {
+        crate::jq_assign::vivifying(&code).and_then(|c| {
+            let text = format!("{prelude}{c}");
+            let arena = Arena::default();
+            let modules = Loader::new(all_defs())
+                .load(
+                    &arena,
+                    File {
+                        code: text.as_str(),
+                        path: (),
+                    },
+                )
+                .ok()?;
+            Compiler::default()
+                .with_funs(all_funs())
+                .with_global_vars(names.iter().copied())
+                .compile(modules)
+                .ok()
+        })
     };
 
     // With -n the program runs once on null and `input`/`inputs` read the data; without,
@@ -401,8 +416,9 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
             Ok(v) => v,
             Err(e) => {
                 let _ = out.flush();
+                // jq 1.6 ends with status 4 at input it cannot parse.
                 eprintln!("jq: error (at <stdin>:0): Cannot parse input: {e}");
-                status = 2;
+                status = 4;
                 break;
             }
         };
@@ -410,8 +426,30 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
             lut: &filter.lut,
             inputs: shared,
         };
-        let ctx = Ctx::<Data>::new(global, Vars::new(var_values.clone()));
-        for item in filter.id.run((ctx, input)) {
+        let ctx = Ctx::<Data>::new(global.clone(), Vars::new(var_values.clone()));
+        let items: Box<dyn Iterator<Item = _>> = match &vivifying {
+            None => Box::new(filter.id.run((ctx, input))),
+            Some(viv) => {
+                // Gathered first, so that a failed run leaves no output behind.
+                let mut items: Vec<_> = filter.id.run((ctx, input.clone())).collect();
+                let stopped = items.iter().any(|i| {
+                    i.as_ref().is_err_and(|e| {
+                        let text = format!("{e:?}");
+                        text.contains("iterable") || text.contains("out of bounds")
+                    })
+                });
+                if stopped {
+                    let global = Global {
+                        lut: &viv.lut,
+                        inputs: shared,
+                    };
+                    let ctx = Ctx::<Data>::new(global, Vars::new(var_values.clone()));
+                    items = viv.id.run((ctx, input)).collect();
+                }
+                Box::new(items.into_iter())
+            }
+        };
+        for item in items {
             match item {
                 Ok(v) => {
                     let mut buf = Vec::new();
@@ -664,4 +702,55 @@ pub fn format_double(x: f64) -> String {
         let (a, b) = digits.split_at(decpt as usize);
         format!("{sign}{a}.{b}")
     }
+}
+
+/// More of jq 1.6 in jq, after [`crate::jq_assign::PRELUDE`]: `setpath` through `null`
+/// and past an array's end; `del` and `delpaths` of several paths (deleted from the last,
+/// so that earlier deletions do not move later paths); `ltrimstr`/`rtrimstr` leaving
+/// anything but a string prefix alone; the streaming forms `tostream`, `fromstream` and
+/// `truncate_stream` (the manual's "Streaming" section).
+const MORE_JQ: &str = r#"
+def setpath($p; $v): _wasbox_viv($p) | getpath($p) = $v;
+def del(f): delpaths([path(f)] | unique | reverse);
+def delpaths($ps): reduce ($ps | unique | reverse)[] as $p (.; del(getpath($p)));
+def ltrimstr($x): if type == "string" and ($x | type) == "string" and startswith($x)
+  then .[($x | length):] else . end;
+def rtrimstr($x): if type == "string" and ($x | type) == "string" and endswith($x)
+  and ($x | length) > 0 then .[:length - ($x | length)] else . end;
+def tostream:
+  def _s($p):
+    if (type == "array" or type == "object") and length > 0 then
+      (if type == "array" then [range(length)] else keys_unsorted end) as $ks
+      | ($ks[] as $k | .[$k] | _s($p + [$k])), [$p + [$ks[-1]]]
+    else [$p, .] end;
+  _s([]);
+def fromstream(f): {x: null, e: false} as $init
+  | foreach f as $i ($init;
+      (if .e then $init else . end)
+      | if ($i | length) == 2
+        then .e = ($i[0] | length == 0) | .x = (.x | setpath($i[0]; $i[1]))
+        else .e = ($i[0] | length == 1) end;
+      if .e then .x else empty end);
+def truncate_stream(stream): . as $n | null | stream
+  | if (.[0] | length) > $n then .[0] = .[0][$n:] else empty end;
+"#;
+
+/// jaq's definitions in jq (core, standard library, JSON).
+fn all_defs() -> impl Iterator<Item = jaq_core::load::parse::Def<&'static str>> {
+    jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs())
+}
+
+/// jaq's native filters, `input`/`inputs` included.
+fn all_funs() -> impl Iterator<Item = jaq_core::native::Fun<Data>> {
+    jaq_core::funs::<Data>()
+        .chain(jaq_std::funs())
+        .chain(
+            jaq_std::input::funs()
+                .into_vec()
+                .into_iter()
+                .map(jaq_core::native::run),
+        )
+        .chain(jaq_json::funs())
 }

@@ -8,6 +8,7 @@ mod archive;
 mod bc;
 mod codec;
 mod jq;
+mod jq_assign;
 
 use archive::GzipMode;
 use codec::Codec;
