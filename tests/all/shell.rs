@@ -224,6 +224,49 @@ async fn messages_like_bash() {
     let out = sh("echo 'x' )").await;
     assert_eq!(out.exit_code, 2);
     assert!(out.stderr.contains("syntax error"), "{out:?}");
+    // A script's messages name the script and the line, as bash 5.2's do.
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    std::fs::write(
+        sandbox.workspace().join("s.sh"),
+        "echo a\ncd /nope\nnosuch\n",
+    )
+    .unwrap();
+    let out = sandbox.run(JobSpec::new(["bash", "s.sh"])).await.unwrap();
+    assert_eq!(out.stdout, "a\n");
+    assert_eq!(
+        out.stderr,
+        "s.sh: line 2: cd: /nope: No such file or directory\ns.sh: line 3: nosuch: command not found\n"
+    );
+    assert_eq!(out.exit_code, 127);
+}
+
+/// `alias`/`unalias` (kept and listed; a non-interactive bash expands none), `umask` in
+/// octal and symbolic forms, and the integer attribute of `declare -i` (the bash
+/// reference: "Bash Builtins", "Shell Parameters"); every answer is bash 5.2's.
+#[tokio::test]
+async fn alias_umask_and_integer_variables() {
+    for (script, want) in [
+        (
+            "alias ll='ls -l' la='ls -A'; alias; alias ll; alias nope; echo $?",
+            "alias la='ls -A'\nalias ll='ls -l'\nalias ll='ls -l'\n1\n",
+        ),
+        (
+            "alias x=\"it's\"; alias x; unalias x; alias x; echo $?; unalias -a; alias | wc -l",
+            "alias x='it'\\''s'\n1\n0\n",
+        ),
+        (
+            "umask; umask 077; umask; umask -S; umask u=rwx,g=rx,o=; umask; umask 999; echo $?",
+            "0022\n0077\nu=rwx,g=,o=\n0027\n1\n",
+        ),
+        (
+            "declare -i n=5; n+=2; echo $n; n='3*4'; echo $n; declare -p n; x=1; x+=2; echo $x",
+            "7\n12\ndeclare -i n=\"12\"\n12\n",
+        ),
+        ("declare -i z=10; unset z; z=1+1; echo $z", "1+1\n"),
+    ] {
+        let out = sh(script).await;
+        assert_eq!(out.stdout, want, "{script}: {out:?}");
+    }
 }
 
 #[tokio::test]

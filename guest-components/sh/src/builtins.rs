@@ -171,7 +171,10 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                                 sh.unset_elem(name, &key);
                             }
                         }
-                        _ => sh.unset_var(n),
+                        _ => {
+                            sh.integers.remove(n);
+                            sh.unset_var(n)
+                        }
                     },
                 }
             }
@@ -223,6 +226,53 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         }
         "read" => Ok(read(sh, args, io)),
         "declare" | "typeset" => declare(sh, args, io),
+        // Aliases are kept and listed; as in a non-interactive bash (no `expand_aliases`),
+        // they are not expanded.
+        "alias" => {
+            let mut status = 0;
+            let list: Vec<&String> = args.iter().filter(|a| *a != "-p").collect();
+            if list.is_empty() {
+                for (k, v) in &sh.aliases {
+                    io.stdout
+                        .write_str(&format!("alias {k}={}\n", single_quote(v)));
+                }
+            }
+            for a in list {
+                match a.split_once('=') {
+                    Some((k, v)) => {
+                        sh.aliases.insert(k.to_string(), v.to_string());
+                    }
+                    None => match sh.aliases.get(a.as_str()) {
+                        Some(v) => {
+                            io.stdout
+                                .write_str(&format!("alias {a}={}\n", single_quote(v)));
+                        }
+                        None => {
+                            err(sh, &format!("{a}: not found"));
+                            status = 1;
+                        }
+                    },
+                }
+            }
+            Ok(status)
+        }
+        "unalias" => {
+            let mut status = 0;
+            if args.is_empty() {
+                err(sh, "usage: unalias [-a] name [name ...]");
+                return Ok(2);
+            }
+            for a in args {
+                if a == "-a" {
+                    sh.aliases.clear();
+                } else if sh.aliases.remove(a.as_str()).is_none() {
+                    err(sh, &format!("{a}: not found"));
+                    status = 1;
+                }
+            }
+            Ok(status)
+        }
+        "umask" => Ok(umask(sh, args, io)),
         "mapfile" | "readarray" => Ok(mapfile(sh, args, io)),
         "getopts" => Ok(getopts(sh, args, io)),
         "let" => {
@@ -290,7 +340,7 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
                         Some(found) => format!("{a} is {found}\n"),
                         None => {
                             if !terse && !path_only && !force_path {
-                                err(sh, &format!("type: {a}: not found"));
+                                err(sh, &format!("{a}: not found"));
                             }
                             status = 1;
                             continue;
@@ -830,6 +880,9 @@ fn declare(sh: &mut Shell, args: &[String], io: &Io) -> Status {
             );
             continue;
         }
+        if flags.contains('i') {
+            sh.integers.insert(k.clone());
+        }
         if flags.contains('A') && !sh.is_assoc(&k) {
             sh.set_array(&k, new_array(true));
         } else if flags.contains('a') && sh.vars.get(&k).is_none_or(|v| v.array.is_none()) {
@@ -846,7 +899,7 @@ fn declare(sh: &mut Shell, args: &[String], io: &Io) -> Status {
                     v.to_lowercase()
                 } else if flags.contains('u') {
                     v.to_uppercase()
-                } else if flags.contains('i') {
+                } else if flags.contains('i') || sh.integers.contains(&k) {
                     crate::arith::eval_str(sh, &v).map_or(v, |n| n.to_string())
                 } else {
                     v
@@ -864,6 +917,101 @@ fn declare(sh: &mut Shell, args: &[String], io: &Io) -> Status {
 }
 
 /// `declare -p` text for one variable.
+/// `'text'` as bash quotes an alias's value.
+fn single_quote(v: &str) -> String {
+    format!("'{}'", v.replace('\'', "'\\''"))
+}
+
+/// `umask [-S] [MODE]`: the mask new files are made with (octal, or symbolic as `chmod`
+/// writes it: `u=rwx,g=rx,o=`), printed as bash prints it. The sandbox's files get their
+/// permission bits from the host, so the mask is what the shell reports and what its
+/// children inherit, not a filter the host applies.
+fn umask(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let symbolic = args.iter().any(|a| a == "-S");
+    let rest: Vec<&String> = args.iter().filter(|a| *a != "-S" && *a != "-p").collect();
+    let Some(mode) = rest.first() else {
+        let m = sh.umask;
+        if symbolic {
+            let who = |shift: u32| {
+                let allowed = !(m >> shift) & 7;
+                let mut s = String::new();
+                for (bit, c) in [(4, 'r'), (2, 'w'), (1, 'x')] {
+                    if allowed & bit != 0 {
+                        s.push(c);
+                    }
+                }
+                s
+            };
+            io.stdout
+                .write_str(&format!("u={},g={},o={}\n", who(6), who(3), who(0)));
+        } else {
+            io.stdout.write_str(&format!("{m:04o}\n"));
+        }
+        return 0;
+    };
+    if mode.chars().all(|c| c.is_ascii_digit()) {
+        match u32::from_str_radix(mode, 8) {
+            Ok(m) if m <= 0o777 => {
+                sh.umask = m;
+                0
+            }
+            _ => {
+                sh.error(io, &format!("umask: {mode}: octal number out of range"));
+                1
+            }
+        }
+    } else {
+        // Symbolic: `who=perms` clauses, each setting what `who` may have.
+        let mut m = sh.umask;
+        for clause in mode.split(',') {
+            let Some((who, perms)) = clause.split_once('=') else {
+                sh.error(
+                    io,
+                    &format!(
+                        "umask: `{}': invalid symbolic mode operator",
+                        clause.chars().find(|c| !"ugoa".contains(*c)).unwrap_or(' ')
+                    ),
+                );
+                return 1;
+            };
+            let mut bits = 0;
+            for c in perms.chars() {
+                bits |= match c {
+                    'r' => 4,
+                    'w' => 2,
+                    'x' => 1,
+                    _ => {
+                        sh.error(
+                            io,
+                            &format!("umask: `{c}': invalid symbolic mode character"),
+                        );
+                        return 1;
+                    }
+                };
+            }
+            let who = if who.is_empty() || who == "a" {
+                "ugo"
+            } else {
+                who
+            };
+            for w in who.chars() {
+                let shift = match w {
+                    'u' => 6,
+                    'g' => 3,
+                    'o' => 0,
+                    _ => {
+                        sh.error(io, &format!("umask: `{w}': invalid symbolic mode operator"));
+                        return 1;
+                    }
+                };
+                m = (m & !(7 << shift)) | ((!bits & 7) << shift);
+            }
+        }
+        sh.umask = m;
+        0
+    }
+}
+
 fn describe(sh: &Shell, name: &str) -> String {
     let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
     let Some(var) = sh.vars.get(name) else {
@@ -886,8 +1034,13 @@ fn describe(sh: &Shell, name: &str) -> String {
             format!("declare -A{x} {name}=({})", items.concat())
         }
         None => {
-            let f = if x.is_empty() { "-" } else { x };
-            format!("declare -{f} {name}={}", quote(&var.value))
+            let i = if sh.integers.contains(name) { "i" } else { "" };
+            let f = if x.is_empty() && i.is_empty() {
+                "-"
+            } else {
+                ""
+            };
+            format!("declare -{f}{i}{x} {name}={}", quote(&var.value))
         }
     }
 }

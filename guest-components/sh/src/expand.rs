@@ -334,6 +334,27 @@ impl Shell {
                 vals.join(" ")
             }
         };
+        let scalar = matches!(&a.value, AssignmentValue::Scalar(_))
+            && matches!(&a.name, AssignmentName::VariableName(_));
+        if scalar && self.integers.contains(&name) {
+            // `declare -i`: the value is an arithmetic expression; `+=` adds.
+            let io = self.cur_io.clone();
+            let n = match crate::arith::eval_str(self, &value) {
+                Ok(n) => n,
+                Err(msg) => {
+                    self.error(&io, &msg);
+                    return Err(self.expansion_failed());
+                }
+            };
+            let old = if a.append {
+                self.get_var(&name)
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            return Ok((name, old.wrapping_add(n).to_string()));
+        }
         if a.append {
             value = self.get_var(&name).unwrap_or_default() + &value;
         }

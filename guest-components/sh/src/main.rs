@@ -97,6 +97,7 @@ fn run(arg0: String, args: &[String]) -> i32 {
         return repl(&mut sh);
     }
 
+    let mut script_file = None;
     let (script, name, positional) = if command_mode {
         let Some(cmd) = rest.first() else {
             eprintln!("{}: -c: option requires an argument", short(&arg0));
@@ -108,7 +109,10 @@ fn run(arg0: String, args: &[String]) -> i32 {
     } else if !stdin_mode && !rest.is_empty() {
         let path = &rest[0];
         match std::fs::read_to_string(path) {
-            Ok(s) => (s, path.clone(), rest[1..].to_vec()),
+            Ok(s) => {
+                script_file = Some(path.clone());
+                (s, path.clone(), rest[1..].to_vec())
+            }
             Err(e) => {
                 eprintln!("{}: {path}: {}", short(&arg0), shell::io_message(&e));
                 return 127;
@@ -122,6 +126,7 @@ fn run(arg0: String, args: &[String]) -> i32 {
 
     let mut sh = Shell::new(name, positional);
     sh.opts = opts;
+    sh.script = script_file;
     let io = Io::standard();
     if noexec {
         // `bash -n`: read and parse only; a syntax error is status 2.

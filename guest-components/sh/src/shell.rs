@@ -136,6 +136,15 @@ pub struct Shell {
     /// Array assignments that are arguments of `local`/`declare` (`local a=(x y)`), done
     /// after the builtin has declared the names.
     pub pending_arrays: Vec<ast::Assignment>,
+    /// The script file this shell runs (`bash s.sh`), which its messages name.
+    pub script: Option<String>,
+    /// Variables with the integer attribute (`declare -i`): assignments to them are
+    /// arithmetic, `+=` adds.
+    pub integers: std::collections::HashSet<String>,
+    /// `alias` definitions (listed, not expanded: bash expands none without a terminal).
+    pub aliases: BTreeMap<String, String>,
+    /// `umask`.
+    pub umask: u32,
     /// Output descriptors above 2 (`exec 3> file`).
     pub fds: BTreeMap<i32, Out>,
     /// The streams `exec` without a command redirected, and how many times it did so:
@@ -246,6 +255,9 @@ pub const BUILTINS: &[&str] = &[
     "readarray",
     "getopts",
     "let",
+    "alias",
+    "unalias",
+    "umask",
 ];
 
 impl Shell {
@@ -366,6 +378,10 @@ impl Shell {
             getopts_char: 0,
             getopts_last: None,
             pending_arrays: Vec::new(),
+            script: None,
+            integers: Default::default(),
+            aliases: BTreeMap::new(),
+            umask: 0o022,
             fds: BTreeMap::new(),
             exec_io: None,
             exec_gen: 0,
@@ -638,7 +654,13 @@ impl Shell {
     }
 
     pub fn error(&self, io: &Io, msg: &str) {
-        io.stderr.write_str(&format!("{}: {msg}\n", self.name()));
+        let line = match &self.script {
+            // bash names a script and the line: `s.sh: line 2: cd: /x: No such file ...`.
+            Some(script) if self.lineno > 0 => format!("{script}: line {}: {msg}\n", self.lineno),
+            Some(script) => format!("{script}: {msg}\n"),
+            None => format!("{}: {msg}\n", self.name()),
+        };
+        io.stderr.write_str(&line);
     }
 
     pub fn name(&self) -> &str {
