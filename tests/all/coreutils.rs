@@ -175,6 +175,30 @@ const APPLETS: &[(&str, &str, &str)] = &[
     ("shuf", "seq 5 | shuf | sort -n | tr -d '\\n'", "12345"),
     ("numfmt", "numfmt --to=iec 1048576", "1.0M\n"),
     ("split", "seq 5 | split -l 2; cat xab", "3\n4\n"),
+    // csplit (GNU coreutils manual 7.4): pieces at a line number and at each match of a
+    // pattern repeated `{N}` times, their sizes printed unless `-s`.
+    (
+        "csplit",
+        "seq 20 | csplit - '/5/' '{1}'; ls xx*; csplit -s -f p numbers 2 2>&1; seq 5 > n && csplit -s -f p n 3 && cat p00",
+        "8\n25\n18\nxx00\nxx01\nxx02\ncsplit: cannot open 'numbers' for reading: No such file or directory\n1\n2\n",
+    ),
+    (
+        "factor",
+        "factor 12 97 100; echo 360 | factor",
+        "12: 2 2 3\n97: 97\n100: 2 2 5 5\n360: 2 2 2 3 3 5\n",
+    ),
+    ("link", "echo hi > f; link f g; cat g", "hi\n"),
+    (
+        "unlink",
+        "echo hi > f; unlink f; ls; unlink f 2>&1; echo $?",
+        "unlink: cannot unlink 'f': No such file or directory\n1\n",
+    ),
+    // stdbuf runs the command; a sandbox's output is never held in a C library's buffer.
+    (
+        "stdbuf",
+        "seq 3 | stdbuf -oL -e0 cat; stdbuf --output=L sh -c 'echo x'; stdbuf -o X true; echo $?",
+        "1\n2\n3\nx\n125\n",
+    ),
     ("tsort", "printf 'a b\\nb c\\n' | tsort", "a\nb\nc\n"),
     ("which", "which ls sh", "/usr/bin/ls\n/usr/bin/sh\n"),
     (

@@ -1299,6 +1299,64 @@ pub fn nice(args: std::vec::IntoIter<OsString>) -> i32 {
     run(&argv, "nice")
 }
 
+/// `stdbuf [-i MODE] [-o MODE] [-e MODE] COMMAND [ARG]...`: runs COMMAND. A sandbox
+/// process's output reaches a pipe as it writes it (no C library buffers it), so line or
+/// no buffering is what every command already has; the modes are checked as GNU checks
+/// them (`L`, `0`, or a size) and otherwise change nothing.
+pub fn stdbuf(args: std::vec::IntoIter<OsString>) -> i32 {
+    let argv = strings(args);
+    let mut i = 0;
+    while i < argv.len() {
+        let a = &argv[i];
+        let (flag, value) = if let Some(rest) = a.strip_prefix("--") {
+            match rest.split_once('=') {
+                Some((k, v)) if ["input", "output", "error"].contains(&k) => {
+                    (k, Some(v.to_string()))
+                }
+                _ if rest.is_empty() => {
+                    i += 1;
+                    break;
+                }
+                _ => {
+                    eprintln!(
+                        "stdbuf: unrecognized option '{a}'\nTry 'stdbuf --help' for more information."
+                    );
+                    return 125;
+                }
+            }
+        } else if a.len() >= 2 && a.starts_with('-') && "ioe".contains(&a[1..2]) {
+            let v = if a.len() > 2 {
+                Some(a[2..].to_string())
+            } else {
+                i += 1;
+                argv.get(i).cloned()
+            };
+            (&a[1..2], v)
+        } else {
+            break;
+        };
+        let Some(v) = value else {
+            eprintln!("stdbuf: option requires an argument -- '{}'", &flag[..1]);
+            return 125;
+        };
+        let ok = v == "L"
+            || v.trim_end_matches(['K', 'M', 'G', 'k', 'B'])
+                .parse::<u64>()
+                .is_ok();
+        if !ok || (flag.starts_with('i') && v == "L") {
+            eprintln!("stdbuf: invalid mode '{v}'");
+            return 125;
+        }
+        i += 1;
+    }
+    let rest = &argv[i.min(argv.len())..];
+    if rest.is_empty() {
+        eprintln!("stdbuf: missing operand\nTry 'stdbuf --help' for more information.");
+        return 125;
+    }
+    run(rest, "stdbuf")
+}
+
 /// `chown`/`chgrp [-R] [-h] [-v] OWNER[:GROUP] FILE...`: files here have no owners (WASI
 /// keeps none); a known user and existing files are accepted and nothing changes.
 pub fn chown(args: std::vec::IntoIter<OsString>) -> i32 {
