@@ -101,6 +101,12 @@ const CASES: &[(&str, &str, i32)] = &[
         "{\"list\":[0,2,4],\"cfg\":{\"name\":\"x\"}}\n5\n",
         0,
     ),
+    // A program with an assignment that never ends still streams its outputs.
+    (
+        r#"jq -nc 'repeat(.a = 1)' | head -2; jq -nc '[limit(2; repeat(1))] | .[3] = 2'"#,
+        "{\"a\":1}\n{\"a\":1}\n[1,1,null,2]\n",
+        0,
+    ),
     // del and delpaths of several paths, from the last; the streaming forms.
     (
         r#"jq -c 'del(.[0,2]), del(.[] | select(. > 1)), delpaths([[0],[1]])' <<< '[1,2,3,1]'"#,

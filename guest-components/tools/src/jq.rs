@@ -430,23 +430,33 @@ def @tsv: if type != "array" then error("\(type) (\(tojson)) cannot be tsv-forma
         let items: Box<dyn Iterator<Item = _>> = match &vivifying {
             None => Box::new(filter.id.run((ctx, input))),
             Some(viv) => {
-                // Gathered first, so that a failed run leaves no output behind.
-                let mut items: Vec<_> = filter.id.run((ctx, input.clone())).collect();
-                let stopped = items.iter().any(|i| {
-                    i.as_ref().is_err_and(|e| {
+                // Gathered first, so that a failed run leaves no output behind: up to the
+                // first error, or a thousand outputs, after which the rest streams as it
+                // comes (a program may never end).
+                let mut run = filter.id.run((ctx, input.clone()));
+                let mut gathered = Vec::new();
+                let mut stopped = false;
+                for item in run.by_ref() {
+                    let failed = item.is_err();
+                    if let Err(e) = &item {
                         let text = format!("{e:?}");
-                        text.contains("iterable") || text.contains("out of bounds")
-                    })
-                });
+                        stopped = text.contains("iterable") || text.contains("out of bounds");
+                    }
+                    gathered.push(item);
+                    if failed || gathered.len() >= 1000 {
+                        break;
+                    }
+                }
                 if stopped {
                     let global = Global {
                         lut: &viv.lut,
                         inputs: shared,
                     };
                     let ctx = Ctx::<Data>::new(global, Vars::new(var_values.clone()));
-                    items = viv.id.run((ctx, input)).collect();
+                    Box::new(viv.id.run((ctx, input)))
+                } else {
+                    Box::new(gathered.into_iter().chain(run))
                 }
-                Box::new(items.into_iter())
             }
         };
         for item in items {
