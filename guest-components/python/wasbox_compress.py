@@ -45,11 +45,13 @@ def _filter(argv, data, error):
 
 # -- bzip2 -----------------------------------------------------------------------------
 
-class BZ2Compressor:
-    def __init__(self, compresslevel=9, /):
-        if not 1 <= compresslevel <= 9:
-            raise ValueError("compresslevel must be between 1 and 9")
-        self._level = compresslevel
+class _Compressor:
+    """Gathers input and compresses it at `flush()` with the program `self._argv`."""
+
+    _error = OSError
+
+    def __init__(self, argv):
+        self._argv = argv
         self._buf = []
         self._flushed = False
 
@@ -64,7 +66,14 @@ class BZ2Compressor:
             raise ValueError("Repeated call to flush()")
         self._flushed = True
         data, self._buf = b"".join(self._buf), []
-        return _filter(["bzip2", "-c", "-%d" % self._level], data, OSError)
+        return _filter(self._argv, data, self._error)
+
+
+class BZ2Compressor(_Compressor):
+    def __init__(self, compresslevel=9, /):
+        if not 1 <= compresslevel <= 9:
+            raise ValueError("compresslevel must be between 1 and 9")
+        super().__init__(["bzip2", "-c", "-%d" % compresslevel])
 
 
 # The end-of-stream marker of a bzip2 stream: 0x177245385090 (sqrt(pi)), bit-aligned,
@@ -101,8 +110,6 @@ def _bz_stream_end(buf, start):
 
 class _Decompressor:
     """Gathers input to the end of a stream and decodes the stream in one go."""
-
-    _error = OSError
 
     def __init__(self):
         self._buf = bytearray()
@@ -204,7 +211,9 @@ def _preset_of(preset, filters):
     return PRESET_DEFAULT if preset is None else preset
 
 
-class LZMACompressor:
+class LZMACompressor(_Compressor):
+    _error = LZMAError
+
     def __init__(self, format=FORMAT_XZ, check=-1, preset=None, filters=None):
         if format not in (FORMAT_XZ, FORMAT_ALONE, FORMAT_RAW):
             raise ValueError("Invalid container format: %d" % format)
@@ -223,28 +232,14 @@ class LZMACompressor:
         level &= ~PRESET_EXTREME
         if not 0 <= level <= 9:
             raise LZMAError("Invalid compression preset: %d" % level)
-        self._argv = ["xz", "-c", "-%d" % level]
+        argv = ["xz", "-c", "-%d" % level]
         if extreme:
-            self._argv.append("-e")
+            argv.append("-e")
         if format == FORMAT_ALONE:
-            self._argv.append("--format=lzma")
+            argv.append("--format=lzma")
         else:
-            self._argv.append("--check=" + _CHECK_NAMES[check])
-        self._buf = []
-        self._flushed = False
-
-    def compress(self, data, /):
-        if self._flushed:
-            raise ValueError("Compressor has been flushed")
-        self._buf.append(bytes(memoryview(data)))
-        return b""
-
-    def flush(self):
-        if self._flushed:
-            raise ValueError("Repeated call to flush()")
-        self._flushed = True
-        data, self._buf = b"".join(self._buf), []
-        return _filter(self._argv, data, LZMAError)
+            argv.append("--check=" + _CHECK_NAMES[check])
+        super().__init__(argv)
 
 
 def _xz_stream_end(buf, start):

@@ -55,6 +55,16 @@ impl Writer {
         self.out.push_str(s);
     }
 
+    /// `items` written by `f`, with `sep` between them.
+    fn list<T>(&mut self, items: &[T], sep: &str, mut f: impl FnMut(&mut Self, &T)) {
+        for (i, x) in items.iter().enumerate() {
+            if i > 0 {
+                self.s(sep);
+            }
+            f(self, x);
+        }
+    }
+
     fn def(&mut self, d: &Def<&str>) {
         self.s("def ");
         self.s(d.name);
@@ -80,12 +90,7 @@ impl Writer {
             return;
         }
         self.s("(");
-        for (i, a) in args.iter().enumerate() {
-            if i > 0 {
-                self.s("; ");
-            }
-            self.term(a);
-        }
+        self.list(args, "; ", |w, a| w.term(a));
         self.s(")");
     }
 
@@ -130,24 +135,16 @@ impl Writer {
             Pattern::Var(v) => self.s(v),
             Pattern::Arr(ps) => {
                 self.s("[");
-                for (i, p) in ps.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.pattern(p);
-                }
+                self.list(ps, ", ", |w, p| w.pattern(p));
                 self.s("]");
             }
             Pattern::Obj(entries) => {
                 self.s("{");
-                for (i, (k, p)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.group(k);
-                    self.s(": ");
-                    self.pattern(p);
-                }
+                self.list(entries, ", ", |w, (k, p)| {
+                    w.group(k);
+                    w.s(": ");
+                    w.pattern(p);
+                });
                 self.s("}");
             }
         }
@@ -195,23 +192,16 @@ impl Writer {
             }
             Term::Obj(entries) => {
                 self.s("{");
-                for (i, (k, v)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
+                self.list(entries, ", ", |w, (k, v)| {
+                    match k {
+                        Term::Var(_) | Term::Str(..) => w.term(k),
+                        _ => w.group(k),
                     }
-                    match (k, v) {
-                        (Term::Var(_) | Term::Str(..), None) => self.term(k),
-                        (k, None) => self.group(k),
-                        (k, Some(v)) => {
-                            match k {
-                                Term::Var(_) | Term::Str(..) => self.term(k),
-                                _ => self.group(k),
-                            }
-                            self.s(": ");
-                            self.group(v);
-                        }
+                    if let Some(v) = v {
+                        w.s(": ");
+                        w.group(v);
                     }
-                }
+                });
                 self.s("}");
             }
             Term::Neg(t) => {
