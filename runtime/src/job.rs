@@ -264,9 +264,12 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         stop.attach(&job);
     }
 
+    // In normal form (`/a/b`), which a guest takes without asking the host again.
     let cwd = match &spec.cwd {
-        Some(c) if c.starts_with('/') => c.clone(),
-        Some(c) => format!("{}/{c}", sandbox.mount),
+        Some(c) => format!(
+            "/{}",
+            crate::sandbox::normalize(&sandbox.mount, c).join("/")
+        ),
         None => sandbox.mount.clone(),
     };
     let mut extra = spec.env;

@@ -42,6 +42,7 @@ impl Drop for RuntimeInner {
         // Sandboxes may outlive the runtime and remove their own directories later: only
         // an empty root goes now (a crashed process's is swept at the next start).
         drop(self.roots.take());
+        self.scratch.close();
         if self.own_temp_dir {
             let _ = std::fs::remove_dir(&self.temp_dir);
         }
@@ -201,6 +202,7 @@ impl Runtime {
     /// `std::process::exit` next: nothing here stops the runtime's threads.
     pub fn release_for_exit(self) {
         if Arc::strong_count(&self.inner) == 1 && self.inner.own_temp_dir {
+            self.inner.scratch.close();
             let _ = std::fs::remove_dir(&self.inner.temp_dir);
         }
         std::mem::forget(self);

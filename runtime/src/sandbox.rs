@@ -103,6 +103,8 @@ pub(crate) struct SandboxState {
     pub(crate) tmp: Option<Tmp>,
     /// The workspace, when it is a temporary directory made for this sandbox.
     scratch: Option<tempfile::TempDir>,
+    /// Where an empty temporary workspace goes at the end, for the next sandbox.
+    spares: Option<Arc<crate::scratch::Spares>>,
     /// The workspace and `/tmp` are in memory (tmpfs): their file operations may run on the
     /// calling thread. On a disk they go to the blocking pool, so that a slow device never
     /// holds a thread that serves requests.
@@ -225,13 +227,17 @@ impl Drop for SandboxState {
             .take()
             .and_then(|t| t.made.into_inner())
             .map(|m| m.0);
-        let dirs: Vec<PathBuf> = self
-            .scratch
-            .take()
-            .into_iter()
-            .chain(tmp)
-            .map(|t| t.keep())
-            .collect();
+        let mut scratch = self.scratch.take();
+        if let (Some(dir), Some(spares)) = (scratch.take(), &self.spares) {
+            // Kept only when nothing but the sandbox holds its handle (no process, no file
+            // operation of the host): once the sandbox is gone, the spare's is the only one.
+            scratch = if Arc::strong_count(&self.dir.0.dir) == 1 {
+                spares.give(dir, self.dir.0.clone())
+            } else {
+                Some(dir)
+            };
+        }
+        let dirs: Vec<PathBuf> = scratch.into_iter().chain(tmp).map(|t| t.keep()).collect();
         let remove = move || {
             for d in &dirs {
                 crate::scratch::remove_all(d);
@@ -269,6 +275,7 @@ impl SandboxState {
         node_disk: &Arc<Quota>,
         root: Option<Arc<RootTree>>,
     ) -> Result<Self> {
+        let mut spare = None;
         let (workspace, scratch, workspace_in_memory) = match config.workspace {
             Some(dir) => {
                 // A directory made here is private to this user; one that exists keeps the
@@ -286,15 +293,27 @@ impl SandboxState {
                 (dir, None, in_memory)
             }
             None => {
-                // The root is canonical (see [`ScratchRoot`]), and so is a name made in it.
-                let t = temp_builder("wasbox-")
-                    .tempdir_in(&scratch_root.path)
-                    .context("creating a temporary workspace")?;
-                (t.path().to_path_buf(), Some(t), scratch_root.in_memory)
+                if let Some((t, handle)) = scratch_root.spares.as_ref().and_then(|s| s.take()) {
+                    spare = Some(SharedDir(handle));
+                    (t.path().to_path_buf(), Some(t), scratch_root.in_memory)
+                } else {
+                    // The root is canonical (see [`ScratchRoot`]), and so is a name made in it.
+                    let t = temp_builder("wasbox-")
+                        .tempdir_in(&scratch_root.path)
+                        .context("creating a temporary workspace")?;
+                    (t.path().to_path_buf(), Some(t), scratch_root.in_memory)
+                }
             }
         };
-        let dir = SharedDir::open(&workspace)
-            .with_context(|| format!("opening workspace {}", workspace.display()))?;
+        let dir = match spare {
+            Some(dir) => dir,
+            None => SharedDir::open(&workspace)
+                .with_context(|| format!("opening workspace {}", workspace.display()))?,
+        };
+        let spares = scratch
+            .is_some()
+            .then(|| scratch_root.spares.clone())
+            .flatten();
         let mount = normalize_mount(&config.mount)?;
         let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
             None
@@ -324,6 +343,7 @@ impl SandboxState {
             live: AtomicU32::new(0),
             tmp,
             scratch,
+            spares,
             root,
             shared: crate::cow::Shared::default(),
             procs: Default::default(),

@@ -42,6 +42,8 @@ pub(crate) fn in_memory(path: &Path) -> bool {
 pub(crate) struct ScratchRoot {
     pub(crate) path: PathBuf,
     pub(crate) in_memory: bool,
+    /// Empty workspaces of ended sandboxes, for new ones (where emptiness can be seen).
+    pub(crate) spares: Option<std::sync::Arc<Spares>>,
 }
 
 impl ScratchRoot {
@@ -50,7 +52,115 @@ impl ScratchRoot {
             .canonicalize()
             .with_context(|| format!("opening the scratch directory {}", path.display()))?;
         let in_memory = in_memory(&path);
-        Ok(ScratchRoot { path, in_memory })
+        let spares = in_memory
+            .then(|| Spares::new(&path))
+            .flatten()
+            .map(std::sync::Arc::new);
+        Ok(ScratchRoot {
+            path,
+            in_memory,
+            spares,
+        })
+    }
+}
+
+impl ScratchRoot {
+    /// Removes the spare workspaces (the runtime is going): sandboxes that end later remove
+    /// their own.
+    pub(crate) fn close(&self) {
+        if let Some(s) = &self.spares {
+            s.close();
+        }
+    }
+}
+
+/// Spare workspaces kept at most.
+const SPARES: usize = 64;
+
+/// Empty workspaces of ended sandboxes, kept open for new sandboxes: taking one costs a
+/// `futimens`, where a new one costs a `mkdir` and an `open`, and an `rmdir` at its end (a
+/// tenth of a short job's cost together). Only on a file system whose directory size counts
+/// its entries (tmpfs), so that one `fstat` of the open directory tells that it is empty:
+/// a workspace that is not goes as before. A spare is never handed out with anything of
+/// the sandbox before it: no entry (it is empty), no descriptor into it (nothing else holds
+/// its handle), and its times are set anew; its mode is the one it was made with (a guest
+/// cannot change the mode of its mount point).
+pub(crate) struct Spares {
+    /// `None` once the runtime is gone (its sandboxes then remove their own).
+    kept: std::sync::Mutex<Option<Vec<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)>>>,
+    /// The size of an empty directory here.
+    empty_size: u64,
+}
+
+impl Spares {
+    /// `None` when the size of a directory in `root` does not tell whether it is empty.
+    fn new(root: &Path) -> Option<Spares> {
+        let probe = tempfile::Builder::new()
+            .prefix("wasbox-probe-")
+            .tempdir_in(root)
+            .ok()?;
+        let empty = std::fs::metadata(probe.path()).ok()?.len();
+        std::fs::File::create(probe.path().join("x")).ok()?;
+        let one = std::fs::metadata(probe.path()).ok()?.len();
+        (one != empty).then(|| Spares {
+            kept: std::sync::Mutex::new(Some(Vec::new())),
+            empty_size: empty,
+        })
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<Vec<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)>>>
+    {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A spare workspace, its times set to now.
+    pub(crate) fn take(&self) -> Option<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let (dir, handle) = self.lock().as_mut()?.pop()?;
+        // By path: the handle is an `O_PATH` descriptor, which `futimens` refuses.
+        let path = std::ffi::CString::new(dir.path().as_os_str().as_bytes()).ok()?;
+        // SAFETY: `path` is NUL-terminated; null `times` set both times to now.
+        let set = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        (set == 0).then_some((dir, handle))
+    }
+
+    /// Keeps the workspace `dir`, open as `handle` (which its sandbox, going, no longer
+    /// uses), when it is empty and there is room; else gives it back.
+    pub(crate) fn give(
+        &self,
+        dir: tempfile::TempDir,
+        handle: wasmtime_wasi::filesystem::Dir,
+    ) -> Option<tempfile::TempDir> {
+        use std::os::unix::fs::MetadataExt as _;
+        let empty = handle
+            .dir
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.nlink() == 2 && m.len() == self.empty_size);
+        if !empty {
+            return Some(dir);
+        }
+        match self.lock().as_mut() {
+            Some(kept) if kept.len() < SPARES => {
+                kept.push((dir, handle));
+                None
+            }
+            _ => Some(dir),
+        }
+    }
+
+    /// Removes the spares, and keeps no more.
+    pub(crate) fn close(&self) {
+        let kept = self.lock().take();
+        drop(kept);
     }
 }
 

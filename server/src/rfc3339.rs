@@ -8,13 +8,32 @@ pub fn format(t: SystemTime) -> String {
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, day) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    if !(0..=9999).contains(&y) {
+        return format!(
+            "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60,
+            d.subsec_millis()
+        );
+    }
+    // Written digit by digit: several stamps go with every job, and `format!` costs more
+    // than the rest of making one.
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: u64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, y as u64);
+    put(5, 2, m as u64);
+    put(8, 2, day as u64);
+    put(11, 2, (rem / 3600) as u64);
+    put(14, 2, (rem % 3600 / 60) as u64);
+    put(17, 2, (rem % 60) as u64);
+    put(20, 3, u64::from(d.subsec_millis()));
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Parses an RFC 3339 timestamp (`2026-02-16T12:00:00Z`, with optional fractions and a

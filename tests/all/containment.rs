@@ -301,3 +301,68 @@ async fn the_mount_points_keep_the_operators_modes() {
     assert!(out.stderr.contains("Operation not permitted"), "{out:?}");
     assert_eq!(host_mode(&f.workspace), before);
 }
+
+/// An ended sandbox's emptied workspace directory is kept for the next sandbox (on a tmpfs,
+/// where one `fstat` shows it is empty): the next one finds nothing of it, not even its
+/// times. A workspace left with files in it is removed, never handed on.
+#[tokio::test]
+async fn an_ended_sandbox_leaves_nothing_to_the_next() {
+    use wasbox_runtime::{JobSpec, Runtime, SandboxConfig};
+    let shm = std::path::Path::new("/dev/shm");
+    let tmpfs = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T", "/dev/shm"])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "tmpfs");
+    let base = if tmpfs {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let root = tempfile::tempdir_in(base).unwrap();
+    let runtime = Runtime::builder().temp_dir(root.path()).build().unwrap();
+    let ls = "ls -A; echo end";
+
+    // Wrote, then removed everything: its directory goes to the next sandbox, empty.
+    let a = runtime.sandbox(SandboxConfig::default()).unwrap();
+    let a_dir = a.workspace().to_path_buf();
+    let out = a
+        .run(JobSpec::shell(
+            "mkdir d && echo x > d/f && rm -r d && echo done",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "done\n", "{out:?}");
+    let a_changed = std::fs::metadata(&a_dir).unwrap().modified().unwrap();
+    drop(a);
+    // Past a tick of the kernel's coarse clock, which stamps file times.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let b = runtime.sandbox(SandboxConfig::default()).unwrap();
+    let out = b.run(JobSpec::shell(ls)).await.unwrap();
+    assert_eq!(out.stdout, "end\n", "{out:?}");
+    let times = std::fs::metadata(b.workspace()).unwrap();
+    if tmpfs {
+        assert_eq!(
+            b.workspace(),
+            a_dir,
+            "an empty workspace is reused on a tmpfs"
+        );
+        assert!(times.modified().unwrap() > a_changed, "{times:?}");
+    }
+    drop(b);
+
+    // Left a file: removed with its sandbox; the next sandbox gets another directory.
+    let c = runtime.sandbox(SandboxConfig::default()).unwrap();
+    let c_dir = c.workspace().to_path_buf();
+    c.run(JobSpec::shell("echo secret > kept")).await.unwrap();
+    drop(c);
+    assert!(!c_dir.exists(), "{c_dir:?} was not removed");
+    let d = runtime.sandbox(SandboxConfig::default()).unwrap();
+    assert_ne!(d.workspace(), c_dir);
+    let out = d.run(JobSpec::shell(ls)).await.unwrap();
+    assert_eq!(out.stdout, "end\n", "{out:?}");
+    drop(d);
+
+    // The runtime takes its spares with it.
+    drop(runtime);
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+}

@@ -136,9 +136,9 @@ async fn a_trapping_program_fails_alone() {
 
 #[tokio::test]
 async fn the_open_resource_limit_fails_its_process() {
-    // A process needs a handful of resources (streams, the workspace descriptor) to start;
-    // with room for only two it cannot, and fails cleanly.
-    let sandbox = sandbox_with(Limits::default().max_open_resources(2));
+    // A process needs a few resources (its streams, the workspace descriptor) to start;
+    // with room for only one it cannot, and fails cleanly.
+    let sandbox = sandbox_with(Limits::default().max_open_resources(1));
     let out = sandbox.run(JobSpec::shell("echo never")).await.unwrap();
     assert_eq!(out.status, JobStatus::Failed, "{out:?}");
     assert_eq!(out.stdout, "");

@@ -19,9 +19,40 @@ pub mod process;
 /// (`wasi:cli/environment.initial-cwd`, else `PWD`); WASI programs otherwise start in `/`.
 pub fn start() {
     let cwd = wasip2::cli::environment::initial_cwd().or_else(|| std::env::var("PWD").ok());
-    if let Some(cwd) = cwd {
+    if let Some(cwd) = cwd
+        && !adopt_cwd(&cwd)
+    {
         let _ = std::env::set_current_dir(&cwd);
     }
+}
+
+/// Takes `cwd` as the working directory without asking the host whether it is one, when it
+/// is an absolute path in normal form (no `.`, `..` or empty parts). The host starts every
+/// process in a directory it checked (the sandbox's mount, a directory a request named and
+/// the host found, or the parent's own working directory), so `chdir`'s check, a `stat` and
+/// a `metadata-hash` call through the host, is spent only on other forms.
+///
+/// wasi-libc keeps the working directory in `__wasilibc_cwd` (a path string its `chdir`
+/// replaces and frees only when it allocated it itself); this string is never freed.
+fn adopt_cwd(cwd: &str) -> bool {
+    let normal = cwd.strip_prefix('/').is_some_and(|rest| {
+        !rest.is_empty() && rest.split('/').all(|p| !matches!(p, "" | "." | ".."))
+    });
+    if !normal {
+        return cwd == "/";
+    }
+    let Ok(c) = std::ffi::CString::new(cwd) else {
+        return false;
+    };
+    unsafe extern "C" {
+        static mut __wasilibc_cwd: *mut std::ffi::c_char;
+    }
+    // SAFETY: a guest is single-threaded and nothing else reads or writes the variable
+    // during start-up; the string lives for the rest of the program.
+    unsafe {
+        __wasilibc_cwd = c.into_raw();
+    }
+    true
 }
 
 /// Ends the program with `code`, which reaches the host intact (plain `std::process::exit`

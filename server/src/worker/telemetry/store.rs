@@ -238,6 +238,11 @@ fn open(path: &Path) -> Result<Connection> {
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Inserts land all over the indexes keyed by sandbox id: a page cache that holds their
+    // working set (16 MiB, against SQLite's 2 MiB) and reads through a map of the file
+    // instead of a copy per page fetched.
+    conn.pragma_update(None, "cache_size", -16384)?;
+    conn.pragma_update(None, "mmap_size", 256i64 << 20)?;
     Ok(conn)
 }
 
