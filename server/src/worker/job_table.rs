@@ -48,8 +48,10 @@ pub(super) enum Claim {
     Conflict,
 }
 
+/// What a kept answer holds: its output, and its JSON (written here if it was not yet, so
+/// that the size of an answer never changes while it is kept).
 fn size(r: &RunResponse) -> usize {
-    r.result.stdout.len() + r.result.stderr.len() + 256
+    r.result.stdout.len() + r.result.stderr.len() + r.json().len() + 256
 }
 
 impl JobTable {
@@ -188,6 +190,7 @@ mod tests {
                     stderr: false,
                 },
             },
+            json: Default::default(),
         })
     }
 

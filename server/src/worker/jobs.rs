@@ -47,7 +47,7 @@ pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body)
         Err(p) => return p.into_response(),
     };
     match started.answer().await {
-        Ok(answer) => Json(&*answer).into_response(),
+        Ok(answer) => answer.response(),
         Err(p) => p.into_response(),
     }
 }
@@ -65,7 +65,7 @@ pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body)
         (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn submit(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     match start(node, headers, body, true).await {
-        Ok(Started::Done(answer)) => Json(&*answer).into_response(),
+        Ok(Started::Done(answer)) => answer.response(),
         Ok(
             Started::Running {
                 task_id, job_id, ..
@@ -271,6 +271,7 @@ async fn start(
                         task_id: task_id.clone(),
                         job_id: job_id.clone(),
                         result: ResultWire::from(&out),
+                        json: Default::default(),
                     })
                 });
                 match &answer {
@@ -289,7 +290,7 @@ async fn start(
                             Some(i64::from(a.result.exit_code)),
                             status,
                         );
-                        let json = serde_json::to_string(&**a).unwrap_or_default();
+                        let json = a.json().to_string();
                         node.telemetry
                             .store()
                             .put_result(&job_id, &task_id, status, Some(json), durable)
@@ -358,7 +359,7 @@ pub async fn get(State(node): State<SharedNode>, Path(job_id): Path<String>) -> 
     }
     let finished = lock(&node.jobs).finished(&job_id);
     match finished.or_else(|| stored_answer(&node, &job_id, None)) {
-        Some(answer) => Json(&*answer).into_response(),
+        Some(answer) => answer.response(),
         None => {
             Problem::not_found(format!("job `{job_id}` is not known on this node")).into_response()
         }

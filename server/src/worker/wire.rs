@@ -52,9 +52,28 @@ pub struct RunResponse {
     pub job_id: String,
     #[serde(flatten)]
     pub result: ResultWire,
+    /// This answer's JSON once written: the store keeps the same text the client gets.
+    #[serde(skip)]
+    pub json: std::sync::OnceLock<String>,
 }
 
 impl RunResponse {
+    /// The JSON of this answer, written once.
+    pub fn json(&self) -> &str {
+        self.json
+            .get_or_init(|| serde_json::to_string(self).unwrap_or_default())
+    }
+
+    /// The answer as an HTTP response (200, `application/json`).
+    pub fn response(&self) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.json().to_string(),
+        )
+            .into_response()
+    }
+
     /// A result as the telemetry store keeps it (the JSON of this type).
     pub fn from_json(text: &str) -> Option<RunResponse> {
         #[derive(Deserialize)]
@@ -97,6 +116,7 @@ impl RunResponse {
                     stderr: s.truncated.stderr,
                 },
             },
+            json: Default::default(),
         })
     }
 }
