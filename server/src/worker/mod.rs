@@ -103,8 +103,10 @@ pub fn router(node: SharedNode) -> Router {
         .route_layer(middleware::from_fn(tag_route))
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .layer(middleware::from_fn_with_state(node.clone(), auth))
-        .layer(middleware::from_fn(problem_bodies))
-        .layer(middleware::from_fn_with_state(node.clone(), observe))
+        .layer(middleware::from_fn_with_state(
+            node.clone(),
+            observe_problems,
+        ))
         .with_state(node)
 }
 
@@ -168,11 +170,26 @@ fn request_id(req: &Request) -> String {
 /// Gives each request an id (echoed in `X-Request-Id`, carried by every log line of the
 /// request as the span field `request_id`) and counts it in the metrics.
 async fn observe(State(node): State<SharedNode>, req: Request, next: Next) -> Response {
+    observe_request(node, req, next, false).await
+}
+
+/// [`observe`], and every error answered as a problem (see [`problem_body`]): the worker
+/// API's one layer around its routes.
+async fn observe_problems(State(node): State<SharedNode>, req: Request, next: Next) -> Response {
+    observe_request(node, req, next, true).await
+}
+
+async fn observe_request(node: SharedNode, req: Request, next: Next, problems: bool) -> Response {
     let id = request_id(&req);
     let method = req.method().clone();
     let span = tracing::info_span!("request", request_id = %id, method = %method, path = %req.uri().path());
     let started = Instant::now();
+    let probe =
+        method == axum::http::Method::GET && matches!(req.uri().path(), "/healthz" | "/readyz");
     let mut res = next.run(req).instrument(span.clone()).await;
+    if problems && !probe {
+        res = problem_body(res).await;
+    }
     let route = res
         .extensions()
         .get::<MatchedPath>()
@@ -211,14 +228,8 @@ async fn observe(State(node): State<SharedNode>, req: Request, next: Next) -> Re
 /// query value that is no number, a path segment that is no UTF-8, a wrong method) comes
 /// back as `text/plain`, and is rewritten here with the same status and its text as detail.
 /// The probes keep their plain-text answers (`GET /readyz` is 503 with a reason while the
-/// node loads), as the spec defines them.
-async fn problem_bodies(req: Request, next: Next) -> Response {
-    let probe = req.method() == axum::http::Method::GET
-        && matches!(req.uri().path(), "/healthz" | "/readyz");
-    let res = next.run(req).await;
-    if probe {
-        return res;
-    }
+/// node loads), as the spec defines them: they do not come here.
+async fn problem_body(res: Response) -> Response {
     let status = res.status();
     let is_problem = res
         .headers()
