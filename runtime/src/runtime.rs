@@ -73,8 +73,8 @@ impl RuntimeBuilder {
     /// Warm instance slots of the pooling allocator (default
     /// [`POOL_INSTANCES`](crate::limits::POOL_INSTANCES)); short jobs start fastest there,
     /// and what finds them all taken is allocated on demand. 0 allocates everything on
-    /// demand: right for a process that runs one job and exits, which would spend more
-    /// setting a pool up than it saves.
+    /// demand and keeps no emptied workspaces for later sandboxes: right for a process that
+    /// runs one job and exits, which would spend more setting a pool up than it saves.
     pub fn pool_slots(mut self, n: u32) -> Self {
         self.pool_slots = n;
         self
@@ -168,7 +168,8 @@ impl RuntimeBuilder {
             None => crate::scratch::default_root()?,
         };
         let node_disk = Arc::new(crate::scratch::node_quota(&temp_dir));
-        let scratch = crate::scratch::ScratchRoot::new(&temp_dir)?;
+        // A runtime without a pool runs one job (`wasbox run`): no spare workspaces to keep.
+        let scratch = crate::scratch::ScratchRoot::new(&temp_dir, self.pool_slots > 0)?;
         let host = HostContext::new(
             engines,
             CompileCache::open(cache_dir)?,

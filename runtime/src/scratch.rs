@@ -47,12 +47,13 @@ pub(crate) struct ScratchRoot {
 }
 
 impl ScratchRoot {
-    pub(crate) fn new(path: &Path) -> Result<ScratchRoot> {
+    /// `spares`: whether emptied workspaces are kept for new sandboxes (see [`Spares`]).
+    pub(crate) fn new(path: &Path, spares: bool) -> Result<ScratchRoot> {
         let path = path
             .canonicalize()
             .with_context(|| format!("opening the scratch directory {}", path.display()))?;
         let in_memory = in_memory(&path);
-        let spares = in_memory
+        let spares = (spares && in_memory)
             .then(|| Spares::new(&path))
             .flatten()
             .map(std::sync::Arc::new);
