@@ -861,9 +861,15 @@ pub(crate) struct SharedDir(wasmtime_wasi::filesystem::Dir);
 
 impl SharedDir {
     fn open(path: &Path) -> std::io::Result<Self> {
-        let dir = Dir::open_ambient_dir(path, ambient_authority())?;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        // Open for reading (not `O_PATH`), so that a spare workspace's times can be set
+        // through it (see [`crate::scratch::Spares`]).
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(path)?;
         Ok(SharedDir(wasmtime_wasi::filesystem::Dir::new(
-            dir.into_std_file(),
+            dir,
             wasmtime_wasi::FsPerms::ReadWrite,
             wasmtime_wasi::OpenMode::READ | wasmtime_wasi::OpenMode::WRITE,
             // Workspace files are local: their I/O on the calling thread is cheaper than a

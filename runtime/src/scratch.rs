@@ -118,19 +118,10 @@ impl Spares {
 
     /// A spare workspace, its times set to now.
     pub(crate) fn take(&self) -> Option<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)> {
-        use std::os::unix::ffi::OsStrExt as _;
+        use std::os::fd::AsRawFd as _;
         let (dir, handle) = self.lock().as_mut()?.pop()?;
-        // By path: the handle is an `O_PATH` descriptor, which `futimens` refuses.
-        let path = std::ffi::CString::new(dir.path().as_os_str().as_bytes()).ok()?;
-        // SAFETY: `path` is NUL-terminated; null `times` set both times to now.
-        let set = unsafe {
-            libc::utimensat(
-                libc::AT_FDCWD,
-                path.as_ptr(),
-                std::ptr::null(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
+        // SAFETY: null `times` set both times of the open directory to now.
+        let set = unsafe { libc::futimens(handle.dir.as_raw_fd(), std::ptr::null()) };
         (set == 0).then_some((dir, handle))
     }
 
