@@ -63,9 +63,7 @@ impl ScratchRoot {
             spares,
         })
     }
-}
 
-impl ScratchRoot {
     /// Removes the spare workspaces (the runtime is going): sandboxes that end later remove
     /// their own.
     pub(crate) fn close(&self) {
