@@ -76,6 +76,9 @@ impl ScratchRoot {
 /// Spare workspaces kept at most.
 const SPARES: usize = 64;
 
+/// A spare workspace: the directory, and its open handle.
+type Spare = (tempfile::TempDir, wasmtime_wasi::filesystem::Dir);
+
 /// Empty workspaces of ended sandboxes, kept open for new sandboxes: taking one costs a
 /// `futimens`, where a new one costs a `mkdir` and an `open`, and an `rmdir` at its end (a
 /// tenth of a short job's cost together). Only on a file system whose directory size counts
@@ -86,7 +89,7 @@ const SPARES: usize = 64;
 /// cannot change the mode of its mount point).
 pub(crate) struct Spares {
     /// `None` once the runtime is gone (its sandboxes then remove their own).
-    kept: std::sync::Mutex<Option<Vec<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)>>>,
+    kept: std::sync::Mutex<Option<Vec<Spare>>>,
     /// The size of an empty directory here.
     empty_size: u64,
 }
@@ -107,15 +110,12 @@ impl Spares {
         })
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<Vec<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)>>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Spare>>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A spare workspace, its times set to now.
-    pub(crate) fn take(&self) -> Option<(tempfile::TempDir, wasmtime_wasi::filesystem::Dir)> {
+    pub(crate) fn take(&self) -> Option<Spare> {
         use std::os::fd::AsRawFd as _;
         let (dir, handle) = self.lock().as_mut()?.pop()?;
         // SAFETY: null `times` set both times of the open directory to now.
