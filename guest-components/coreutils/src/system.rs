@@ -1324,7 +1324,7 @@ pub fn stdbuf(args: std::vec::IntoIter<OsString>) -> i32 {
                     return 125;
                 }
             }
-        } else if a.len() >= 2 && a.starts_with('-') && "ioe".contains(&a[1..2]) {
+        } else if a.len() >= 2 && a.starts_with('-') && b"ioe".contains(&a.as_bytes()[1]) {
             let v = if a.len() > 2 {
                 Some(a[2..].to_string())
             } else {
