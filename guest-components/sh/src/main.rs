@@ -124,7 +124,9 @@ fn run(arg0: String, args: &[String]) -> i32 {
         (s, arg0.clone(), rest.to_vec())
     };
 
-    let mut sh = Shell::new(name, positional);
+    // The process ends when this returns: its memory and host handles go with it, so the
+    // shell's tables and functions are not freed one by one first.
+    let mut sh = std::mem::ManuallyDrop::new(Shell::new(name, positional));
     sh.opts = opts;
     sh.script = script_file;
     let io = Io::standard();

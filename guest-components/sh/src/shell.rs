@@ -120,7 +120,8 @@ pub const BASH_VERSION: &str = "5.2.0(1)-release";
 #[derive(Clone)]
 pub struct Shell {
     pub vars: Table<String, Var>,
-    /// The state of `$RANDOM`/`$SRANDOM` (xorshift, seeded from the host's randomness).
+    /// The state of `$RANDOM`/`$SRANDOM` (xorshift, seeded from the host's randomness at
+    /// the first use: 0 before, never 0 after).
     rng: std::cell::Cell<u64>,
     /// `$$`, once asked (0 before).
     pid: std::cell::Cell<u32>,
@@ -292,7 +293,8 @@ pub const BUILTINS: &[&str] = &[
 
 impl Shell {
     pub fn new(arg0: String, positional: Vec<String>) -> Shell {
-        let mut vars = Table::default();
+        // The environment, a dozen variables of the shell's own, and room for a script's.
+        let mut vars = Table::with_capacity_and_hasher(64, Default::default());
         for (k, v) in std::env::vars() {
             vars.insert(
                 k,
@@ -367,7 +369,7 @@ impl Shell {
         );
         Shell {
             vars,
-            rng: std::cell::Cell::new(random_seed()),
+            rng: std::cell::Cell::new(0),
             pid: std::cell::Cell::new(0),
             started: std::time::Instant::now(),
             lineno: 0,
@@ -482,6 +484,9 @@ impl Shell {
 
     fn next_random(&self) -> u64 {
         let mut x = self.rng.get();
+        if x == 0 {
+            x = random_seed();
+        }
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
