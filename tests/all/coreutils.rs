@@ -196,8 +196,11 @@ const APPLETS: &[(&str, &str, &str)] = &[
     // stdbuf runs the command; a sandbox's output is never held in a C library's buffer.
     (
         "stdbuf",
-        "seq 3 | stdbuf -oL -e0 cat; stdbuf --output=L sh -c 'echo x'; stdbuf -o X true; echo $?",
-        "1\n2\n3\nx\n125\n",
+        "seq 3 | stdbuf -oL -e0 cat; stdbuf --output=L sh -c 'echo x'; stdbuf -o X true; echo $?; \
+         stdbuf -x true 2>&1; echo $?; stdbuf -é true 2>&1; echo $?; stdbuf -oé true 2>&1; echo $?",
+        "1\n2\n3\nx\n125\nstdbuf: invalid option -- 'x'\nTry 'stdbuf --help' for more information.\n125\n\
+         stdbuf: invalid option -- 'é'\nTry 'stdbuf --help' for more information.\n125\n\
+         stdbuf: invalid mode 'é'\n125\n",
     ),
     ("tsort", "printf 'a b\\nb c\\n' | tsort", "a\nb\nc\n"),
     ("which", "which ls sh", "/usr/bin/ls\n/usr/bin/sh\n"),

@@ -459,6 +459,29 @@ fn sessions_keep_their_workspace() {
     assert_eq!(v["stdout"], "round1\nnotes.txt\nsrc\n");
     let v = exec(json!(["sh", "-c", "exit 4"])).json();
     assert_eq!(v["exit_code"], 4);
+    // `cwd`: a directory of the workspace or the image, relative to the workspace or not;
+    // one that is not a directory is refused before anything runs.
+    let exec_in = |cwd: &str| {
+        s.post(
+            "/v1/worker/sessions/sess-1/exec",
+            &json!({"version": 1, "task_id": "task-s", "command": "pwd; ls", "cwd": cwd}),
+        )
+    };
+    assert_eq!(exec_in("src").json()["stdout"], "/workspace/src\n");
+    assert_eq!(
+        exec_in("/workspace/src/").json()["stdout"],
+        "/workspace/src\n"
+    );
+    assert!(
+        exec_in("/etc").json()["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("/etc\n")
+    );
+    for bad in ["missing", "/workspace/notes.txt", "/no/such/dir"] {
+        let p = problem(&exec_in(bad), 400, "validation");
+        assert!(p["detail"].as_str().unwrap().contains(bad), "{bad}: {p}");
+    }
 
     let r = s.put(
         "/v1/worker/sessions/sess-1/files?path=src/main.py",
@@ -489,7 +512,7 @@ fn sessions_keep_their_workspace() {
     );
 
     let v = s.get("/v1/worker/sessions/sess-1").json();
-    assert_eq!(v["exec_count"], 4);
+    assert_eq!(v["exec_count"], 7);
     let v = s
         .post("/v1/worker/sessions/sess-1/end", &json!({"version": 1}))
         .json();

@@ -1332,6 +1332,11 @@ pub fn stdbuf(args: std::vec::IntoIter<OsString>) -> i32 {
                 argv.get(i).cloned()
             };
             (&a[1..2], v)
+        } else if a.len() >= 2 && a.starts_with('-') {
+            // As getopt answers any other option letter (the command comes after options).
+            let c = a[1..].chars().next().unwrap_or('-');
+            eprintln!("stdbuf: invalid option -- '{c}'\nTry 'stdbuf --help' for more information.");
+            return 125;
         } else {
             break;
         };

@@ -241,7 +241,17 @@ async fn exec_inner(
         .into_iter()
         .filter(|(k, _)| !RESERVED_ENV.contains(&k.as_str()))
         .collect();
-    spec.cwd = req.cwd;
+    // A directory that is not there is the client's mistake, answered before anything
+    // runs (a program started in it would fail its first relative open instead).
+    if let Some(c) = req.cwd.as_deref().filter(|c| !c.is_empty()) {
+        let sandbox = session.sandbox();
+        if !sandbox.is_dir(&sandbox.absolute_path(c)) {
+            return Err(Problem::bad_request(format!(
+                "cwd `{c}` does not exist or is not a directory"
+            )));
+        }
+    }
+    spec.cwd = req.cwd.filter(|c| !c.is_empty());
     // The exec runs in its own task: a client that disconnects does not cancel it.
     let out = tokio::spawn({
         let session = session.clone();
