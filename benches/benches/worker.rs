@@ -196,7 +196,10 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
             per_sec: SEQUENTIAL as f64 / elapsed.as_secs_f64(),
         });
 
-        if let Some(row) = wrk_jobs(&addr, &label) {
+        if let Some(row) = wrk_jobs(&addr, &label, false) {
+            rows.push(row);
+        }
+        if let Some(row) = wrk_jobs(&addr, &label, true) {
             rows.push(row);
         }
 
@@ -268,7 +271,11 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
 /// shows more of the server. Any answer but a 200 (or a socket error) fails the bench; the
 /// bodies are not read by the script (a Lua callback per answer would make wrk the
 /// bottleneck again): the phases above check every body of the same server.
-fn wrk_jobs(addr: &str, label: &str) -> Option<Row> {
+///
+/// With `random_ids` each job ID is a random UUID (as an orchestrator's would be) instead of
+/// a counter: the telemetry store's indexes keyed by job then take every insert at a random
+/// place instead of at the end, which costs the store's writer far more per job.
+fn wrk_jobs(addr: &str, label: &str, random_ids: bool) -> Option<Row> {
     if Command::new("wrk").arg("--version").output().is_err() {
         println!("(wrk is not installed: `apt-get install wrk` adds the wrk row)");
         return None;
@@ -278,10 +285,15 @@ fn wrk_jobs(addr: &str, label: &str) -> Option<Row> {
         script.path(),
         format!(
             r#"counter, tid = 0, 0
+math.randomseed(os.time())
 setup = function(thread) thread:set("tid", tid); tid = tid + 1 end
 request = function()
   counter = counter + 1
-  local body = string.format('{{"version":1,"task_id":"bench","job_id":"wrk-%d-%d-%d","sandbox":{{"image":"alpine:latest","command":["sh","-c","echo hello"]}}}}', os.time(), tid, counter)
+  local id = string.format("wrk-%d-%d-%d", os.time(), tid, counter)
+  if {random_ids} then
+    id = string.format("%08x-%04x-4%03x-a%03x-%06x%06x", math.random(0, 0x7fffffff), math.random(0, 0xffff), math.random(0, 0xfff), math.random(0, 0xfff), math.random(0, 0xffffff), math.random(0, 0xffffff))
+  end
+  local body = string.format('{{"version":1,"task_id":"bench","job_id":"%s","sandbox":{{"image":"alpine:latest","command":["sh","-c","echo hello"]}}}}', id)
   return wrk.format("POST", "/v1/worker/jobs:run", {{["Authorization"]="Bearer {TOKEN}", ["Content-Type"]="application/json"}}, body)
 end
 done = function(summary, latency, requests)
@@ -316,7 +328,14 @@ end
     };
     assert_eq!(bad, 0.0, "wrk saw {bad} wrong answers: {out}");
     Some(Row {
-        name: format!("{label} jobs:run, 16 connections (wrk)"),
+        name: format!(
+            "{label} jobs:run, 16 connections (wrk{})",
+            if random_ids {
+                ", random UUID job IDs"
+            } else {
+                ""
+            }
+        ),
         p50: Duration::from_micros(p50_us as u64),
         p99: Duration::from_micros(p99_us as u64),
         per_sec: requests / (duration_us / 1e6),
