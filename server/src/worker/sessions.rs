@@ -231,6 +231,16 @@ async fn exec_inner(
         None => return Err(Problem::bad_request("command is required")),
     };
     let requested = check_timeout(req.timeout_seconds, "timeout_seconds")?;
+    // A directory that is not there is the client's mistake, answered before anything
+    // waits or runs (a program started in it would fail its first relative open instead).
+    if let Some(c) = req.cwd.as_deref().filter(|c| !c.is_empty()) {
+        let sandbox = session.sandbox();
+        if !sandbox.is_dir(&sandbox.absolute_path(c)) {
+            return Err(Problem::bad_request(format!(
+                "cwd `{c}` does not exist or is not a directory"
+            )));
+        }
+    }
     let timeout = node.config().job_timeout(requested);
     let slot = node.slot()?;
     let admission = node.admit().await?;
@@ -241,16 +251,6 @@ async fn exec_inner(
         .into_iter()
         .filter(|(k, _)| !RESERVED_ENV.contains(&k.as_str()))
         .collect();
-    // A directory that is not there is the client's mistake, answered before anything
-    // runs (a program started in it would fail its first relative open instead).
-    if let Some(c) = req.cwd.as_deref().filter(|c| !c.is_empty()) {
-        let sandbox = session.sandbox();
-        if !sandbox.is_dir(&sandbox.absolute_path(c)) {
-            return Err(Problem::bad_request(format!(
-                "cwd `{c}` does not exist or is not a directory"
-            )));
-        }
-    }
     spec.cwd = req.cwd.filter(|c| !c.is_empty());
     // The exec runs in its own task: a client that disconnects does not cancel it.
     let out = tokio::spawn({
