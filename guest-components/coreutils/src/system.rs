@@ -1324,19 +1324,23 @@ pub fn stdbuf(args: std::vec::IntoIter<OsString>) -> i32 {
                     return 125;
                 }
             }
-        } else if a.len() >= 2 && a.starts_with('-') && b"ioe".contains(&a.as_bytes()[1]) {
-            let v = if a.len() > 2 {
-                Some(a[2..].to_string())
+        } else if let Some(opt) = a.strip_prefix('-').filter(|o| !o.is_empty()) {
+            // One letter, its value attached or the next argument; any letter but `i`, `o`,
+            // `e` (ASCII or not) is answered as getopt would.
+            let letter = opt.chars().next().unwrap_or('-');
+            if !matches!(letter, 'i' | 'o' | 'e') {
+                eprintln!(
+                    "stdbuf: invalid option -- '{letter}'\nTry 'stdbuf --help' for more information."
+                );
+                return 125;
+            }
+            let v = if opt.len() > 1 {
+                Some(opt[1..].to_string())
             } else {
                 i += 1;
                 argv.get(i).cloned()
             };
-            (&a[1..2], v)
-        } else if a.len() >= 2 && a.starts_with('-') {
-            // As getopt answers any other option letter (the command comes after options).
-            let c = a[1..].chars().next().unwrap_or('-');
-            eprintln!("stdbuf: invalid option -- '{c}'\nTry 'stdbuf --help' for more information.");
-            return 125;
+            (&opt[..1], v)
         } else {
             break;
         };

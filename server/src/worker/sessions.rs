@@ -233,13 +233,13 @@ async fn exec_inner(
     let requested = check_timeout(req.timeout_seconds, "timeout_seconds")?;
     // A directory that is not there is the client's mistake, answered before anything
     // waits or runs (a program started in it would fail its first relative open instead).
-    if let Some(c) = req.cwd.as_deref().filter(|c| !c.is_empty()) {
-        let sandbox = session.sandbox();
-        if !sandbox.is_dir(&sandbox.absolute_path(c)) {
-            return Err(Problem::bad_request(format!(
-                "cwd `{c}` does not exist or is not a directory"
-            )));
-        }
+    // (`is_dir` resolves a relative path against the workspace itself.)
+    if let Some(c) = req.cwd.as_deref().filter(|c| !c.is_empty())
+        && !session.sandbox().is_dir(c)
+    {
+        return Err(Problem::bad_request(format!(
+            "cwd `{c}` does not exist or is not a directory"
+        )));
     }
     let timeout = node.config().job_timeout(requested);
     let slot = node.slot()?;
