@@ -190,10 +190,11 @@ async fn start(
     // A result kept in the store (from before a restart, or pushed out of memory) answers
     // a retry of its job.
     let maybe_stored = lock(&node.jobs).maybe_stored(&job_id);
-    if let Some(answer) = maybe_stored
-        .then(|| stored_answer(&node, &job_id, Some(&task_id)))
-        .flatten()
-    {
+    let stored = match maybe_stored {
+        true => stored_answer(&node, &job_id, Some(&task_id)).await,
+        false => None,
+    };
+    if let Some(answer) = stored {
         lock(&node.jobs).finish(&job_id, answer.clone());
         let _ = tx.send(Some(answer.clone()));
         return Ok(Started::Done(answer));
@@ -325,8 +326,12 @@ async fn start(
 
 /// A finished result the store kept (from this boot or an earlier one), for `task_id`
 /// when given.
-fn stored_answer(node: &Node, job_id: &str, task_id: Option<&str>) -> Option<Arc<RunResponse>> {
-    let stored = match node.telemetry.store().result(job_id) {
+async fn stored_answer(
+    node: &Node,
+    job_id: &str,
+    task_id: Option<&str>,
+) -> Option<Arc<RunResponse>> {
+    let stored = match node.telemetry.store().result_now(job_id).await {
         Ok(s) => s?,
         Err(e) => {
             tracing::warn!(error = %format!("{e:#}"), "reading a kept job result");
@@ -358,7 +363,11 @@ pub async fn get(State(node): State<SharedNode>, Path(job_id): Path<String>) -> 
         .into_response();
     }
     let finished = lock(&node.jobs).finished(&job_id);
-    match finished.or_else(|| stored_answer(&node, &job_id, None)) {
+    let answer = match finished {
+        Some(a) => Some(a),
+        None => stored_answer(&node, &job_id, None).await,
+    };
+    match answer {
         Some(answer) => answer.response(),
         None => {
             Problem::not_found(format!("job `{job_id}` is not known on this node")).into_response()
@@ -387,7 +396,10 @@ pub async fn delete(State(node): State<SharedNode>, Path(job_id): Path<String>) 
         .into_response();
     }
     let in_memory = lock(&node.jobs).forget(&job_id);
-    let stored = matches!(node.telemetry.store().result(&job_id), Ok(Some(_)));
+    let stored = matches!(
+        node.telemetry.store().result_now(&job_id).await,
+        Ok(Some(_))
+    );
     if !in_memory && !stored {
         return Problem::not_found(format!("job `{job_id}` is not known on this node"))
             .into_response();

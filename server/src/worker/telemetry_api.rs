@@ -243,6 +243,8 @@ pub(super) struct ContainersWire {
         ("page_token" = Option<String>, Query)),
     responses((status = 200, description = "Sandboxes, oldest first", body = ContainersWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn containers(State(node): State<SharedNode>, Query(q): Params) -> Response {
+    // Everything recorded before this request is in its answer.
+    node.telemetry.store().flush().await;
     let result = (|| {
         let limit = limit(&q, 100, 1000)?;
         let mut sql =
@@ -305,6 +307,8 @@ pub(super) struct ContainerWire {
     params(("id" = String, Path, description = "`job-{job_id}` or `session-{session_id}`")),
     responses((status = 200, description = "One sandbox", body = ContainerWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn container(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
+    // Everything recorded before this request is in its answer.
+    node.telemetry.store().flush().await;
     let sql =
         format!("SELECT {CONTAINER_COLUMNS} FROM container_inventory WHERE container_id = ?1");
     let row = node.telemetry.store().read(|c| {
@@ -378,6 +382,8 @@ fn time_filter(q: &HashMap<String, String>, key: &str) -> Result<Option<String>,
         ("page_token" = Option<String>, Query)),
     responses((status = 200, description = "Log events, at most 1 MiB", body = LogsWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
 pub async fn logs(State(node): State<SharedNode>, Query(q): Params) -> Response {
+    // Everything recorded before this request is in its answer.
+    node.telemetry.store().flush().await;
     let result = (|| {
         let get = |k: &str| q.get(k).filter(|v| !v.is_empty()).cloned();
         let mut sql = String::from(

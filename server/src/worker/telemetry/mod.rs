@@ -135,12 +135,12 @@ impl Telemetry {
     pub fn service(&self, source_name: &str, level: &'static str, message: &str, fields: Value) {
         self.store.log(LogRow {
             occurred_at: rfc3339::format(SystemTime::now()),
-            source_kind: "service",
+            source_kind: "service".into(),
             source_name: source_name.into(),
             container_id: None,
             // The spec's sentinel for service-origin rows.
-            stream: Some("stdout"),
-            level: Some(level),
+            stream: Some("stdout".into()),
+            level: Some(level.into()),
             message: message.into(),
             fields,
         });
@@ -157,8 +157,8 @@ impl Telemetry {
         self.store.event(EventRow {
             occurred_at: rfc3339::format(SystemTime::now()),
             container_id: s.container_id.clone(),
-            action,
-            status,
+            action: action.into(),
+            status: status.into(),
             exit_code: code,
             task_id: s.task_id.clone(),
             job_id: s.job_id.clone(),
@@ -200,10 +200,10 @@ impl Telemetry {
         }
         let row = |message: String, fields: Map<String, Value>| LogRow {
             occurred_at: now.clone(),
-            source_kind: "container",
+            source_kind: "container".into(),
             source_name: format!("wasbox-{}", s.container_id),
             container_id: Some(s.container_id.clone()),
-            stream: Some(stream),
+            stream: Some(stream.into()),
             level: None,
             message,
             fields: Value::Object(fields),

@@ -2,26 +2,38 @@
 //! schema of CyNodeAI's worker telemetry spec (V1) and wasbox's own table of retained job
 //! results.
 //!
-//! Writes never wait on the disk in a request: they go over a bounded channel to one writer
-//! thread, which commits them in batches (one transaction for all that queued while the last
-//! committed). Telemetry is best effort: when the queue is full a record is dropped and
-//! counted. A job result is not: its sender waits for room. Reads use their own connection
-//! (WAL lets them run beside the writer).
+//! Writes never wait on the disk in a request: they go over a queue bounded in bytes to one
+//! writer thread. The writer keeps one transaction open, writes each record into it as it
+//! comes, and commits once a second, or at once when someone waits for a record (a durable
+//! job result, a flush). A commit writes every page the transaction touched, and records of
+//! random ids (`job-{uuid}`) touch a page of each index apiece: the fewer commits, the fewer
+//! times each such page is written. Before it is written into the transaction, a record is
+//! appended to a journal beside the database (`journal`, a JSON line each, one `write` for
+//! all the writer took at once, emptied by each commit): a node killed before the commit
+//! loses nothing the writer took, and the next start commits the journal first.
+//!
+//! Telemetry is best effort: when the queue is full a record is dropped and counted. A job
+//! result is not: its sender waits for room. Reads use their own connection (WAL lets them
+//! run beside the writer); a reader that must see everything recorded so far flushes first.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, params};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::rfc3339;
 
-/// Records queued for the writer at most; past it telemetry is dropped (and counted).
-const QUEUE: usize = 16_384;
+/// Bytes of records queued for the writer at most; past it telemetry is dropped (and
+/// counted) and a job result waits for room.
+const QUEUE_BYTES: usize = 64 << 20;
+/// What a queued record costs besides its strings.
+const OP_BYTES: usize = 256;
 /// The longest message one log row keeps.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 10;
 
@@ -133,20 +145,20 @@ impl Default for Retention {
 }
 
 /// A row of `log_event`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct LogRow {
     pub occurred_at: String,
-    pub source_kind: &'static str,
+    pub source_kind: Cow<'static, str>,
     pub source_name: String,
     pub container_id: Option<String>,
-    pub stream: Option<&'static str>,
-    pub level: Option<&'static str>,
+    pub stream: Option<Cow<'static, str>>,
+    pub level: Option<Cow<'static, str>>,
     pub message: String,
     pub fields: serde_json::Value,
 }
 
 /// A row of `container_inventory`: what a sandbox is now.
-#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ContainerRow {
     pub container_id: String,
     pub container_name: String,
@@ -167,12 +179,12 @@ pub struct ContainerRow {
 }
 
 /// A row of `container_event`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EventRow {
     pub occurred_at: String,
     pub container_id: String,
-    pub action: &'static str,
-    pub status: &'static str,
+    pub action: Cow<'static, str>,
+    pub status: Cow<'static, str>,
     pub exit_code: Option<i64>,
     pub task_id: Option<String>,
     pub job_id: Option<String>,
@@ -187,8 +199,10 @@ pub struct StoredResult {
     pub result_json: Option<String>,
 }
 
-/// How long the writer lets records gather before a commit nobody waits for.
-const GATHER: Duration = Duration::from_millis(20);
+/// How long the writer's transaction stays open when nobody waits for a record.
+const COMMIT_EVERY: Duration = Duration::from_secs(1);
+/// How long the writer lets records gather between takes when nobody waits for one.
+const GATHER: Duration = Duration::from_millis(10);
 
 enum Op {
     Log(LogRow),
@@ -212,6 +226,23 @@ impl Op {
     fn awaited(&self) -> bool {
         matches!(self, Op::Flush(_) | Op::Result { done: Some(_), .. })
     }
+
+    /// What the record takes of the queue's budget (never more than all of it).
+    fn weight(&self) -> usize {
+        let strings = match self {
+            Op::Log(r) => {
+                r.occurred_at.len()
+                    + r.source_name.len()
+                    + r.container_id.as_ref().map_or(0, String::len)
+                    + r.message.len()
+            }
+            Op::Container(r) => r.container_id.len() * 3 + r.image_ref.len() + 128,
+            Op::Event(r) => r.container_id.len() * 2 + r.occurred_at.len(),
+            Op::Result { json, .. } => json.as_ref().map_or(0, String::len),
+            _ => 0,
+        };
+        (OP_BYTES + strings).min(QUEUE_BYTES)
+    }
 }
 
 /// Identity of this boot of the node, written to `node_boot`.
@@ -228,7 +259,9 @@ pub struct Boot {
 
 pub struct Store {
     path: PathBuf,
-    tx: mpsc::Sender<Op>,
+    tx: mpsc::UnboundedSender<(Op, u32)>,
+    /// The queue's room, in bytes: taken by a sender, given back by the writer.
+    room: Arc<Semaphore>,
     read: Mutex<Connection>,
     dropped: AtomicU64,
 }
@@ -278,23 +311,30 @@ impl Store {
                 boot.kernel_version
             ],
         )?;
-        interrupt_unfinished(&conn, &boot.booted_at)?;
+        // What a killed node took but never committed goes in first.
+        let mut writer = Writer::new(conn, Journal::open(&path)?, retention);
+        writer.replay()?;
+        let conn = &writer.conn;
+        interrupt_unfinished(conn, &boot.booted_at)?;
         // Sandboxes of an earlier run of the node are gone with it.
         conn.execute(
             "UPDATE container_inventory SET status = 'exited', last_seen_at = ?1 \
              WHERE status IN ('created', 'running')",
             params![boot.booted_at],
         )?;
-        apply_retention(&conn, retention, SystemTime::now())?;
+        apply_retention(conn, retention, SystemTime::now())?;
+        writer.count_results();
         let read = open(&path)?;
-        let (tx, rx) = mpsc::channel(QUEUE);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let room = writer.room.clone();
         std::thread::Builder::new()
             .name("wasbox-telemetry".into())
-            .spawn(move || writer(conn, rx, retention))
+            .spawn(move || writer.run(rx))
             .context("starting the telemetry writer")?;
         Ok(Store {
             path,
             tx,
+            room,
             read: Mutex::new(read),
             dropped: AtomicU64::new(0),
         })
@@ -309,10 +349,30 @@ impl Store {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Queues a record that may be dropped when the queue is full.
     fn offer(&self, op: Op) {
-        if self.tx.try_send(op).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        let w = op.weight();
+        match self.room.try_acquire_many(w as u32) {
+            Ok(p) => {
+                p.forget();
+                if self.tx.send((op, w as u32)).is_err() {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(_) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Queues a record that is never dropped: waits for room. False when the writer is gone.
+    async fn send(&self, op: Op) -> bool {
+        let w = op.weight();
+        match self.room.acquire_many(w as u32).await {
+            Ok(p) => p.forget(),
+            Err(_) => return false,
+        }
+        self.tx.send((op, w as u32)).is_ok()
     }
 
     pub fn log(&self, row: LogRow) {
@@ -345,20 +405,20 @@ impl Store {
             json,
             done: durable.then_some(done),
         };
-        if self.tx.send(op).await.is_ok() && durable {
+        if self.send(op).await && durable {
             let _ = wait.await;
         }
     }
 
     /// Forgets a result the orchestrator has confirmed.
     pub async fn delete_result(&self, job_id: &str) {
-        let _ = self.tx.send(Op::DeleteResult(job_id.into())).await;
+        let _ = self.send(Op::DeleteResult(job_id.into())).await;
     }
 
     /// Waits until everything queued so far is committed.
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
-        if self.tx.send(Op::Flush(done)).await.is_ok() {
+        if self.send(Op::Flush(done)).await {
             let _ = wait.await;
         }
     }
@@ -391,6 +451,15 @@ impl Store {
             })
             .optional()
         })
+    }
+
+    /// The result kept for `job_id`, one still in the writer's open transaction included.
+    pub async fn result_now(&self, job_id: &str) -> Result<Option<StoredResult>> {
+        if let Some(r) = self.result(job_id)? {
+            return Ok(Some(r));
+        }
+        self.flush().await;
+        self.result(job_id)
     }
 
     /// The job ids the store holds results for.
@@ -577,39 +646,479 @@ fn enforce_size(conn: &Connection, max: u64) -> Result<()> {
     Ok(())
 }
 
-fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Op>, retention: Retention) {
-    let mut result_bytes: u64 = conn
-        .query_row(
-            "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .unwrap_or(0) as u64;
-    let mut batch = Vec::with_capacity(256);
-    let mut ids = RowIds::new();
-    while let Some(first) = rx.blocking_recv() {
-        // Unless someone waits for this record, let more gather first: a commit costs a
-        // write of every page it touches, so many small ones cost far more than one.
-        if !first.awaited() {
-            std::thread::sleep(GATHER);
+/// The writer thread's state: its connection, the open transaction and what waits for its
+/// commit.
+struct Writer {
+    conn: Connection,
+    /// Results (and their deletions) of the open transaction, for a restart.
+    journal: Journal,
+    retention: Retention,
+    room: Arc<Semaphore>,
+    result_bytes: u64,
+    ids: RowIds,
+    /// When the open transaction began (None: none is open).
+    opened: Option<Instant>,
+    /// Updates of sandboxes since the last commit, one row each: a job's start and stop
+    /// in one transaction become one row write.
+    containers: HashMap<String, ContainerRow>,
+    order: Vec<String>,
+    acks: Vec<oneshot::Sender<()>>,
+    /// Retention passes asked for (true: with a VACUUM), run after the commit.
+    after: Vec<bool>,
+}
+
+impl Writer {
+    fn new(conn: Connection, journal: Journal, retention: Retention) -> Writer {
+        Writer {
+            conn,
+            journal,
+            retention,
+            room: Arc::new(Semaphore::new(QUEUE_BYTES)),
+            result_bytes: 0,
+            ids: RowIds::new(),
+            opened: None,
+            containers: HashMap::new(),
+            order: Vec::new(),
+            acks: Vec::new(),
+            after: Vec::new(),
         }
-        batch.push(first);
-        while batch.len() < 8192 {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+    }
+
+    /// Commits what the journal holds from a node that was killed before its commit.
+    fn replay(&mut self) -> Result<()> {
+        let entries = self.journal.take_left()?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            records = entries.len(),
+            "telemetry journal replayed (the node stopped before committing them)"
+        );
+        for e in entries {
+            self.write(e.into())?;
+        }
+        self.try_commit()
+    }
+
+    fn count_results(&mut self) {
+        self.result_bytes = self
+            .conn
+            .query_row(
+                "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap_or(0) as u64;
+    }
+
+    fn run(mut self, mut rx: mpsc::UnboundedReceiver<(Op, u32)>) {
+        // However the writer ends, a sender waiting for room is let go instead of hanging.
+        struct Close(Arc<Semaphore>);
+        impl Drop for Close {
+            fn drop(&mut self) {
+                self.0.close();
             }
         }
-        if let Err(e) = commit(
-            &mut conn,
-            &mut batch,
-            retention,
-            &mut result_bytes,
-            &mut ids,
-        ) {
-            tracing::warn!(error = %format!("{e:#}"), "telemetry write failed");
+        let _close = Close(self.room.clone());
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::error!(error = %e, "the telemetry writer could not start");
+                return;
+            }
+        };
+        loop {
+            // Wait for a record, or (with a transaction open) until it is time to commit.
+            let next = match self.opened {
+                None => rt.block_on(rx.recv()).map(Some),
+                Some(at) => {
+                    let left = COMMIT_EVERY.saturating_sub(at.elapsed());
+                    match rt.block_on(async { tokio::time::timeout(left, rx.recv()).await }) {
+                        Ok(op) => op.map(Some),
+                        Err(_) => Some(None),
+                    }
+                }
+            };
+            let Some(next) = next else {
+                break;
+            };
+            let mut now = false;
+            if let Some((op, w)) = next {
+                now |= self.take(op, w);
+                // Whatever queued meanwhile goes in too, before the clock is looked at.
+                for _ in 0..4096 {
+                    match rx.try_recv() {
+                        Ok((op, w)) => now |= self.take(op, w),
+                        Err(_) => break,
+                    }
+                }
+                // Results taken are on disk (in the journal) before anything waits.
+                if let Err(e) = self.journal.write() {
+                    tracing::warn!(error = %format!("{e:#}"), "writing the telemetry journal");
+                }
+            }
+            let due = self.opened.is_none_or(|at| at.elapsed() >= COMMIT_EVERY);
+            if now || due {
+                self.commit();
+            } else {
+                // Let records gather: a writer woken for each one costs its senders a
+                // wake-up apiece.
+                std::thread::sleep(GATHER);
+            }
         }
-        batch.clear();
+        self.commit();
+    }
+
+    /// Writes one record into the open transaction (opening one); true when someone waits
+    /// for it to be committed.
+    fn take(&mut self, op: Op, weight: u32) -> bool {
+        self.room.add_permits(weight as usize);
+        let now = op.awaited() || matches!(op, Op::Retention | Op::Vacuum);
+        self.journal.push(&op);
+        if let Err(e) = self.write(op) {
+            tracing::warn!(error = %format!("{e:#}"), "telemetry write failed");
+            if self.opened.is_some() && self.conn.is_autocommit() {
+                // SQLite rolled the whole transaction back (a full disk, an I/O error).
+                tracing::warn!("telemetry records since the last commit are lost");
+                self.opened = None;
+            }
+        }
+        now
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        if self.opened.is_none() {
+            self.conn.execute_batch("BEGIN")?;
+            self.opened = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, op: Op) -> Result<()> {
+        match op {
+            Op::Flush(done) => {
+                self.acks.push(done);
+                return Ok(());
+            }
+            Op::Retention => {
+                self.after.push(false);
+                return Ok(());
+            }
+            Op::Vacuum => {
+                self.after.push(true);
+                return Ok(());
+            }
+            Op::Container(r) => {
+                self.begin()?;
+                match self.containers.get_mut(&r.container_id) {
+                    Some(prev) => {
+                        let created = std::mem::take(&mut prev.created_at);
+                        *prev = r;
+                        prev.created_at = created;
+                    }
+                    None => {
+                        self.order.push(r.container_id.clone());
+                        self.containers.insert(r.container_id.clone(), r);
+                    }
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.begin()?;
+        let conn = &self.conn;
+        match op {
+            Op::Log(r) => {
+                conn.prepare_cached(
+                    "INSERT INTO log_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    self.ids.next(),
+                    r.occurred_at,
+                    r.source_kind,
+                    r.source_name,
+                    r.container_id,
+                    r.stream,
+                    r.level,
+                    r.message,
+                    r.fields.to_string()
+                ])?;
+            }
+            Op::Event(r) => {
+                conn.prepare_cached(
+                    "INSERT INTO container_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    self.ids.next(),
+                    r.occurred_at,
+                    r.container_id,
+                    r.action,
+                    r.status,
+                    r.exit_code,
+                    r.task_id,
+                    r.job_id,
+                    r.details.to_string()
+                ])?;
+            }
+            Op::Result {
+                job_id,
+                task_id,
+                status,
+                json,
+                done,
+            } => {
+                let bytes = json.as_ref().map_or(0, |j| j.len()) as u64;
+                self.result_bytes += bytes;
+                conn.prepare_cached(
+                    "INSERT INTO wasbox_job_result (job_id, task_id, stored_at, status, bytes, result_json) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(job_id) DO UPDATE SET \
+                     task_id = excluded.task_id, stored_at = excluded.stored_at, \
+                     status = excluded.status, bytes = excluded.bytes, result_json = excluded.result_json",
+                )?
+                .execute(params![
+                    job_id,
+                    task_id,
+                    rfc3339::format(SystemTime::now()),
+                    status,
+                    bytes as i64,
+                    json
+                ])?;
+                self.acks.extend(done);
+            }
+            Op::DeleteResult(id) => {
+                conn.prepare_cached("DELETE FROM wasbox_job_result WHERE job_id = ?1")?
+                    .execute(params![id])?;
+            }
+            Op::Flush(_) | Op::Retention | Op::Vacuum | Op::Container(_) => {
+                unreachable!("handled above")
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the open transaction (with the sandboxes' rows), then runs what waited for
+    /// it. A failed commit loses its records (logged); whoever waited is let go.
+    fn commit(&mut self) {
+        if let Err(e) = self.try_commit() {
+            tracing::warn!(error = %format!("{e:#}"), "telemetry commit failed");
+            if !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+        }
+        self.opened = None;
+        for vacuum in std::mem::take(&mut self.after) {
+            let r = apply_retention(&self.conn, self.retention, SystemTime::now()).and_then(|()| {
+                if vacuum {
+                    self.conn.execute_batch("VACUUM")?;
+                }
+                Ok(())
+            });
+            if let Err(e) = r {
+                tracing::warn!(error = %format!("{e:#}"), "telemetry retention failed");
+            }
+        }
+        for a in self.acks.drain(..) {
+            let _ = a.send(());
+        }
+    }
+
+    fn try_commit(&mut self) -> Result<()> {
+        let containers = std::mem::take(&mut self.containers);
+        let order = std::mem::take(&mut self.order);
+        if !order.is_empty() {
+            self.begin()?;
+            let mut upsert = self.conn.prepare_cached(
+                "INSERT INTO container_inventory VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                 ON CONFLICT(container_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, \
+                 status = excluded.status, exit_code = excluded.exit_code",
+            )?;
+            for id in &order {
+                let r = &containers[id];
+                upsert.execute(params![
+                    r.container_id,
+                    r.container_name,
+                    r.kind,
+                    r.runtime,
+                    r.image_ref,
+                    r.created_at,
+                    r.last_seen_at,
+                    r.status,
+                    r.exit_code,
+                    r.task_id,
+                    r.job_id,
+                    serde_json::Value::Object(r.labels.clone()).to_string()
+                ])?;
+            }
+        }
+        if self.opened.is_none() {
+            return Ok(());
+        }
+        if self.result_bytes > self.retention.result_bytes {
+            trim_results(&self.conn, self.retention.result_bytes)?;
+            self.result_bytes = self.conn.query_row(
+                "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
+                [],
+                |r| r.get::<_, i64>(0),
+            )? as u64;
+        }
+        self.conn.execute_batch("COMMIT")?;
+        self.opened = None;
+        self.journal.clear()?;
+        enforce_size(&self.conn, self.retention.max_db_bytes)
+    }
+}
+
+/// One line of the journal, as written: a record the writer took.
+#[derive(serde::Serialize)]
+enum EntryRef<'a> {
+    Log(&'a LogRow),
+    Container(&'a ContainerRow),
+    Event(&'a EventRow),
+    Result {
+        job_id: &'a str,
+        task_id: &'a str,
+        status: &'a str,
+        json: Option<&'a str>,
+    },
+    DeleteResult(&'a str),
+}
+
+/// One line of the journal, as read back.
+#[derive(serde::Deserialize)]
+enum Entry {
+    Log(LogRow),
+    Container(ContainerRow),
+    Event(EventRow),
+    Result {
+        job_id: String,
+        task_id: String,
+        status: String,
+        json: Option<String>,
+    },
+    DeleteResult(String),
+}
+
+impl EntryRef<'_> {
+    fn of(op: &Op) -> Option<EntryRef<'_>> {
+        Some(match op {
+            Op::Log(r) => EntryRef::Log(r),
+            Op::Container(r) => EntryRef::Container(r),
+            Op::Event(r) => EntryRef::Event(r),
+            Op::Result {
+                job_id,
+                task_id,
+                status,
+                json,
+                ..
+            } => EntryRef::Result {
+                job_id,
+                task_id,
+                status,
+                json: json.as_deref(),
+            },
+            Op::DeleteResult(id) => EntryRef::DeleteResult(id),
+            Op::Flush(_) | Op::Retention | Op::Vacuum => return None,
+        })
+    }
+}
+
+impl From<Entry> for Op {
+    fn from(e: Entry) -> Op {
+        match e {
+            Entry::Log(r) => Op::Log(r),
+            Entry::Container(r) => Op::Container(r),
+            Entry::Event(r) => Op::Event(r),
+            Entry::Result {
+                job_id,
+                task_id,
+                status,
+                json,
+            } => Op::Result {
+                job_id,
+                task_id,
+                status,
+                json,
+                done: None,
+            },
+            Entry::DeleteResult(id) => Op::DeleteResult(id),
+        }
+    }
+}
+
+/// `journal` beside the database: every record the writer has taken since its last commit,
+/// appended as JSON lines and emptied by each commit.
+struct Journal {
+    file: std::fs::File,
+    /// Lines not yet written.
+    pending: Vec<u8>,
+    /// Whether the file holds lines.
+    dirty: bool,
+}
+
+impl Journal {
+    fn open(db: &Path) -> Result<Journal> {
+        let path = db.with_file_name("journal");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(Journal {
+            file,
+            pending: Vec::new(),
+            dirty: false,
+        })
+    }
+
+    /// What a killed node left in the journal, which is emptied. A line cut short by the
+    /// kill is skipped.
+    fn take_left(&mut self) -> Result<Vec<Entry>> {
+        use std::io::Read;
+        let mut text = String::new();
+        (&self.file)
+            .read_to_string(&mut text)
+            .context("reading the telemetry journal")?;
+        let entries = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        self.file
+            .set_len(0)
+            .context("emptying the telemetry journal")?;
+        Ok(entries)
+    }
+
+    fn push(&mut self, op: &Op) {
+        if let Some(e) = EntryRef::of(op)
+            && serde_json::to_writer(&mut self.pending, &e).is_ok()
+        {
+            self.pending.push(b'\n');
+        }
+    }
+
+    fn write(&mut self) -> Result<()> {
+        use std::io::Write;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.dirty = true;
+        let r = (&self.file).write_all(&self.pending);
+        self.pending.clear();
+        Ok(r?)
+    }
+
+    /// Empties the journal: all it held is committed.
+    fn clear(&mut self) -> Result<()> {
+        self.pending.clear();
+        if self.dirty {
+            self.file.set_len(0)?;
+            self.dirty = false;
+        }
+        Ok(())
     }
 }
 
@@ -634,148 +1143,10 @@ impl RowIds {
     }
 }
 
-fn commit(
-    conn: &mut Connection,
-    batch: &mut Vec<Op>,
-    retention: Retention,
-    result_bytes: &mut u64,
-    ids: &mut RowIds,
-) -> Result<()> {
-    let mut acks = Vec::new();
-    let mut after = Vec::new();
-    // Several updates of one sandbox in a batch become one row write.
-    let mut containers: HashMap<String, ContainerRow> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let tx = conn.transaction()?;
-    {
-        let mut log =
-            tx.prepare_cached("INSERT INTO log_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?;
-        let mut event = tx.prepare_cached(
-            "INSERT INTO container_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?;
-        let mut result = tx.prepare_cached(
-            "INSERT INTO wasbox_job_result (job_id, task_id, stored_at, status, bytes, result_json) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(job_id) DO UPDATE SET \
-             task_id = excluded.task_id, stored_at = excluded.stored_at, \
-             status = excluded.status, bytes = excluded.bytes, result_json = excluded.result_json",
-        )?;
-        for op in batch.drain(..) {
-            match op {
-                Op::Log(r) => {
-                    log.execute(params![
-                        ids.next(),
-                        r.occurred_at,
-                        r.source_kind,
-                        r.source_name,
-                        r.container_id,
-                        r.stream,
-                        r.level,
-                        r.message,
-                        r.fields.to_string()
-                    ])?;
-                }
-                Op::Event(r) => {
-                    event.execute(params![
-                        ids.next(),
-                        r.occurred_at,
-                        r.container_id,
-                        r.action,
-                        r.status,
-                        r.exit_code,
-                        r.task_id,
-                        r.job_id,
-                        r.details.to_string()
-                    ])?;
-                }
-                Op::Container(r) => match containers.get_mut(&r.container_id) {
-                    Some(prev) => {
-                        let created = std::mem::take(&mut prev.created_at);
-                        *prev = r;
-                        prev.created_at = created;
-                    }
-                    None => {
-                        order.push(r.container_id.clone());
-                        containers.insert(r.container_id.clone(), r);
-                    }
-                },
-                Op::Result {
-                    job_id,
-                    task_id,
-                    status,
-                    json,
-                    done,
-                } => {
-                    let bytes = json.as_ref().map_or(0, |j| j.len()) as u64;
-                    *result_bytes += bytes;
-                    result.execute(params![
-                        job_id,
-                        task_id,
-                        rfc3339::format(SystemTime::now()),
-                        status,
-                        bytes as i64,
-                        json
-                    ])?;
-                    acks.extend(done);
-                }
-                Op::DeleteResult(id) => {
-                    tx.execute(
-                        "DELETE FROM wasbox_job_result WHERE job_id = ?1",
-                        params![id],
-                    )?;
-                }
-                Op::Flush(done) => acks.push(done),
-                Op::Retention => after.push(false),
-                Op::Vacuum => after.push(true),
-            }
-        }
-        let mut upsert = tx.prepare_cached(
-            "INSERT INTO container_inventory VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
-             ON CONFLICT(container_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, \
-             status = excluded.status, exit_code = excluded.exit_code",
-        )?;
-        for id in order {
-            let r = &containers[&id];
-            upsert.execute(params![
-                r.container_id,
-                r.container_name,
-                r.kind,
-                r.runtime,
-                r.image_ref,
-                r.created_at,
-                r.last_seen_at,
-                r.status,
-                r.exit_code,
-                r.task_id,
-                r.job_id,
-                serde_json::Value::Object(r.labels.clone()).to_string()
-            ])?;
-        }
-    }
-    if *result_bytes > retention.result_bytes {
-        trim_results(&tx, retention.result_bytes)?;
-        *result_bytes = tx.query_row(
-            "SELECT COALESCE(SUM(bytes), 0) FROM wasbox_job_result",
-            [],
-            |r| r.get::<_, i64>(0),
-        )? as u64;
-    }
-    tx.commit()?;
-    enforce_size(conn, retention.max_db_bytes)?;
-    for vacuum in after {
-        apply_retention(conn, retention, SystemTime::now())?;
-        if vacuum {
-            conn.execute_batch("VACUUM")?;
-        }
-    }
-    for a in acks {
-        let _ = a.send(());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn boot() -> Boot {
         Boot {
@@ -792,11 +1163,11 @@ mod tests {
     fn log_at(t: SystemTime) -> LogRow {
         LogRow {
             occurred_at: rfc3339::format(t),
-            source_kind: "service",
+            source_kind: "service".into(),
             source_name: "worker_api".into(),
             container_id: None,
-            stream: Some("stdout"),
-            level: Some("info"),
+            stream: Some("stdout".into()),
+            level: Some("info".into()),
             message: "m".into(),
             fields: serde_json::json!({}),
         }
@@ -856,6 +1227,118 @@ mod tests {
             rows > 100 && rows < 4000,
             "the newest are kept, the oldest dropped: {rows}"
         );
+    }
+
+    #[tokio::test]
+    async fn records_are_journaled_before_their_commit_and_replayed_after_a_kill() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("telemetry/journal");
+        {
+            let s = Store::open(dir.path(), &boot(), Retention::default()).unwrap();
+            s.put_result(
+                "a",
+                "t",
+                "completed",
+                Some("{\"x\":\"a\\n\"}".into()),
+                false,
+            )
+            .await;
+            // The writer appends it at once, and commits it within a second.
+            let deadline = Instant::now() + Duration::from_millis(500);
+            while std::fs::metadata(&journal).unwrap().len() == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the result never reached the journal"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            s.flush().await;
+            assert_eq!(
+                std::fs::metadata(&journal).unwrap().len(),
+                0,
+                "a commit empties it"
+            );
+            assert!(s.result("a").unwrap().is_some());
+        }
+        // What a node killed before its commit leaves: two results, a deletion of one, a
+        // log row, a sandbox started and stopped, and a line cut short.
+        let mut left = Journal::open(&journal.with_file_name("telemetry.db")).unwrap();
+        let result = |id: &str| Op::Result {
+            job_id: id.into(),
+            task_id: "t".into(),
+            status: "completed".into(),
+            json: Some(format!("{{\"id\":\"{id}\"}}")),
+            done: None,
+        };
+        let container = |status: &str| ContainerRow {
+            container_id: "job-c".into(),
+            container_name: "wasbox-job-c".into(),
+            kind: "sandbox".into(),
+            runtime: "wasbox".into(),
+            image_ref: "i".into(),
+            created_at: rfc3339::format(SystemTime::now()),
+            last_seen_at: rfc3339::format(SystemTime::now()),
+            status: status.into(),
+            exit_code: None,
+            task_id: Some("t".into()),
+            job_id: Some("c".into()),
+            labels: serde_json::Map::new(),
+        };
+        for op in [
+            result("b"),
+            result("c"),
+            Op::DeleteResult("b".into()),
+            Op::Log(log_at(SystemTime::now())),
+            Op::Container(container("running")),
+            Op::Container(container("exited")),
+        ] {
+            left.push(&op);
+        }
+        left.write().unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .unwrap()
+            .write_all(b"{\"Result\":{\"job_id\":\"d\",\"task")
+            .unwrap();
+        let s = Store::open(dir.path(), &boot(), Retention::default()).unwrap();
+        assert!(
+            s.result("b").unwrap().is_none(),
+            "deleted after it was written"
+        );
+        let c = s.result("c").unwrap().expect("replayed");
+        assert_eq!(c.result_json.as_deref(), Some("{\"id\":\"c\"}"));
+        assert_eq!(c.task_id, "t");
+        assert!(s.result("d").unwrap().is_none());
+        assert!(s.result("a").unwrap().is_some());
+        assert_eq!(count(&s, "log_event"), 1);
+        let status: String = s
+            .read(|c| {
+                c.query_row(
+                    "SELECT status FROM container_inventory WHERE container_id = 'job-c'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(status, "exited");
+        assert_eq!(
+            std::fs::metadata(&journal).unwrap().len(),
+            0,
+            "replayed and emptied"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reader_that_flushes_sees_what_was_recorded_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), &boot(), Retention::default()).unwrap();
+        s.log(log_at(SystemTime::now()));
+        s.put_result("j", "t", "completed", Some("{}".into()), false)
+            .await;
+        assert!(s.result_now("j").await.unwrap().is_some());
+        s.flush().await;
+        assert_eq!(count(&s, "log_event"), 1);
     }
 
     #[tokio::test]
