@@ -799,18 +799,9 @@ impl Writer {
 
     fn write(&mut self, op: Op) -> Result<()> {
         match op {
-            Op::Flush(done) => {
-                self.acks.push(done);
-                return Ok(());
-            }
-            Op::Retention => {
-                self.after.push(false);
-                return Ok(());
-            }
-            Op::Vacuum => {
-                self.after.push(true);
-                return Ok(());
-            }
+            Op::Flush(done) => self.acks.push(done),
+            Op::Retention => self.after.push(false),
+            Op::Vacuum => self.after.push(true),
             Op::Container(r) => {
                 self.begin()?;
                 match self.containers.get_mut(&r.container_id) {
@@ -824,44 +815,42 @@ impl Writer {
                         self.containers.insert(r.container_id.clone(), r);
                     }
                 }
-                return Ok(());
             }
-            _ => {}
-        }
-        self.begin()?;
-        let conn = &self.conn;
-        match op {
             Op::Log(r) => {
-                conn.prepare_cached(
-                    "INSERT INTO log_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?
-                .execute(params![
-                    self.ids.next(),
-                    r.occurred_at,
-                    r.source_kind,
-                    r.source_name,
-                    r.container_id,
-                    r.stream,
-                    r.level,
-                    r.message,
-                    r.fields.to_string()
-                ])?;
+                self.begin()?;
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO log_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    )?
+                    .execute(params![
+                        self.ids.next(),
+                        r.occurred_at,
+                        r.source_kind,
+                        r.source_name,
+                        r.container_id,
+                        r.stream,
+                        r.level,
+                        r.message,
+                        r.fields.to_string()
+                    ])?;
             }
             Op::Event(r) => {
-                conn.prepare_cached(
-                    "INSERT INTO container_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?
-                .execute(params![
-                    self.ids.next(),
-                    r.occurred_at,
-                    r.container_id,
-                    r.action,
-                    r.status,
-                    r.exit_code,
-                    r.task_id,
-                    r.job_id,
-                    r.details.to_string()
-                ])?;
+                self.begin()?;
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO container_event VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    )?
+                    .execute(params![
+                        self.ids.next(),
+                        r.occurred_at,
+                        r.container_id,
+                        r.action,
+                        r.status,
+                        r.exit_code,
+                        r.task_id,
+                        r.job_id,
+                        r.details.to_string()
+                    ])?;
             }
             Op::Result {
                 job_id,
@@ -872,7 +861,8 @@ impl Writer {
             } => {
                 let bytes = json.as_ref().map_or(0, |j| j.len()) as u64;
                 self.result_bytes += bytes;
-                conn.prepare_cached(
+                self.begin()?;
+                self.conn.prepare_cached(
                     "INSERT INTO wasbox_job_result (job_id, task_id, stored_at, status, bytes, result_json) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(job_id) DO UPDATE SET \
                      task_id = excluded.task_id, stored_at = excluded.stored_at, \
@@ -889,11 +879,10 @@ impl Writer {
                 self.acks.extend(done);
             }
             Op::DeleteResult(id) => {
-                conn.prepare_cached("DELETE FROM wasbox_job_result WHERE job_id = ?1")?
+                self.begin()?;
+                self.conn
+                    .prepare_cached("DELETE FROM wasbox_job_result WHERE job_id = ?1")?
                     .execute(params![id])?;
-            }
-            Op::Flush(_) | Op::Retention | Op::Vacuum | Op::Container(_) => {
-                unreachable!("handled above")
             }
         }
         Ok(())
