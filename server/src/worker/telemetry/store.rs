@@ -7,10 +7,12 @@
 //! comes, and commits once a second, or at once when someone waits for a record (a durable
 //! job result, a flush). A commit writes every page the transaction touched, and records of
 //! random ids (`job-{uuid}`) touch a page of each index apiece: the fewer commits, the fewer
-//! times each such page is written. Before it is written into the transaction, a record is
-//! appended to a journal beside the database (`journal`, a JSON line each, one `write` for
-//! all the writer took at once, emptied by each commit): a node killed before the commit
-//! loses nothing the writer took, and the next start commits the journal first.
+//! times each such page is written. Each record the writer takes is also appended to a
+//! journal beside the database (`journal`, a JSON line each, one `write` for all the writer
+//! took at once, before it sleeps or commits; emptied by each commit): a node whose process
+//! is killed before the commit loses nothing the writer took, and the next start commits the
+//! journal first. (Like the WAL under `synchronous=NORMAL`, the journal is not synced: a
+//! power cut can lose the last second.)
 //!
 //! Telemetry is best effort: when the queue is full a record is dropped and counted. A job
 //! result is not: its sender waits for room. Reads use their own connection (WAL lets them
@@ -755,7 +757,7 @@ impl Writer {
                         Err(_) => break,
                     }
                 }
-                // Results taken are on disk (in the journal) before anything waits.
+                // What was taken is in the journal file before the writer sleeps or commits.
                 if let Err(e) = self.journal.write() {
                     tracing::warn!(error = %format!("{e:#}"), "writing the telemetry journal");
                 }
