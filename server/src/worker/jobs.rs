@@ -190,9 +190,10 @@ async fn start(
     // A result kept in the store (from before a restart, or pushed out of memory) answers
     // a retry of its job.
     let maybe_stored = lock(&node.jobs).maybe_stored(&job_id);
-    let stored = match maybe_stored {
-        true => stored_answer(&node, &job_id, Some(&task_id)).await,
-        false => None,
+    let stored = if maybe_stored {
+        stored_answer(&node, &job_id, Some(&task_id)).await
+    } else {
+        None
     };
     if let Some(answer) = stored {
         lock(&node.jobs).finish(&job_id, answer.clone());
