@@ -206,6 +206,9 @@ const COMMIT_EVERY: Duration = Duration::from_secs(1);
 /// How long the writer lets records gather between takes when nobody waits for one.
 const GATHER: Duration = Duration::from_millis(10);
 
+/// A record for the writer. The records are also the journal's lines (JSON); what only
+/// concerns this process (a waiter, a flush, a retention pass) is not journaled.
+#[derive(serde::Serialize, serde::Deserialize)]
 enum Op {
     Log(LogRow),
     Container(ContainerRow),
@@ -215,11 +218,15 @@ enum Op {
         task_id: String,
         status: String,
         json: Option<String>,
+        #[serde(skip)]
         done: Option<oneshot::Sender<()>>,
     },
     DeleteResult(String),
+    #[serde(skip)]
     Retention,
+    #[serde(skip)]
     Vacuum,
+    #[serde(skip)]
     Flush(oneshot::Sender<()>),
 }
 
@@ -696,8 +703,8 @@ impl Writer {
             records = entries.len(),
             "telemetry journal replayed (the node stopped before committing them)"
         );
-        for e in entries {
-            self.write(e.into())?;
+        for op in entries {
+            self.write(op)?;
         }
         self.try_commit()
     }
@@ -962,83 +969,6 @@ impl Writer {
     }
 }
 
-/// One line of the journal, as written: a record the writer took.
-#[derive(serde::Serialize)]
-enum EntryRef<'a> {
-    Log(&'a LogRow),
-    Container(&'a ContainerRow),
-    Event(&'a EventRow),
-    Result {
-        job_id: &'a str,
-        task_id: &'a str,
-        status: &'a str,
-        json: Option<&'a str>,
-    },
-    DeleteResult(&'a str),
-}
-
-/// One line of the journal, as read back.
-#[derive(serde::Deserialize)]
-enum Entry {
-    Log(LogRow),
-    Container(ContainerRow),
-    Event(EventRow),
-    Result {
-        job_id: String,
-        task_id: String,
-        status: String,
-        json: Option<String>,
-    },
-    DeleteResult(String),
-}
-
-impl EntryRef<'_> {
-    fn of(op: &Op) -> Option<EntryRef<'_>> {
-        Some(match op {
-            Op::Log(r) => EntryRef::Log(r),
-            Op::Container(r) => EntryRef::Container(r),
-            Op::Event(r) => EntryRef::Event(r),
-            Op::Result {
-                job_id,
-                task_id,
-                status,
-                json,
-                ..
-            } => EntryRef::Result {
-                job_id,
-                task_id,
-                status,
-                json: json.as_deref(),
-            },
-            Op::DeleteResult(id) => EntryRef::DeleteResult(id),
-            Op::Flush(_) | Op::Retention | Op::Vacuum => return None,
-        })
-    }
-}
-
-impl From<Entry> for Op {
-    fn from(e: Entry) -> Op {
-        match e {
-            Entry::Log(r) => Op::Log(r),
-            Entry::Container(r) => Op::Container(r),
-            Entry::Event(r) => Op::Event(r),
-            Entry::Result {
-                job_id,
-                task_id,
-                status,
-                json,
-            } => Op::Result {
-                job_id,
-                task_id,
-                status,
-                json,
-                done: None,
-            },
-            Entry::DeleteResult(id) => Op::DeleteResult(id),
-        }
-    }
-}
-
 /// `journal` beside the database: every record the writer has taken since its last commit,
 /// appended as JSON lines and emptied by each commit.
 struct Journal {
@@ -1067,7 +997,7 @@ impl Journal {
 
     /// What a killed node left in the journal, which is emptied. A line cut short by the
     /// kill is skipped.
-    fn take_left(&mut self) -> Result<Vec<Entry>> {
+    fn take_left(&mut self) -> Result<Vec<Op>> {
         use std::io::Read;
         let mut text = String::new();
         (&self.file)
@@ -1084,8 +1014,8 @@ impl Journal {
     }
 
     fn push(&mut self, op: &Op) {
-        if let Some(e) = EntryRef::of(op)
-            && serde_json::to_writer(&mut self.pending, &e).is_ok()
+        if !matches!(op, Op::Flush(_) | Op::Retention | Op::Vacuum)
+            && serde_json::to_writer(&mut self.pending, op).is_ok()
         {
             self.pending.push(b'\n');
         }
