@@ -275,14 +275,17 @@ pub struct Store {
     dropped: AtomicU64,
 }
 
-fn open(path: &Path) -> Result<Connection> {
+/// A reader's page cache, in KiB (SQLite's default is 2 MiB).
+const READER_CACHE_KIB: i64 = 16 << 10;
+
+/// A connection with a page cache of `cache_kib` that reads through a map of the file
+/// instead of a copy per page fetched.
+fn open(path: &Path, cache_kib: i64) -> Result<Connection> {
     let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    // Reads through a map of the file instead of a copy per page fetched, and a page cache
-    // of 16 MiB (SQLite's is 2 MiB); the writer's is larger ([`writer_cache_kib`]).
-    conn.pragma_update(None, "cache_size", -16384)?;
+    conn.pragma_update(None, "cache_size", -cache_kib)?;
     conn.pragma_update(None, "mmap_size", 256i64 << 20)?;
     Ok(conn)
 }
@@ -316,8 +319,7 @@ impl Store {
     /// and starts the writer thread.
     pub fn open(state_dir: &Path, boot: &Boot, retention: Retention) -> Result<Store> {
         let path = db_path(state_dir)?;
-        let mut conn = open(&path)?;
-        conn.pragma_update(None, "cache_size", -writer_cache_kib())?;
+        let mut conn = open(&path, writer_cache_kib())?;
         migrate(&mut conn)?;
         conn.execute(
             "INSERT OR REPLACE INTO node_boot VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -344,7 +346,7 @@ impl Store {
         )?;
         apply_retention(conn, retention, SystemTime::now())?;
         writer.count_results();
-        let read = open(&path)?;
+        let read = open(&path, READER_CACHE_KIB)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let room = writer.room.clone();
         std::thread::Builder::new()
