@@ -56,6 +56,9 @@ pub struct ServeConfig {
     pub max_instances: usize,
     /// `vm.max_map_count` to raise the kernel's limit to at start (`--vm-max-map-count`).
     pub vm_max_map_count: Option<usize>,
+    /// Linear memory all sandboxes may hold together, in MiB (`--node-memory-mib`); the
+    /// runtime's default (80% of the machine's memory) when `None`.
+    pub node_memory_mib: Option<usize>,
     /// HTTP connections held open at once, and the deadlines for a request's head and body.
     pub http: crate::http::Limits,
     pub images: Vec<ImageRule>,
@@ -301,6 +304,7 @@ struct WorkerApiYaml {
     max_sessions: Option<usize>,
     max_instances: Option<usize>,
     vm_max_map_count: Option<usize>,
+    node_memory_mib: Option<usize>,
     max_connections: Option<usize>,
     header_timeout_seconds: Option<usize>,
     body_timeout_seconds: Option<usize>,
@@ -341,6 +345,7 @@ pub struct Flags {
     pub max_sessions: Option<usize>,
     pub max_instances: Option<usize>,
     pub vm_max_map_count: Option<usize>,
+    pub node_memory_mib: Option<usize>,
     pub max_connections: Option<usize>,
     pub header_timeout: Option<usize>,
     pub body_timeout: Option<usize>,
@@ -375,6 +380,7 @@ pub const KEYS: &[(&str, bool)] = &[
     ("worker_api.max_sessions", false),
     ("worker_api.max_instances", false),
     ("worker_api.vm_max_map_count", false),
+    ("worker_api.node_memory_mib", false),
     ("worker_api.max_connections", false),
     ("worker_api.header_timeout_seconds", false),
     ("worker_api.body_timeout_seconds", false),
@@ -579,6 +585,15 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         "WASBOX_VM_MAX_MAP_COUNT",
         yaml.worker_api.vm_max_map_count,
     )?;
+    let node_memory_mib = count(
+        flags.node_memory_mib,
+        &env,
+        "WASBOX_NODE_MEMORY_MIB",
+        yaml.worker_api.node_memory_mib,
+    )?;
+    if node_memory_mib == Some(0) {
+        bail!("the node's memory budget must be at least 1 MiB");
+    }
     let max_instances = count(
         flags.max_instances,
         &env,
@@ -655,6 +670,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         max_sessions,
         max_instances,
         vm_max_map_count,
+        node_memory_mib,
         http,
         images,
         cache_dir: flags
@@ -829,6 +845,7 @@ pub fn effective_yaml(c: &ServeConfig) -> String {
             "max_sessions": c.max_sessions,
             "max_instances": c.max_instances,
             "vm_max_map_count": c.vm_max_map_count,
+            "node_memory_mib": c.node_memory_mib,
             "max_connections": c.http.max_connections,
             "header_timeout_seconds": c.http.header_timeout.as_secs(),
             "body_timeout_seconds": c.http.body_timeout.as_secs(),

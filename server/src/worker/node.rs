@@ -110,6 +110,10 @@ impl Node {
                 new.max_instances != old.max_instances,
             ),
             (
+                "worker_api.node_memory_mib",
+                new.node_memory_mib != old.node_memory_mib,
+            ),
+            (
                 "worker_api.max_connections",
                 new.http.max_connections != old.http.max_connections,
             ),

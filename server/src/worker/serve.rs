@@ -29,7 +29,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// The node startup YAML [env: WASBOX_CONFIG]: worker_api.{listen, bearer_token,
-    /// max_request_bytes, max_concurrent_jobs, max_sessions, max_instances}, sandbox.timeouts.{default_seconds,
+    /// max_request_bytes, max_concurrent_jobs, max_sessions, max_instances, node_memory_mib},
+    /// sandbox.timeouts.{default_seconds,
     /// max_seconds}, sandbox.images.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -47,15 +48,23 @@ pub struct ServeArgs {
     pub max_sessions: Option<usize>,
     /// Live sandbox processes (jobs, shells, their children) all together; a PTY past it is
     /// 503, a job waits up to 5 s then 429 [env: WASBOX_MAX_INSTANCES] [default: what the
-    /// machine allows: vm.max_map_count and the open-file limit].
+    /// machine allows: vm.max_map_count and the address space].
     #[arg(long, value_name = "N")]
     pub max_instances: Option<usize>,
     /// Raise the kernel's vm.max_map_count to N at start when it is lower (root only; a
     /// setting of the whole machine, as `sysctl -w` sets it). Each live sandbox process
     /// holds about 7 memory mappings: the usual 65,530 allows about 8,000 of them, 262,144
-    /// over 17,000 [env: WASBOX_VM_MAX_MAP_COUNT] [default: leave it as it is].
+    /// about 36,000 (the address space allows about 30,000) [env: WASBOX_VM_MAX_MAP_COUNT]
+    /// [default: leave it as it is].
     #[arg(long, value_name = "N")]
     pub vm_max_map_count: Option<usize>,
+    /// Linear memory all sandboxes may hold together, in MiB: past it a shell is refused
+    /// (503), a job waits then 429, and a growing program fails its allocation. Each process
+    /// counts the whole of its linear memory (an idle `sh` about 1.5 MiB, of which about
+    /// 0.3 MiB is resident), so a budget above the machine's memory promises more than it
+    /// has [env: WASBOX_NODE_MEMORY_MIB] [default: 80% of the machine's memory].
+    #[arg(long, value_name = "MIB")]
+    pub node_memory_mib: Option<usize>,
     /// HTTP connections held open at once; more are answered 503 and closed
     /// [env: WASBOX_MAX_CONNECTIONS] [default: 1024].
     #[arg(long, value_name = "N")]
@@ -100,6 +109,7 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         max_sessions: args.max_sessions,
         max_instances: args.max_instances,
         vm_max_map_count: args.vm_max_map_count,
+        node_memory_mib: args.node_memory_mib,
         max_connections: args.max_connections,
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
@@ -180,6 +190,9 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
     let mut builder = Runtime::builder()
         .max_instances(config.max_instances)
         .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2));
+    if let Some(mib) = config.node_memory_mib {
+        builder = builder.node_memory_bytes(mib.saturating_mul(1 << 20));
+    }
     if let Some(dir) = &config.cache_dir {
         builder = builder.cache_dir(dir);
     }
