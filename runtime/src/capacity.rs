@@ -10,9 +10,11 @@
 //!
 //! The limits a Linux host puts on a process bound the count: each live instance holds a few
 //! memory mappings (its linear memory and its stack, each with a guard region) against
-//! `vm.max_map_count`, and its sandbox one directory handle (its workspace, shared by all
-//! its processes) against the open-file limit, which [`raise_open_file_limit`] lifts to the hard limit at
-//! start.
+//! `vm.max_map_count`, and reserves 4 GiB of address space for its linear memory (so that
+//! compiled code needs no bounds checks) against the process's 128 TiB. An idle sandbox holds no open file (its workspace and `/tmp` are
+//! opened while in use, and closed soon after), so the open-file limit, which
+//! [`raise_open_file_limit`] lifts to the hard limit at start, bounds what runs at once
+//! (connections, files programs hold open), not how many sandboxes live.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,12 +32,18 @@ use crate::limits::Budget;
 pub const MAPPINGS_PER_INSTANCE: usize = 7;
 /// Mappings left for everything else of the process (code, heap, threads, libraries).
 pub const MAPPINGS_RESERVED: usize = 8192;
-/// Open files one live instance may stand for: its sandbox's workspace directory, which
-/// every process of the sandbox shares (its `/tmp` is open only while in use: a node full
-/// of idle one-shell sessions holds one per shell).
-pub const FILES_PER_INSTANCE: usize = 1;
-/// Open files left for everything else (listeners, connections, the cache, logs, and what
-/// running programs open for a moment): this many, plus a sixteenth of the limit.
+/// Address space one live instance reserves: 4 GiB for its linear memory, with a 32 MiB
+/// guard region on either side (wasmtime's defaults; the `mmap` of a process past the
+/// process's address space fails with ENOMEM). Measured: a node of 31,676 shells could map
+/// no more.
+pub const ADDRESS_SPACE_PER_INSTANCE: u64 = (4 << 30) + (64 << 20);
+/// Address space left for the rest of the process: the pool's slots (512 of about 4 GiB),
+/// stacks, heap and code.
+pub const ADDRESS_SPACE_RESERVED: u64 = 8 << 40;
+/// The address space of a process: 47 bits on x86-64 (and on arm64 with 48-bit addresses, of
+/// which the kernel gives half only on request).
+const ADDRESS_SPACE: u64 = 1 << 47;
+/// Open files left for the rest of the process (listeners, the cache, logs).
 pub const FILES_RESERVED: usize = 1024;
 /// Node memory that must be free for a new process to be admitted: what a small program
 /// needs to start (its initial linear memory), with room to grow.
@@ -125,12 +133,19 @@ impl Capacity {
     }
 
     /// A place for a long-lived interactive program: like [`try_admit`](Self::try_admit),
-    /// but never one of the places reserved for jobs.
+    /// but never one of the places reserved for jobs, nor the memory they need to start
+    /// ([`ADMIT_MEMORY_HEADROOM`] each, at most half the budget): a node full of idle shells
+    /// still runs jobs.
     pub(crate) fn try_admit_interactive(&self) -> Result<Admission, Refused> {
         if self.slots.available_permits() <= self.reserved {
             return Err(Refused::Instances {
                 limit: self.max - self.reserved,
             });
+        }
+        let (used, limit) = (self.memory.used(), self.memory.limit());
+        let kept = (self.reserved.saturating_mul(ADMIT_MEMORY_HEADROOM)).min(limit / 2);
+        if limit.saturating_sub(used) < kept.saturating_add(ADMIT_MEMORY_HEADROOM) {
+            return Err(Refused::Memory { used, limit });
         }
         self.try_admit()
     }
@@ -157,8 +172,8 @@ impl Capacity {
     }
 }
 
-/// What the machine allows: `vm.max_map_count` and the open-file limit, each divided by what
-/// one live instance holds of it, after a reserve for the rest of the process.
+/// What the machine allows: `vm.max_map_count` and the address space (or `RLIMIT_AS`), each
+/// divided by what one live instance holds of it, after a reserve for the rest of the process.
 pub fn default_max_instances() -> usize {
     default_max_instances_with(None)
 }
@@ -168,9 +183,25 @@ pub fn default_max_instances() -> usize {
 pub fn default_max_instances_with(map_count: Option<usize>) -> usize {
     let mappings = max_map_count().max(map_count.unwrap_or(0));
     let by_mappings = mappings.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
-    let files = open_file_limit();
-    let by_files = files.saturating_sub(FILES_RESERVED + files / 16) / FILES_PER_INSTANCE;
-    by_mappings.min(by_files).clamp(64, MAX_INSTANCES_CAP)
+    let by_address =
+        address_space().saturating_sub(ADDRESS_SPACE_RESERVED) / ADDRESS_SPACE_PER_INSTANCE;
+    by_mappings
+        .min(usize::try_from(by_address).unwrap_or(usize::MAX))
+        .clamp(64, MAX_INSTANCES_CAP)
+}
+
+/// The address space this process may map: [`ADDRESS_SPACE`], or its `RLIMIT_AS` if lower.
+pub fn address_space() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } != 0 || r.rlim_cur == libc::RLIM_INFINITY
+    {
+        return ADDRESS_SPACE;
+    }
+    ADDRESS_SPACE.min(r.rlim_cur)
 }
 
 const MAX_MAP_COUNT: &str = "/proc/sys/vm/max_map_count";
@@ -208,13 +239,14 @@ pub fn open_file_limit() -> usize {
     usize::try_from(r.rlim_cur).unwrap_or(usize::MAX)
 }
 
-/// Open files the process may want: enough for the most instances any machine is sized
-/// for, with room for what they open while they run, and the reserve.
-const WANTED_OPEN_FILES: u64 =
-    (MAX_INSTANCES_CAP * (FILES_PER_INSTANCE + 2) + FILES_RESERVED) as u64;
+/// Open files the process may want: for the most instances any machine is sized for, a
+/// directory each held open while in use, a connection, and a few files its programs open,
+/// with the reserve.
+const WANTED_OPEN_FILES: u64 = (MAX_INSTANCES_CAP * 3 + FILES_RESERVED) as u64;
 
-/// Lifts the soft open-file limit to the hard limit (a server holds a directory per live
-/// sandbox; the usual soft limit of 1,024 would stop it at a few hundred).
+/// Lifts the soft open-file limit to the hard limit (a server holds a directory per busy
+/// sandbox and a connection per client; the usual soft limit of 1,024 would stop it at a
+/// few hundred).
 /// A process allowed to raise the hard limit (`CAP_SYS_RESOURCE`) raises it to what the
 /// largest node needs, within the kernel's `fs.nr_open`. Returns the new soft limit.
 pub fn raise_open_file_limit() -> usize {
@@ -296,6 +328,22 @@ mod tests {
     }
 
     #[test]
+    fn interactive_programs_leave_jobs_memory_to_start() {
+        let memory = Arc::new(Budget::new(ADMIT_MEMORY_HEADROOM * 8));
+        // Two places kept for jobs: the memory two jobs need to start is kept too.
+        let c = Capacity::new(10, 2, memory.clone());
+        assert!(memory.try_reserve(ADMIT_MEMORY_HEADROOM * 5));
+        assert!(c.try_admit_interactive().is_ok());
+        assert!(memory.try_reserve(ADMIT_MEMORY_HEADROOM));
+        assert!(matches!(
+            c.try_admit_interactive(),
+            Err(Refused::Memory { .. })
+        ));
+        // A job still starts.
+        assert!(c.try_admit().is_ok());
+    }
+
+    #[test]
     fn memory_without_headroom_is_refused() {
         let memory = Arc::new(Budget::new(ADMIT_MEMORY_HEADROOM * 2));
         let c = Capacity::new(10, 0, memory.clone());
@@ -311,6 +359,17 @@ mod tests {
         // Asking for less than the kernel has changes nothing.
         assert_eq!(raise_max_map_count(1).unwrap(), now);
         assert_eq!(max_map_count(), now);
+    }
+
+    #[test]
+    fn the_address_space_bounds_the_count() {
+        // However many mappings the kernel allows, 4 GiB reservations fit 128 TiB only so
+        // many times.
+        let n = default_max_instances_with(Some(usize::MAX / 2));
+        let fit =
+            address_space().saturating_sub(ADDRESS_SPACE_RESERVED) / ADDRESS_SPACE_PER_INSTANCE;
+        assert_eq!(n as u64, fit.clamp(64, MAX_INSTANCES_CAP as u64));
+        assert!(n < 32_000, "{n}");
     }
 
     #[test]

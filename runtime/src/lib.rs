@@ -41,6 +41,7 @@ mod host;
 mod image;
 pub mod io;
 mod job;
+mod lazydir;
 pub mod limits;
 mod pty;
 mod rootfs;

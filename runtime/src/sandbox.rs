@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
 use anyhow::{Context as _, Result};
-use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
+use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
 
+use crate::lazydir::{self, Kind, LazyDir};
 use crate::limits::{Budget, Limits, Quota};
 pub(crate) use crate::rootfs::DirView;
 use crate::rootfs::{Device, RootTree};
@@ -88,7 +88,8 @@ impl SandboxConfig {
 /// is a temporary one) and `/tmp` are removed when the last holder lets go.
 pub(crate) struct SandboxState {
     pub(crate) workspace: PathBuf,
-    pub(crate) dir: SharedDir,
+    /// The workspace directory, open only while in use (see [`crate::lazydir`]).
+    dir: LazyDir,
     pub(crate) mount: String,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) limits: Limits,
@@ -99,7 +100,7 @@ pub(crate) struct SandboxState {
     /// Bytes and inodes its processes may add to the workspace and `/tmp`.
     pub(crate) quota: Arc<Quota>,
     /// The sandbox's private `/tmp`: a host directory of its own, removed with the sandbox.
-    /// It holds no descriptor while idle (see [`Tmp`]).
+    /// Like the workspace, it holds no descriptor while idle (see [`Tmp`]).
     pub(crate) tmp: Option<Tmp>,
     /// The workspace, when it is a temporary directory made for this sandbox.
     scratch: Option<tempfile::TempDir>,
@@ -231,10 +232,9 @@ impl Drop for SandboxState {
         if let (Some(dir), Some(spares)) = (scratch.take(), &self.spares) {
             // Kept only when nothing but the sandbox holds its handle (no process, no file
             // operation of the host): once the sandbox is gone, the spare's is the only one.
-            scratch = if Arc::strong_count(&self.dir.0.dir) == 1 {
-                spares.give(dir, self.dir.0.clone())
-            } else {
-                Some(dir)
+            scratch = match self.dir.take() {
+                Some(handle) if Arc::strong_count(&handle.dir) == 1 => spares.give(dir, handle),
+                _ => Some(dir),
             };
         }
         let dirs: Vec<PathBuf> = scratch.into_iter().chain(tmp).map(|t| t.keep()).collect();
@@ -294,7 +294,7 @@ impl SandboxState {
             }
             None => {
                 if let Some((t, handle)) = scratch_root.spares.as_ref().and_then(|s| s.take()) {
-                    spare = Some(SharedDir(handle));
+                    spare = Some(handle);
                     (t.path().to_path_buf(), Some(t), scratch_root.in_memory)
                 } else {
                     // The root is canonical (see [`ScratchRoot`]), and so is a name made in it.
@@ -305,10 +305,14 @@ impl SandboxState {
                 }
             }
         };
+        crate::lazydir::make_placeholders(&scratch_root.path)
+            .context("making the sandbox's mount points")?;
         let dir = match spare {
-            Some(dir) => dir,
-            None => SharedDir::open(&workspace)
-                .with_context(|| format!("opening workspace {}", workspace.display()))?,
+            Some(handle) => LazyDir::open(handle),
+            None => LazyDir::open(
+                open_dir(&workspace)
+                    .with_context(|| format!("opening workspace {}", workspace.display()))?,
+            ),
         };
         let spares = scratch
             .is_some()
@@ -318,11 +322,10 @@ impl SandboxState {
         let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
             None
         } else {
-            tmp_preopen(&scratch_root.path).context("opening the sandbox's /tmp")?;
             Some(Tmp {
                 root: scratch_root.path.clone(),
                 made: std::sync::OnceLock::new(),
-                open: Default::default(),
+                open: LazyDir::closed(),
             })
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
@@ -355,40 +358,68 @@ impl SandboxState {
     /// Fills every directory of the workspace still waiting to be (a fork's or a restored
     /// sandbox's: see [`crate::cow::Shared::fill_lazily`]) before the host walks the tree.
     pub(crate) fn fill_all(&self) -> std::io::Result<()> {
-        self.shared.fill_all(&self.dir.view())
+        let workspace = self.workspace_view()?;
+        self.shared.fill_all(&workspace)
     }
 
-    /// The directories every process of the sandbox sees, by where they are mounted.
+    /// The workspace directory for one operation, opened again when it was closed (see
+    /// [`crate::lazydir`]).
+    pub(crate) fn workspace_dir(&self) -> std::io::Result<wasmtime_wasi::filesystem::Dir> {
+        self.dir.get(|| open_dir(&self.workspace))
+    }
+
+    /// The workspace as cap-std sees it, for the host's own operations (which cap-std keeps
+    /// inside it, like the guest's).
+    pub(crate) fn workspace_view(&self) -> std::io::Result<DirView<'static>> {
+        Ok(DirView::shared(self.workspace_dir()?.dir))
+    }
+
+    /// The directories every process of the sandbox sees, by where they are mounted: the
+    /// placeholders of the workspace and `/tmp` (see [`crate::lazydir`]) and the read-only
+    /// root.
     pub(crate) fn preopens(
         &self,
     ) -> impl Iterator<Item = (wasmtime_wasi::filesystem::Dir, String)> {
+        let workspace = lazydir::placeholder(Kind::Workspace).map(|d| (d, self.mount.clone()));
         let tmp = self
             .tmp
             .as_ref()
-            .and_then(|_| TMP_PREOPEN.get())
-            .map(|d| (d.clone(), "/tmp".to_string()));
+            .and_then(|_| lazydir::placeholder(Kind::Tmp))
+            .map(|d| (d, "/tmp".to_string()));
         let root = self.root.as_ref().map(|r| (r.dir.clone(), "/".to_string()));
-        std::iter::once((self.dir.0.clone(), self.mount.clone()))
-            .chain(tmp)
-            .chain(root)
+        workspace.into_iter().chain(tmp).chain(root)
     }
 
-    /// Where a guest's path on the workspace or `/tmp` really leads, as a shell resolves
-    /// it: the directory holding it (workspace, `/tmp` or the read-only root) and the path
-    /// inside. A path on the `/tmp` preopen always goes to the sandbox's own `/tmp`, opened
-    /// for the call (see [`Tmp`]); one on the workspace only when it climbs out of it
-    /// (`ls ..`, `../tmp/x`). `None` when `at` is neither or the path stays inside.
+    /// The sandbox's own directory for a placeholder found in a process's table (`None`
+    /// when `dir` is none, or it is `/tmp`'s and the sandbox has none).
+    pub(crate) fn swap(
+        &self,
+        dir: &Arc<std::fs::File>,
+    ) -> std::io::Result<Option<wasmtime_wasi::filesystem::Dir>> {
+        match lazydir::placeholder_of(dir) {
+            Some(Kind::Workspace) => self.workspace_dir().map(Some),
+            Some(Kind::Tmp) => self.open_tmp(),
+            None => Ok(None),
+        }
+    }
+
+    /// Where a guest's path on the workspace or `/tmp` placeholder really leads, as a shell
+    /// resolves it: the directory holding it (workspace, `/tmp` or the read-only root) and
+    /// the path inside, each directory opened for the call (see [`crate::lazydir`]); a path
+    /// that climbs out (`ls ..`, `../tmp/x`) goes where it leads. `None` when `at` is no
+    /// placeholder.
     pub(crate) fn reroute(
         &self,
         at: &Arc<std::fs::File>,
         path: &str,
     ) -> std::io::Result<Option<(wasmtime_wasi::filesystem::Dir, String)>> {
-        let base = if self.tmp.is_some() && is_tmp_preopen(at) {
-            "/tmp"
-        } else if Arc::ptr_eq(at, &self.dir.0.dir) && climbs(path) {
-            self.mount.as_str()
-        } else {
-            return Ok(None);
+        let base = match lazydir::placeholder_of(at) {
+            Some(Kind::Workspace) if !path.starts_with('/') && !climbs(path) => {
+                return Ok(Some((self.workspace_dir()?, path.to_string())));
+            }
+            Some(Kind::Workspace) => self.mount.as_str(),
+            Some(Kind::Tmp) if self.tmp.is_some() => "/tmp",
+            _ => return Ok(None),
         };
         let parts = normalize(base, path);
         let rel = |r: PathBuf| {
@@ -396,7 +427,7 @@ impl SandboxState {
             if r.is_empty() { ".".to_string() } else { r }
         };
         if let Some(r) = under(&parts, &self.mount) {
-            return Ok(Some((self.dir.0.clone(), rel(r))));
+            return Ok(Some((self.workspace_dir()?, rel(r))));
         }
         if let Some(r) = under(&parts, "/tmp")
             && let Some(tmp) = self.open_tmp()?
@@ -404,11 +435,11 @@ impl SandboxState {
             return Ok(Some((tmp, rel(r))));
         }
         let Some(root) = self.root.as_ref() else {
-            // No tree around the workspace: the call goes where it started (`/tmp`'s own
-            // directory for the placeholder), which refuses a path that leaves it.
-            return Ok(match base {
-                "/tmp" => self.open_tmp()?.map(|t| (t, path.to_string())),
-                _ => None,
+            // No tree around the workspace: the call goes where it started, which refuses a
+            // path that leaves it.
+            return Ok(match lazydir::placeholder_of(at) {
+                Some(Kind::Tmp) => self.open_tmp()?.map(|t| (t, path.to_string())),
+                _ => Some((self.workspace_dir()?, path.to_string())),
             });
         };
         let r = if parts.is_empty() {
@@ -431,7 +462,13 @@ impl SandboxState {
         let parts = normalize(cwd, path);
         match under(&parts, &self.mount) {
             Some(rel) => {
-                let dir = self.dir.view();
+                let dir = match self.workspace_view() {
+                    Ok(dir) => dir,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "opening the sandbox's workspace");
+                        return None;
+                    }
+                };
                 if let Err(e) = self.shared.reach(&dir, &rel, true) {
                     tracing::warn!(error = %e, "filling a directory of a restored workspace");
                 }
@@ -464,8 +501,8 @@ impl SandboxState {
             return self.open_in_root(cwd, path, write.is_some());
         };
         if write.is_some() {
-            self.shared
-                .unshare(&self.dir.view(), &dir, &rel, true)
+            self.workspace_view()
+                .and_then(|w| self.shared.unshare(&w, &dir, &rel, true))
                 .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         }
         let mut o = OpenOptions::new();
@@ -566,12 +603,15 @@ impl SandboxState {
             .metadata(&rel)
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let id = (meta.dev(), meta.ino());
-        let workspace = self.dir.view().dir_metadata().map(|m| (m.dev(), m.ino()));
-        if workspace.ok() == Some(id) || self.tmp.as_ref().is_some_and(|t| t.id() == Some(id)) {
+        let workspace = self
+            .workspace_view()
+            .map_err(|e| format!("{path}: {}", io_message(&e)))?;
+        let workspace_id = workspace.dir_metadata().map(|m| (m.dev(), m.ino()));
+        if workspace_id.ok() == Some(id) || self.tmp.as_ref().is_some_and(|t| t.id() == Some(id)) {
             return Err(refused());
         }
         self.shared
-            .unshare(&self.dir.view(), &dir, &rel, true)
+            .unshare(&workspace, &dir, &rel, true)
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let mask = if meta.is_dir() { 0o1777 } else { 0o777 };
         dir.set_permissions(&rel, cap_std::fs::Permissions::from_mode(mode & mask))
@@ -633,8 +673,8 @@ impl SandboxState {
             let abs = self.absolute(path);
             self.make_dir(abs.rsplit_once('/').map_or("/", |(p, _)| p))?;
         }
-        self.shared
-            .unshare(&self.dir.view(), &dir, &rel, false)
+        self.workspace_view()
+            .and_then(|w| self.shared.unshare(&w, &dir, &rel, false))
             .map_err(|e| FileError::from_io(path, &e))?;
         let before = dir.symlink_metadata(&rel).ok();
         let old_size = before
@@ -738,26 +778,18 @@ fn under(parts: &[String], mount: &str) -> Option<PathBuf> {
     })
 }
 
-/// A sandbox's private `/tmp`. Its directory is open only while it is in use: every process
-/// finds at `/tmp` one node-wide placeholder ([`TMP_PREOPEN`]) that the host's
-/// `wasi:filesystem` swaps for this directory at each call, and the directory is closed
-/// [`TMP_KEEP`] after its last use, so an idle sandbox holds one descriptor (its workspace),
-/// not two, and a node's open-file limit admits twice the sandboxes.
-///
-/// The directory itself is made at the first use: most jobs never touch `/tmp`, and a
-/// directory made and removed for each of them was a tenth of a job's cost.
+/// A sandbox's private `/tmp`. Like the workspace, its directory is open only while it is
+/// in use (see [`crate::lazydir`]). The directory itself is made at the first use: most jobs
+/// never touch `/tmp`, and a directory made and removed for each of them was a tenth of a
+/// job's cost.
 pub(crate) struct Tmp {
     /// Where the directory is made.
     root: PathBuf,
     /// The directory once made, with its device and inode (the mount point itself, which
     /// keeps its mode). Made under the lock of `open`.
     made: std::sync::OnceLock<(tempfile::TempDir, (u64, u64))>,
-    /// The directory while in use, and when it was last used.
-    open: Arc<std::sync::Mutex<Option<(wasmtime_wasi::filesystem::Dir, std::time::Instant)>>>,
+    open: LazyDir,
 }
-
-/// How long a sandbox's `/tmp` stays open after its last use.
-const TMP_KEEP: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Tmp {
     /// Device and inode of the directory, once made.
@@ -765,74 +797,22 @@ impl Tmp {
         self.made.get().map(|m| m.1)
     }
 
-    /// The directory, opened again when it was closed. Kept open while used (closed by a
-    /// task [`TMP_KEEP`] after the last use) where a tokio runtime runs; elsewhere opened
-    /// for this operation alone.
+    /// The directory for one operation, made or opened again when needed.
     fn open(&self) -> std::io::Result<wasmtime_wasi::filesystem::Dir> {
-        let now = std::time::Instant::now();
-        let mut slot = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((dir, used)) = slot.as_mut() {
-            *used = now;
-            return Ok(dir.clone());
-        }
-        let made = match self.made.get() {
-            Some(made) => made,
-            None => {
-                let t = temp_builder("wasbox-tmp-").tempdir_in(&self.root)?;
-                use std::os::unix::fs::MetadataExt as _;
-                let m = std::fs::metadata(t.path())?;
-                let _ = self.made.set((t, (m.dev(), m.ino())));
-                self.made.get().expect("just set")
-            }
-        };
-        let dir = SharedDir::open(made.0.path())?.0;
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            *slot = Some((dir.clone(), now));
-            let weak = Arc::downgrade(&self.open);
-            rt.spawn(async move {
-                loop {
-                    tokio::time::sleep(TMP_KEEP).await;
-                    let Some(open) = weak.upgrade() else { return };
-                    let mut slot = open.lock().unwrap_or_else(|e| e.into_inner());
-                    if slot
-                        .as_ref()
-                        .is_none_or(|(_, used)| used.elapsed() >= TMP_KEEP)
-                    {
-                        *slot = None;
-                        return;
-                    }
+        self.open.get(|| {
+            let made = match self.made.get() {
+                Some(made) => made,
+                None => {
+                    let t = temp_builder("wasbox-tmp-").tempdir_in(&self.root)?;
+                    use std::os::unix::fs::MetadataExt as _;
+                    let m = std::fs::metadata(t.path())?;
+                    let _ = self.made.set((t, (m.dev(), m.ino())));
+                    self.made.get().expect("just set")
                 }
-            });
-        }
-        Ok(dir)
+            };
+            open_dir(made.0.path())
+        })
     }
-}
-
-/// The `/tmp` preopen of every sandbox: an empty directory already removed, read-only, so a
-/// call that reached it unswapped would find nothing and could make nothing.
-static TMP_PREOPEN: std::sync::OnceLock<wasmtime_wasi::filesystem::Dir> =
-    std::sync::OnceLock::new();
-
-/// Makes [`TMP_PREOPEN`] (once per process) in `temp_root`.
-fn tmp_preopen(temp_root: &Path) -> std::io::Result<()> {
-    if TMP_PREOPEN.get().is_some() {
-        return Ok(());
-    }
-    let t = temp_builder("wasbox-empty-").tempdir_in(temp_root)?;
-    let dir = Dir::open_ambient_dir(t.path(), ambient_authority())?;
-    drop(t);
-    let _ = TMP_PREOPEN.set(wasmtime_wasi::filesystem::Dir::new(
-        dir.into_std_file(),
-        wasmtime_wasi::FsPerms::ReadOnly,
-        wasmtime_wasi::OpenMode::READ,
-        true,
-    ));
-    Ok(())
-}
-
-/// Whether `dir` is the `/tmp` placeholder.
-pub(crate) fn is_tmp_preopen(dir: &Arc<std::fs::File>) -> bool {
-    TMP_PREOPEN.get().is_some_and(|p| Arc::ptr_eq(dir, &p.dir))
 }
 
 /// Whether a relative path climbs above the directory it starts from.
@@ -854,35 +834,24 @@ fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
     b
 }
 
-/// A directory of the sandbox: one descriptor, shared by the host's own file operations
-/// and by the preopen of every process, so that a live process holds no descriptor of its
-/// own (a node's open-file limit would otherwise bound its live processes).
-pub(crate) struct SharedDir(wasmtime_wasi::filesystem::Dir);
-
-impl SharedDir {
-    fn open(path: &Path) -> std::io::Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        // Open for reading (not `O_PATH`), so that a spare workspace's times can be set
-        // through it (see [`crate::scratch::Spares`]).
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY)
-            .open(path)?;
-        Ok(SharedDir(wasmtime_wasi::filesystem::Dir::new(
-            dir,
-            wasmtime_wasi::FsPerms::ReadWrite,
-            wasmtime_wasi::OpenMode::READ | wasmtime_wasi::OpenMode::WRITE,
-            // Workspace files are local: their I/O on the calling thread is cheaper than a
-            // hop to the blocking pool for every open and stat.
-            true,
-        )))
-    }
-
-    /// The directory as cap-std sees it, for the host's own operations (which cap-std
-    /// keeps inside it, like the guest's).
-    pub(crate) fn view(&self) -> DirView<'_> {
-        DirView::of(&self.0.dir)
-    }
+/// Opens a directory of the sandbox (its workspace or `/tmp`, by the path the host made or
+/// was given; never a symlink) as the guest's `wasi:filesystem` takes it.
+pub(crate) fn open_dir(path: &Path) -> std::io::Result<wasmtime_wasi::filesystem::Dir> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Open for reading (not `O_PATH`), so that a spare workspace's times can be set through
+    // it (see [`crate::scratch::Spares`]).
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path)?;
+    Ok(wasmtime_wasi::filesystem::Dir::new(
+        dir,
+        wasmtime_wasi::FsPerms::ReadWrite,
+        wasmtime_wasi::OpenMode::READ | wasmtime_wasi::OpenMode::WRITE,
+        // Workspace files are local: their I/O on the calling thread is cheaper than a hop
+        // to the blocking pool for every open and stat.
+        true,
+    ))
 }
 
 /// The text a shell prints for an I/O error ("No such file or directory").

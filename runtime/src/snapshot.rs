@@ -407,7 +407,9 @@ pub(crate) fn take(
     let (path, dir) = new_tree(temp_root)?;
     // From here the tree is removed if anything fails.
     let cleanup = RemoveOnError(Some(path.clone()));
-    let src = sandbox.dir.view();
+    let src = sandbox
+        .workspace_view()
+        .map_err(io_error("opening the workspace"))?;
     sandbox
         .shared
         .fill_all(&src)
@@ -477,7 +479,9 @@ pub(crate) fn fill(sandbox: &SandboxState, snapshot: &Snapshot) -> Result<(), Sn
             m.bytes
         )));
     }
-    let dst = sandbox.dir.view();
+    let dst = sandbox
+        .workspace_view()
+        .map_err(io_error("opening the workspace"))?;
     sandbox.shared.add(snapshot.inodes().clone());
     sandbox
         .shared

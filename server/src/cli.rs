@@ -53,8 +53,8 @@ pub fn main() -> i32 {
     if !matches!(cli.command, Command::Serve(_)) {
         crate::logging::init(None, false);
     }
-    // Each live sandbox holds a directory handle: the usual soft limit of 1,024 open files
-    // would cap a node at about a thousand sandboxes. `wasbox run` has one.
+    // Each busy sandbox holds a directory handle and each client a connection: the usual
+    // soft limit of 1,024 open files would cap a node at a few hundred. `wasbox run` has one.
     if !matches!(cli.command, Command::Run(_)) {
         let files = wasbox_runtime::capacity::raise_open_file_limit();
         tracing::debug!(open_files = files, "open-file limit");

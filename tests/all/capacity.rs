@@ -299,6 +299,51 @@ fn over_http_a_full_node_answers_problems_with_retry_after() {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
+/// A node's memory budget (`--node-memory-mib`) bounds its idle shells too, and they leave
+/// the memory jobs need to start: past it `pty:open` answers a problem naming the budget,
+/// and a job beside the shells still runs.
+#[test]
+fn the_memory_budget_refuses_shells_and_keeps_room_for_jobs() {
+    // 64 MiB, two places kept for jobs: shells may use the budget until 48 MiB are left.
+    let s = Server::start(&[
+        "--node-memory-mib",
+        "64",
+        "--max-concurrent",
+        "2",
+        "--max-sessions",
+        "100",
+    ]);
+    let mut refused = None;
+    for i in 0..100 {
+        let id = format!("s{i}");
+        let create = json!({"version": 1, "task_id": "t", "session_id": id, "image": "bash"});
+        assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+        let r = s.post(
+            &format!("/v1/worker/sessions/{id}/pty:open"),
+            &json!({"version": 1, "task_id": "t", "session_id": id}),
+        );
+        if r.status != 200 {
+            refused = Some((i, r));
+            break;
+        }
+    }
+    let (shells, r) = refused.expect("64 MiB held 100 shells");
+    assert!(shells >= 1, "not even one shell fit");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("memory budget"), "{detail}");
+    assert!(detail.contains("of 64 MiB"), "{detail}");
+    let r = s.post(
+        "/v1/worker/jobs:run",
+        &json!({"version": 1, "task_id": "t", "job_id": "beside",
+                "sandbox": {"image": "alpine:latest", "command": ["sh", "-c", "echo beside"]}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["stdout"], "beside\n", "{}", r.text());
+}
+
 #[tokio::test]
 async fn children_spawned_as_their_job_ends_do_not_outlive_it() {
     // A background loop keeps starting long sleeps while the job's first process exits:
@@ -385,11 +430,11 @@ async fn a_large_workspace_on_disk_is_served_off_the_async_threads() {
     );
 }
 
-/// An idle sandbox holds one descriptor (its workspace): its `/tmp` is open only while in
-/// use (closed two seconds after), so a node's open-file limit admits twice the sandboxes.
-/// Each sandbox still has its own `/tmp`, kept between processes.
+/// An idle sandbox holds no descriptor: its workspace and `/tmp` are open only while in use
+/// (closed about two seconds after), so a node's open-file limit does not bound its live
+/// sandboxes. Each sandbox still has its own workspace and `/tmp`, kept between processes.
 #[test]
-fn a_live_sandbox_holds_one_descriptor_and_its_own_tmp() {
+fn an_idle_sandbox_holds_no_descriptor_and_keeps_its_files() {
     const N: usize = 40;
     let s = Server::start(&["--max-sessions", "64"]);
     let fds = || {
@@ -419,14 +464,14 @@ fn a_live_sandbox_holds_one_descriptor_and_its_own_tmp() {
         session(i);
         let v = exec(
             i,
-            &format!("mkdir -p /tmp/d && echo {i} > /tmp/d/mark && ls /tmp"),
+            &format!("mkdir -p /tmp/d && echo {i} > /tmp/d/mark && echo {i} > w && ls /tmp"),
         );
         assert_eq!(v["stdout"], "d\n", "{v}");
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         let grown = fds().saturating_sub(before);
-        if grown <= N + 4 {
+        if grown <= 4 {
             break;
         }
         assert!(
@@ -438,9 +483,9 @@ fn a_live_sandbox_holds_one_descriptor_and_its_own_tmp() {
     for i in 0..N {
         let v = exec(
             i,
-            "cat /tmp/d/mark; ls -d /tmp; cd /tmp/d && pwd && ls ../.. | grep -c .",
+            "cat /tmp/d/mark w; ls -d /tmp; cd /tmp/d && pwd && ls ../.. | grep -c .",
         );
-        assert_eq!(v["stdout"], format!("{i}\n/tmp\n/tmp/d\n8\n"), "{v}");
+        assert_eq!(v["stdout"], format!("{i}\n{i}\n/tmp\n/tmp/d\n8\n"), "{v}");
     }
 }
 
@@ -466,12 +511,14 @@ fn the_memory_mapping_limit_sizes_the_node() {
     };
     let before = std::fs::read_to_string("/proc/sys/vm/max_map_count").unwrap();
     let plain = shown(&[]);
-    let raised = shown(&["--vm-max-map-count", "1000000"]);
+    let raised = shown(&["--vm-max-map-count", "1000000", "--node-memory-mib", "4096"]);
     assert_eq!(field(&plain, "vm_max_map_count"), "null");
     assert_eq!(field(&raised, "vm_max_map_count"), "1000000");
+    assert_eq!(field(&plain, "node_memory_mib"), "null");
+    assert_eq!(field(&raised, "node_memory_mib"), "4096");
     let instances = |s: &str| field(s, "max_instances").parse::<usize>().unwrap();
     assert!(instances(&raised) >= instances(&plain), "{raised}");
-    // With the usual limit, seven mappings per process bound the node (or its open files).
+    // With the usual limit, seven mappings per process bound the node.
     let maps: usize = before.trim().parse().unwrap();
     assert!(
         instances(&plain) <= maps.saturating_sub(8192) / 7 + 1,

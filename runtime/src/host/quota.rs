@@ -503,21 +503,18 @@ impl HostDescriptor for QuotaFsView<'_> {
 }
 
 impl QuotaFsView<'_> {
-    /// For the `/tmp` placeholder, a descriptor of the sandbox's own `/tmp` for one call (the
-    /// caller deletes it); `None` for any other descriptor.
+    /// For the placeholder of the workspace or `/tmp`, a descriptor of the sandbox's own
+    /// directory for one call (the caller deletes it); `None` for any other descriptor.
     fn real(
         &mut self,
         fd: &Resource<types::Descriptor>,
     ) -> FsResult<Option<Resource<types::Descriptor>>> {
-        let placeholder = matches!(
-            self.fs.table.get(fd)?,
-            Descriptor::Dir(d) if crate::sandbox::is_tmp_preopen(&d.dir)
-        );
-        if !placeholder {
-            return Ok(None);
-        }
-        match self.sandbox.open_tmp()? {
-            Some(tmp) => Ok(Some(self.fs.table.push(Descriptor::Dir(tmp))?)),
+        let swapped = match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => self.sandbox.swap(&d.dir)?,
+            Descriptor::File(_) => None,
+        };
+        match swapped {
+            Some(dir) => Ok(Some(self.fs.table.push(Descriptor::Dir(dir))?)),
             None => Ok(None),
         }
     }
@@ -653,7 +650,7 @@ impl QuotaFsView<'_> {
     ) -> FsResult<()> {
         if let Descriptor::Dir(d) = self.fs.table.get(fd)? {
             let dir = DirView::of(&d.dir);
-            let root = self.sandbox.dir.view();
+            let root = self.sandbox.workspace_view()?;
             self.sandbox
                 .shared
                 .unshare(&root, &dir, std::path::Path::new(path), follow)
