@@ -8,9 +8,10 @@
 //! open-file limit does not bound how many sandboxes it keeps alive.
 //!
 //! Idle directories are closed by a sweep over the open ones every half [`KEEP`], on a thread
-//! of its own started once more than [`UNSWEPT`] are open (so a `wasbox run` of one sandbox
-//! never starts it). The directories held open at once are bounded too (half the open-file
-//! limit); past that, an operation opens its directory for itself alone.
+//! of its own, started once more than [`UNSWEPT`] have been opened since the last sweep (so a
+//! `wasbox run` of one sandbox never starts it). The directories held open at once are
+//! bounded too (half the open-file limit); past that, an operation opens its directory for
+//! itself alone.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -44,7 +45,7 @@ impl Drop for Slot {
 static HELD: AtomicUsize = AtomicUsize::new(0);
 /// The slots that hold a directory (and some that no longer do, or are gone), for the sweep.
 static OPEN: Mutex<Vec<Weak<Slot>>> = Mutex::new(Vec::new());
-/// Directories a process may hold open without the sweeping thread.
+/// Slots a process may list (held open, or made and gone since) without the sweeping thread.
 const UNSWEPT: usize = 8;
 /// The most directories held open at once: half the open-file limit, read again at every
 /// sweep (the limit is raised when a server starts).
@@ -94,18 +95,19 @@ impl LazyDir {
 
     /// Keeps `dir` open in the (empty) slot when fewer than [`most`] are.
     fn hold(&self, slot: &mut Option<(Dir, Instant)>, dir: &Dir, now: Instant) {
-        let held = HELD.fetch_add(1, Ordering::Relaxed);
-        if held >= most() {
+        if HELD.fetch_add(1, Ordering::Relaxed) >= most() {
             HELD.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        if held >= UNSWEPT {
+        *slot = Some((dir.clone(), now));
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.push(Arc::downgrade(&self.slot));
+        // Only the sweep forgets the slots of sandboxes gone: a process that makes many, even
+        // one at a time, needs it.
+        if open.len() > UNSWEPT {
+            drop(open);
             start_sweeping();
         }
-        *slot = Some((dir.clone(), now));
-        OPEN.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::downgrade(&self.slot));
     }
 
     /// The directory held open now, taken out (its holder is going).
