@@ -110,7 +110,15 @@ pub struct JobSpec {
     ///
     /// [`Runtime::admit`]: crate::Runtime::admit
     pub admission: Option<Admission>,
+    /// Told once the job's first process has its instance (`Ok`), or why it could not get
+    /// one (a refused place, memory or address space, a program that failed to load). A
+    /// program that is not in the image counts as started: it fails like a shell's command
+    /// (127), on the job's own output.
+    pub started: Option<StartReport>,
 }
+
+/// Where a job reports that its first process started, or why it did not.
+pub type StartReport = tokio::sync::oneshot::Sender<Result<(), String>>;
 
 impl JobSpec {
     pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {
@@ -125,6 +133,7 @@ impl JobSpec {
             stop: None,
             terminal: None,
             admission: None,
+            started: None,
         }
     }
 
@@ -173,6 +182,11 @@ impl JobSpec {
     }
     pub fn stop_signal(mut self, stop: StopSignal) -> Self {
         self.stop = Some(stop);
+        self
+    }
+    /// Reports the start of the job's first process to `report` (see [`JobSpec::started`]).
+    pub fn report_start(mut self, report: StartReport) -> Self {
+        self.started = Some(report);
         self
     }
 }
@@ -260,6 +274,9 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         spec.terminal.clone(),
         spec.admission,
     ));
+    if let Some(report) = spec.started {
+        job.report_start_to(report);
+    }
     if let Some(stop) = &spec.stop {
         stop.attach(&job);
     }

@@ -58,7 +58,9 @@ pub use files::{FileInfo, FileKind, MAX_LIST_ENTRIES, permission_string};
 pub use host::MemoryExceeded;
 pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;
-pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
+pub use job::{
+    EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StartReport, StopSignal, Truncated,
+};
 pub use limits::Limits;
 pub use pty::{Pty, PtyConfig, PtyOutput};
 pub use runtime::{Runtime, RuntimeBuilder, Sandbox};

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 
 use crate::capacity::Admission;
 use crate::io::{PipeWriter, Terminal, pipe};
@@ -105,12 +105,14 @@ enum Piece {
 
 impl Pty {
     /// Starts `config.argv` in `sandbox` on a new terminal, in the place `admission` holds.
+    /// The receiver hears once the program has its instance, or why it could not get one.
     pub(crate) fn start(
         sandbox: &Sandbox,
         id: String,
         config: PtyConfig,
         admission: Admission,
-    ) -> Arc<Pty> {
+    ) -> (Arc<Pty>, oneshot::Receiver<Result<(), String>>) {
+        let (started, start_report) = oneshot::channel();
         let (in_r, in_w) = crate::io::line_pipe(INPUT_BUFFER);
         let (out_r, out_w) = pipe(64 << 10);
         let terminal = Terminal::new(config.cols.max(1), config.rows.max(1));
@@ -138,7 +140,8 @@ impl Pty {
             .terminal(terminal)
             .stop_signal(stop)
             .timeout(config.timeout)
-            .admission(admission);
+            .admission(admission)
+            .report_start(started);
         spec.env = config.env;
         if let Some(cwd) = config.cwd {
             spec = spec.cwd(cwd);
@@ -195,7 +198,7 @@ impl Pty {
                 );
             }
         });
-        pty
+        (pty, start_report)
     }
 
     pub fn id(&self) -> &str {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Result, bail};
+use tokio::sync::oneshot;
 
 use crate::capacity::Refused;
 use crate::job::{JobOutput, JobSpec, StopSignal};
@@ -85,6 +86,9 @@ pub enum PtyRefused {
     Ended,
     /// The node cannot start another process now.
     Capacity(Refused),
+    /// The program was admitted but could not start (its instance could not be made: the
+    /// memory budget, the address space, a program that failed to load).
+    Start(String),
 }
 
 impl std::fmt::Display for PtyRefused {
@@ -93,6 +97,7 @@ impl std::fmt::Display for PtyRefused {
             PtyRefused::TooMany(n) => write!(f, "a session may have at most {n} open PTYs"),
             PtyRefused::Ended => f.write_str("the session has ended"),
             PtyRefused::Capacity(why) => write!(f, "cannot start the program: {why}"),
+            PtyRefused::Start(why) => write!(f, "cannot start the program: {why}"),
         }
     }
 }
@@ -229,8 +234,30 @@ impl Session {
     }
 
     /// Opens a PTY running `config.argv` (with the session's environment) for at most the
-    /// session's remaining lifetime.
-    pub fn open_pty(&self, id: String, mut config: PtyConfig) -> Result<Arc<Pty>, PtyRefused> {
+    /// session's remaining lifetime. Answers once the program has started: a program that
+    /// could not get its instance is a refusal, never a PTY whose program is already dead.
+    pub async fn open_pty(&self, id: String, config: PtyConfig) -> Result<Arc<Pty>, PtyRefused> {
+        let (pty, started) = self.start_pty(id.clone(), config)?;
+        let refused = match started.await {
+            Ok(Ok(())) => return Ok(pty),
+            Ok(Err(why)) => PtyRefused::Start(why),
+            // The job ended before its program was asked to start: the session is ending.
+            Err(_) => PtyRefused::Ended,
+        };
+        let mut ptys = lock(&self.ptys);
+        if ptys.get(&id).is_some_and(|p| Arc::ptr_eq(p, &pty)) {
+            ptys.remove(&id);
+        }
+        drop(ptys);
+        pty.close();
+        Err(refused)
+    }
+
+    fn start_pty(
+        &self,
+        id: String,
+        mut config: PtyConfig,
+    ) -> Result<(Arc<Pty>, StartHeard), PtyRefused> {
         let mut ptys = lock(&self.ptys);
         if self.is_ended() {
             return Err(PtyRefused::Ended);
@@ -249,9 +276,9 @@ impl Session {
             .try_admit_interactive()
             .map_err(PtyRefused::Capacity)?;
         self.touch();
-        let pty = Pty::start(&self.sandbox, id.clone(), config, admission);
+        let (pty, started) = Pty::start(&self.sandbox, id.clone(), config, admission);
         ptys.insert(id, pty.clone());
-        Ok(pty)
+        Ok((pty, started))
     }
 
     pub fn pty(&self, id: &str) -> Option<Arc<Pty>> {
@@ -311,6 +338,9 @@ impl Session {
         }
     }
 }
+
+/// Where a PTY's program says whether it started (see [`crate::JobSpec::started`]).
+type StartHeard = oneshot::Receiver<Result<(), String>>;
 
 /// Why a session could not be made.
 #[derive(Debug)]

@@ -4,8 +4,12 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
+
 use serde_json::json;
-use wasbox_runtime::{JobSpec, JobStatus, Limits, PtyConfig, Runtime, SessionConfig, Sessions};
+use wasbox_runtime::{
+    JobSpec, JobStatus, Limits, PtyConfig, Runtime, SandboxConfig, SessionConfig, Sessions,
+};
 
 use crate::support::http::Server;
 use crate::support::runtime::{cache_dir, sandbox_with};
@@ -133,7 +137,11 @@ async fn a_full_node_refuses_interactive_shells_and_a_child_fails_alone() {
                 runtime.sandbox(Default::default())
             })
             .unwrap();
-        ptys.push(s.open_pty(format!("p{i}"), PtyConfig::default()).unwrap());
+        ptys.push(
+            s.open_pty(format!("p{i}"), PtyConfig::default())
+                .await
+                .unwrap(),
+        );
     }
     assert_eq!(runtime.instances_in_use().0, 2);
     let third = sessions
@@ -141,7 +149,7 @@ async fn a_full_node_refuses_interactive_shells_and_a_child_fails_alone() {
             runtime.sandbox(Default::default())
         })
         .unwrap();
-    let Err(refused) = third.open_pty("p2".into(), PtyConfig::default()) else {
+    let Err(refused) = third.open_pty("p2".into(), PtyConfig::default()).await else {
         panic!("a third shell was admitted past the limit");
     };
     assert!(
@@ -178,6 +186,63 @@ async fn a_full_node_refuses_interactive_shells_and_a_child_fails_alone() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A PTY answers once its program has started: one that cannot get its instance (here its
+/// memory limit is below what the shell needs to start) is refused with the reason, and
+/// leaves neither a PTY nor a place behind.
+#[tokio::test]
+async fn a_pty_whose_program_cannot_start_is_refused() {
+    let runtime = Runtime::builder()
+        .cache_dir(cache_dir())
+        .max_instances(8)
+        .build()
+        .unwrap();
+    let sessions = Sessions::new(4);
+    let tight = sessions
+        .create(SessionConfig::new("tight"), || {
+            runtime
+                .sandbox(SandboxConfig::default().limits(Limits::default().memory_bytes(64 << 10)))
+        })
+        .unwrap();
+    let Err(refused) = tight.open_pty("p".into(), PtyConfig::default()).await else {
+        panic!("a PTY was answered for a shell that cannot start");
+    };
+    let why = refused.to_string();
+    assert!(why.contains("cannot start the program"), "{why}");
+    assert!(why.contains("memory limit of"), "{why}");
+    assert_eq!(tight.pty_count(), 0);
+    // The place comes back as the failed job ends.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while runtime.instances_in_use().0 > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the place was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A shell that can start is answered as before, and runs.
+    let fine = sessions
+        .create(SessionConfig::new("fine"), || {
+            runtime.sandbox(Default::default())
+        })
+        .unwrap();
+    let pty = fine
+        .open_pty("p".into(), PtyConfig::default())
+        .await
+        .unwrap();
+    pty.send(b"echo ok$((1+1))\n").await;
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("ok2") {
+        let out = pty.recv(64 << 10, Duration::from_secs(5)).await;
+        assert!(
+            !out.exited && !out.data.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&out.data);
+    }
+    sessions.end_all("test over");
 }
 
 #[tokio::test]
@@ -297,6 +362,91 @@ fn over_http_a_full_node_answers_problems_with_retry_after() {
                 "sandbox": {"image": "alpine:latest", "command": ["true"]}}),
     );
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// A shell that is admitted but cannot get its instance (here: the process's address space
+/// is used up, past counts an operator set too high) is a refusal of `pty:open`, never a 200
+/// for a shell that is already dead; the shells before it and a job beside still work.
+#[test]
+fn a_shell_that_cannot_start_is_refused_not_answered_dead() {
+    const SHELL_RESERVATION: u64 = (4 << 30) + (64 << 20);
+    let session = |s: &Server, i: usize| {
+        let id = format!("s{i}");
+        let create = json!({"version": 1, "task_id": "t", "session_id": id, "image": "bash"});
+        assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+        s.post(
+            &format!("/v1/worker/sessions/{id}/pty:open"),
+            &json!({"version": 1, "task_id": "t", "session_id": id}),
+        )
+    };
+    // What a node with one shell maps, measured on a node without a limit; the limited one
+    // has room for that, four more shells, and 2 GiB for everything else.
+    let used = {
+        let s = Server::start(&[]);
+        assert_eq!(session(&s, 0).status, 200);
+        s.address_space_used()
+    };
+    // The counts are set above what this address space holds (by default the node would
+    // size them from the limit and refuse earlier, with a 429).
+    let s = Server::start_in_address_space(
+        &["--max-instances", "64", "--max-sessions", "20"],
+        used + 4 * SHELL_RESERVATION + (2 << 30),
+    );
+    let mut opened = Vec::new();
+    let mut refusal = None;
+    for i in 0..12 {
+        let r = session(&s, i);
+        if r.status != 200 {
+            refusal = Some(r);
+            break;
+        }
+        opened.push((i, r.json()["pty_id"].as_str().unwrap().to_string()));
+    }
+    let r = refusal.expect("twelve 4 GiB shells fit in the limit");
+    assert!((3..=8).contains(&opened.len()), "{} shells", opened.len());
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("cannot start the program"), "{detail}");
+    // Every shell that was answered 200 is alive and answers.
+    for (i, pty) in &opened {
+        let path = format!("/v1/worker/sessions/s{i}");
+        let data = base64::engine::general_purpose::STANDARD.encode("echo alive$((40+2))\n");
+        let sent = s.post(
+            &format!("{path}/pty:send"),
+            &json!({"version": 1, "task_id": "t", "pty_id": pty, "data_b64": data}),
+        );
+        assert_eq!(sent.status, 200, "{}", sent.text());
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !String::from_utf8_lossy(&seen).contains("alive42") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "shell s{i} did not answer"
+            );
+            let out = s
+                .get(&format!(
+                    "{path}/pty:recv?version=1&task_id=t&pty_id={pty}&wait_ms=500"
+                ))
+                .json();
+            assert_ne!(out["exited"], true, "shell s{i} is dead");
+            let chunk = out["data_b64"].as_str().unwrap_or_default();
+            seen.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(chunk)
+                    .unwrap(),
+            );
+        }
+    }
+    // The refused shell's PTY is gone, and a job beside the shells runs.
+    let r = s.post(
+        "/v1/worker/jobs:run",
+        &json!({"version": 1, "task_id": "t", "job_id": "beside",
+                "sandbox": {"image": "alpine:latest", "command": ["sh", "-c", "echo beside"]}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["stdout"], "beside\n");
 }
 
 /// A node's memory budget (`--node-memory-mib`) bounds its idle shells too, and they leave

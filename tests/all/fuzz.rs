@@ -38,7 +38,9 @@ fn fuzz_pty_input() {
         })
         .unwrap();
     let _guard = rt.enter();
-    let pty = session.open_pty("p".into(), PtyConfig::default()).unwrap();
+    let pty = rt
+        .block_on(session.open_pty("p".into(), PtyConfig::default()))
+        .unwrap();
     fuzz::runner()
         .run(&proptest::collection::vec(keystrokes(), 1..6), |chunks| {
             rt.block_on(async {

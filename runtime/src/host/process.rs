@@ -45,6 +45,8 @@ pub(crate) struct JobContext {
     admission: std::sync::Mutex<Option<Admission>>,
     /// The signal another process ended the job with (0: none).
     killed: std::sync::atomic::AtomicU8,
+    /// Where the job's first process reports its start (taken by that process).
+    started: std::sync::Mutex<Option<crate::job::StartReport>>,
 }
 
 impl JobContext {
@@ -65,7 +67,13 @@ impl JobContext {
             interrupted: AtomicBool::new(false),
             admission: std::sync::Mutex::new(admission),
             killed: std::sync::atomic::AtomicU8::new(0),
+            started: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Has the job's first process report its start to `report`.
+    pub(crate) fn report_start_to(&self, report: crate::job::StartReport) {
+        *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
     }
 
     /// The place of a process about to start: the one taken ahead for the job (once), or a
@@ -272,17 +280,27 @@ async fn run_listed(
     admission: Option<Admission>,
     listed: Listed,
 ) -> i32 {
+    // Only the job's first process finds a report to make: its children start later.
+    let mut started = job.started.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut report = |outcome: Result<(), String>| {
+        if let Some(tx) = started.take() {
+            let _ = tx.send(outcome);
+        }
+    };
     let stderr = stdio.stderr.clone();
     let fail = |msg: String| async move {
         let _ = stderr.write_all(msg.as_bytes()).await;
     };
     let Some(index) = job.site.image.image.resolve(&argv[0]) else {
+        report(Ok(()));
         fail(format!("sh: {}: command not found\n", argv[0])).await;
         return EXIT_NOT_FOUND;
     };
     let Some(_live) = LiveProcess::wait_enter(&job.site.sandbox).await else {
         let max = job.site.sandbox.limits.max_processes;
-        fail(format!("sh: {}: process limit of {max} reached\n", argv[0])).await;
+        let msg = format!("process limit of {max} reached");
+        report(Err(msg.clone()));
+        fail(format!("sh: {}: {msg}\n", argv[0])).await;
         return 126;
     };
     let memory = listed.memory.clone();
@@ -305,6 +323,7 @@ async fn run_listed(
             Ok(pre) => pre,
             Err(e) => {
                 tracing::error!(program = %argv[0], error = ?e, "cannot load program");
+                report(Err(format!("cannot load program `{}`: {e:#}", argv[0])));
                 fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
                 return 126;
             }
@@ -322,6 +341,7 @@ async fn run_listed(
         let mut store = match new_store(&job, launch, ()) {
             Ok(store) => store,
             Err(msg) => {
+                report(Err(msg.clone()));
                 fail(format!("sh: {}: {msg}\n", argv[0])).await;
                 return 126;
             }
@@ -333,8 +353,15 @@ async fn run_listed(
                 placement = Placement::OnDemand;
                 continue;
             }
-            Err(e) => break Err(e),
+            Err(e) => {
+                let why = Exit::of_error(&e)
+                    .reason()
+                    .unwrap_or_else(|| format!("{e:#}"));
+                report(Err(format!("`{}` could not start: {why}", argv[0])));
+                break Err(e);
+            }
         };
+        report(Ok(()));
         break command.wasi_cli_run().call_run(&mut store).await;
     };
     let exit = Exit::of_run(result);

@@ -158,7 +158,8 @@ pub fn wasbox(
                 break;
             }
         };
-        let pty = match session.open_pty(format!("{id}-pty"), PtyConfig::default()) {
+        let pty = match tokio.block_on(session.open_pty(format!("{id}-pty"), PtyConfig::default()))
+        {
             Ok(p) => p,
             Err(e) => {
                 stopped = format!("refused: {e}");

@@ -440,6 +440,7 @@ async fn start(
                     cwd: Some(cwd),
                 },
             )
+            .await
             .map_err(|e| RpcError::new(Code::ResourceExhausted, e.to_string()))?;
         let proc = Arc::new(Proc {
             pid,

@@ -120,10 +120,13 @@ pub async fn open(
         let (cols, rows) = (config.cols, config.rows);
         let pty = session
             .open_pty(crate::ids::uuid_v4(), config)
+            .await
             .map_err(|e| match e {
                 PtyRefused::TooMany(_) => Problem::busy(e.to_string()),
                 PtyRefused::Ended => Problem::not_found(format!("session `{id}` has ended")),
-                PtyRefused::Capacity(_) => Problem::at_capacity(e.to_string()),
+                PtyRefused::Capacity(_) | PtyRefused::Start(_) => {
+                    Problem::at_capacity(e.to_string())
+                }
             })?;
         tracing::info!(task_id = %task_id(&session), session_id = %session.id(), pty_id = %pty.id(), cols, rows, "pty opened");
         Ok(PtyReply::new(&session, &pty))

@@ -158,7 +158,30 @@ impl Server {
         Self::spawn(extra, &[])
     }
 
+    /// Starts a server whose process may map at most `bytes` of address space
+    /// (`RLIMIT_AS`), and waits until it is ready.
+    pub fn start_in_address_space(extra: &[&str], bytes: u64) -> Server {
+        let server = Self::spawn_limited(extra, &[], Some(bytes));
+        server.wait_ready();
+        server
+    }
+
+    /// The process's virtual memory size (`VmSize`), in bytes.
+    pub fn address_space_used(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmSize in /proc/PID/status");
+        kib << 10
+    }
+
     fn spawn(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Self::spawn_limited(extra, env, None)
+    }
+
+    fn spawn_limited(extra: &[&str], env: &[(&str, &str)], address_space: Option<u64>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
         let mut cmd = wasbox();
@@ -170,6 +193,24 @@ impl Server {
         cmd.args(extra)
             .env("WASBOX_LOG", "info")
             .envs(env.iter().copied());
+        if let Some(bytes) = address_space {
+            use std::os::unix::process::CommandExt as _;
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            // SAFETY: setrlimit is async-signal-safe and only reads `limit`, a copy owned by
+            // the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         let (child, line) = spawn_server(cmd, &log);
         Server {
             addr: address_in(&line),
