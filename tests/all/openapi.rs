@@ -86,12 +86,8 @@ pub(crate) fn conforms(doc: &Value, method: &str, path: &str, reply: &Reply) {
         "allOf": [media["schema"]],
         "components": doc["components"],
     });
-    let validator = jsonschema::validator_for(&schema).expect("a schema");
     let body: Value = reply.json();
-    let errors: Vec<String> = validator
-        .iter_errors(&body)
-        .map(|e| e.to_string())
-        .collect();
+    let errors = crate::support::schema::errors(&schema, &schema, &body);
     assert!(
         errors.is_empty(),
         "{method} {path} {status}: {errors:?}\n{body}"

@@ -93,6 +93,9 @@ pub async fn run(node: SharedNode, cfg: OrchestratorConfig) {
 }
 
 fn client(cfg: &OrchestratorConfig) -> Result<reqwest::Client> {
+    // The process's TLS cryptography (reqwest is built without a provider of its own); an
+    // error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut b = reqwest::Client::builder()
         .connect_timeout(cfg.connect_timeout)
         .timeout(cfg.request_timeout)
