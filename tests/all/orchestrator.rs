@@ -472,3 +472,142 @@ fn registration_settings_are_checked_at_start() {
     );
     assert!(ok && all.contains("poll_interval_seconds: 15"), "{all}");
 }
+
+/// A control plane served over HTTPS with a certificate from a CA of its own: the node trusts
+/// it through the operator's CA bundle (`orchestrator.tls.ca_bundle_path`) and registers over
+/// TLS; without the bundle, it refuses the certificate and says so in `/readyz`.
+#[test]
+fn registration_reaches_an_https_control_plane_trusted_through_the_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str| dir.path().join(name);
+    // A CA of the test's own, and the control plane's certificate signed by it.
+    std::fs::write(
+        file("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let path = |name: &str| file(name).display().to_string();
+    let new_key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let steps = [
+        format!(
+            "req -x509 -days 2 -subj /CN=wasbox-test-ca {new_key} -keyout {} -out {}",
+            path("ca.key"),
+            path("ca.pem")
+        ),
+        format!(
+            "req -subj /CN=127.0.0.1 {new_key} -keyout {} -out {}",
+            path("key.pem"),
+            path("leaf.csr")
+        ),
+        format!(
+            "x509 -req -days 2 -CAcreateserial -in {} -CA {} -CAkey {} -extfile {} -out {}",
+            path("leaf.csr"),
+            path("ca.pem"),
+            path("ca.key"),
+            path("leaf.ext"),
+            path("cert.pem")
+        ),
+    ];
+    for args in steps {
+        let made = std::process::Command::new("openssl")
+            .args(args.split(' '))
+            .output();
+        if !made.as_ref().is_ok_and(|o| o.status.success()) {
+            assert!(
+                std::env::var_os("WASBOX_REQUIRE_TOOLS").is_none(),
+                "openssl {args} failed: {made:?}"
+            );
+            eprintln!("skipped: openssl could not make the certificates");
+            return;
+        }
+    }
+    let (key, cert, ca) = (file("key.pem"), file("cert.pem"), file("ca.pem"));
+    // A TLS server that answers every registration 503 and prints what it received.
+    let script = r#"
+import http.server, json, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        print("POST", self.path, body.get("psk"), flush=True)
+        answer = b'{"type":"about:blank","status":503,"detail":"tls control plane starting"}'
+        self.send_response(503)
+        self.send_header("content-type", "application/problem+json")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+    let mut control = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&cert)
+        .arg(&key)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3");
+    let mut lines =
+        std::io::BufRead::lines(std::io::BufReader::new(control.stdout.take().unwrap()));
+    let port = lines.next().unwrap().unwrap();
+    let (seen_tx, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = seen_tx.send(line);
+        }
+    });
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, PSK).unwrap();
+    let node = |bundle: Option<&std::path::Path>| {
+        let yaml = dir.path().join("node.yaml");
+        let tls = bundle.map_or(String::new(), |b| {
+            format!("  tls:\n    ca_bundle_path: {}\n", b.display())
+        });
+        std::fs::write(
+            &yaml,
+            format!(
+                "orchestrator:\n  url: https://127.0.0.1:{port}/\n  registration_psk_file: {}\n{tls}\
+                 node:\n  id: {SLUG}\n",
+                psk.display()
+            ),
+        )
+        .unwrap();
+        Server::start_unready(&["--config", yaml.to_str().unwrap()])
+    };
+    let readyz_says = |server: &Server, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = request(server.addr, "GET", "/readyz", &[], b"");
+            if r.status == 503 && r.text().contains(what) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{}\n{}", r.text(), server.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    // Without the bundle the certificate is nobody's: no request reaches the control plane.
+    let mut untrusted = node(None);
+    readyz_says(&untrusted, "invalid peer certificate");
+    untrusted.terminate();
+    assert!(
+        seen.try_recv().is_err(),
+        "a request got through unverified TLS"
+    );
+
+    let mut trusted = node(Some(&ca));
+    let line = seen
+        .recv_timeout(Duration::from_secs(60))
+        .expect("no registration arrived over TLS");
+    assert_eq!(line, format!("POST /v1/nodes/register {PSK}"));
+    readyz_says(&trusted, "tls control plane starting");
+    trusted.terminate();
+    let _ = control.kill();
+    let _ = control.wait();
+}
