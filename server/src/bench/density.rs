@@ -166,15 +166,16 @@ pub fn wasbox(
                 break;
             }
         };
-        // The shell must answer, or it is not a live sandbox.
+        // The shell must answer, or it is not a live sandbox. The answer is `ok2`, which the
+        // terminal's echo of the typed line (`ok$((1+1))`) does not hold.
         let answered = tokio.block_on(async {
-            pty.send(b"echo ok\n").await;
+            pty.send(b"echo ok$((1+1))\n").await;
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut seen = Vec::new();
             while Instant::now() < deadline {
                 let out = pty.recv(64 << 10, Duration::from_millis(200)).await;
                 seen.extend_from_slice(&out.data);
-                if seen.windows(4).any(|w| w == b"ok\r\n") {
+                if seen.windows(5).any(|w| w == b"ok2\r\n") {
                     return Ok(());
                 }
                 if out.exited {
