@@ -158,31 +158,56 @@ fn open_nofollow(path: &Path) -> std::io::Result<File> {
 }
 
 /// The cache's key: 32 random bytes in `.key`, made on first use, readable by this user only.
+///
+/// Processes starting together on a new cache (tests, a fleet on one volume) may all make
+/// one: each writes its key whole under a name of its own, then links it to `.key`, which
+/// never replaces a key already there. So `.key` is never seen half-written, and whoever
+/// loses the race reads the winner's.
 fn load_key(dir: &Path) -> anyhow::Result<[u8; 32]> {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let path = dir.join(".key");
     let me = unsafe { libc::geteuid() };
-    if let Ok(mut f) = open_nofollow(&path) {
-        let m = f.metadata()?;
-        let mut key = [0u8; 32];
-        if m.uid() == me && m.mode() & 0o077 == 0 && m.len() == 32 && f.read_exact(&mut key).is_ok()
-        {
-            return Ok(key);
+    for _ in 0..4 {
+        if let Ok(mut f) = open_nofollow(&path) {
+            let m = f.metadata()?;
+            let mut key = [0u8; 32];
+            if m.uid() == me
+                && m.mode() & 0o077 == 0
+                && m.len() == 32
+                && f.read_exact(&mut key).is_ok()
+            {
+                return Ok(key);
+            }
+            // Not one this cache made: every stamp sealed with it is worthless too.
+            tracing::warn!(path = %path.display(), "replacing an unusable compile cache key");
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
         }
-        // Not one this cache made: every stamp sealed with it is worthless too.
-        tracing::warn!(path = %path.display(), "replacing an unusable compile cache key");
-        std::fs::remove_file(&path)?;
+        let mut key = [0u8; 32];
+        File::open("/dev/urandom")?.read_exact(&mut key)?;
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".key.{}.{n}", std::process::id()));
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        let placed = f
+            .write_all(&key)
+            .and_then(|()| f.sync_all())
+            .and_then(|()| std::fs::hard_link(&tmp, &path));
+        let _ = std::fs::remove_file(&tmp);
+        match placed {
+            Ok(()) => return Ok(key),
+            // Another process placed its key first: read that one.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    let mut key = [0u8; 32];
-    File::open("/dev/urandom")?.read_exact(&mut key)?;
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)?;
-    f.write_all(&key)?;
-    f.sync_all()?;
-    Ok(key)
+    bail!("the key kept changing while it was read (another process replacing it?)")
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -396,6 +421,33 @@ impl std::hash::Hasher for HashWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Many makers of a new cache at once all end with the same key, and leave nothing else.
+    #[test]
+    fn a_key_made_by_many_at_once_is_one_key() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let keys: Vec<[u8; 32]> = (0..8)
+                .map(|_| {
+                    let (dir, start) = (dir.path().to_path_buf(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        load_key(&dir).unwrap()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect();
+            assert!(keys.iter().all(|k| *k == keys[0]));
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(left, [".key"]);
+        }
+    }
 
     #[test]
     fn hmac_matches_rfc_4231() {
