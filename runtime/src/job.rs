@@ -119,6 +119,8 @@ pub struct JobSpec {
 
 /// Where a job reports that its first process started, or why it did not.
 pub type StartReport = tokio::sync::oneshot::Sender<Result<(), String>>;
+/// Where that report is heard.
+pub(crate) type StartHeard = tokio::sync::oneshot::Receiver<Result<(), String>>;
 
 impl JobSpec {
     pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::capacity::Admission;
 use crate::io::{PipeWriter, Terminal, pipe};
-use crate::job::{JobSpec, Output, StopSignal};
+use crate::job::{JobSpec, Output, StartHeard, StopSignal};
 use crate::runtime::Sandbox;
 
 /// Longest canonical input line, as a Linux tty's `N_TTY_BUF_SIZE` minus its newline.
@@ -111,7 +111,7 @@ impl Pty {
         id: String,
         config: PtyConfig,
         admission: Admission,
-    ) -> (Arc<Pty>, oneshot::Receiver<Result<(), String>>) {
+    ) -> (Arc<Pty>, StartHeard) {
         let (started, start_report) = oneshot::channel();
         let (in_r, in_w) = crate::io::line_pipe(INPUT_BUFFER);
         let (out_r, out_w) = pipe(64 << 10);

@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Result, bail};
-use tokio::sync::oneshot;
 
 use crate::capacity::Refused;
-use crate::job::{JobOutput, JobSpec, StopSignal};
+use crate::job::{JobOutput, JobSpec, StartHeard, StopSignal};
 use crate::pty::{Pty, PtyConfig};
 use crate::runtime::Sandbox;
 
@@ -338,9 +337,6 @@ impl Session {
         }
     }
 }
-
-/// Where a PTY's program says whether it started (see [`crate::JobSpec::started`]).
-type StartHeard = oneshot::Receiver<Result<(), String>>;
 
 /// Why a session could not be made.
 #[derive(Debug)]

@@ -178,12 +178,14 @@ async fn a_full_node_refuses_interactive_shells_and_a_child_fails_alone() {
     sessions.end_all("test over");
     drop(ptys);
     // Every place comes back when the shells end.
+    all_places_come_back(&runtime, "places were not given back").await;
+}
+
+/// Waits (up to 10 s) until `runtime` has no live process left, or fails with `what`.
+async fn all_places_come_back(runtime: &Runtime, what: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while runtime.instances_in_use().0 > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "places were not given back"
-        );
+        assert!(std::time::Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -213,14 +215,7 @@ async fn a_pty_whose_program_cannot_start_is_refused() {
     assert!(why.contains("memory limit of"), "{why}");
     assert_eq!(tight.pty_count(), 0);
     // The place comes back as the failed job ends.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while runtime.instances_in_use().0 > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the place was not given back"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    all_places_come_back(&runtime, "the place was not given back").await;
     // A shell that can start is answered as before, and runs.
     let fine = sessions
         .create(SessionConfig::new("fine"), || {
