@@ -10,8 +10,33 @@ use std::time::Duration;
 use wasbox_runtime::{JobOutput, JobSpec, Limits, Runtime, SandboxConfig};
 
 /// Where compiled components are cached for every test (and every `wasbox` the tests start).
+///
+/// The first call compiles every program of the built-in image into it, once, while the
+/// other tests wait. Otherwise the first tests of a clean build each compile the same large
+/// programs at the same time, on their own deadlines.
 pub fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasbox-cache")
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasbox-cache");
+    static WARM: OnceLock<()> = OnceLock::new();
+    WARM.get_or_init(|| {
+        let dir = dir.clone();
+        // On a thread of its own: the caller may be inside a tokio runtime already.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let runtime = Runtime::builder().cache_dir(&dir).build().expect("runtime");
+                runtime
+                    .preload()
+                    .await
+                    .expect("compiling the image's programs");
+            });
+        })
+        .join()
+        .expect("warming the compile cache");
+    });
+    dir
 }
 
 /// The runtime the in-process tests share.
