@@ -115,12 +115,35 @@ pub struct JobSpec {
     /// program that is not in the image counts as started: it fails like a shell's command
     /// (127), on the job's own output.
     pub started: Option<StartReport>,
+    /// How long the job's first process may wait for room that other sandboxes hold (see
+    /// [`StartFailure::for_lack_of_room`]) before it fails to start. None by default.
+    pub start_wait: Duration,
 }
 
 /// Where a job reports that its first process started, or why it did not.
-pub type StartReport = tokio::sync::oneshot::Sender<Result<(), String>>;
+pub type StartReport = tokio::sync::oneshot::Sender<Result<(), StartFailure>>;
 /// Where that report is heard.
-pub(crate) type StartHeard = tokio::sync::oneshot::Receiver<Result<(), String>>;
+pub(crate) type StartHeard = tokio::sync::oneshot::Receiver<Result<(), StartFailure>>;
+
+/// Why a job's first process did not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartFailure {
+    /// What stopped it, for a person: `` `PROGRAM`: REASON ``.
+    pub reason: String,
+    /// It lacked only room that the node's other sandboxes were holding (memory of the
+    /// node's budget or address space), so the same start can succeed once they give it
+    /// back. Otherwise it cannot start as asked: its sandbox's own limits, a program that
+    /// does not load, more memory than the node's whole budget.
+    pub for_lack_of_room: bool,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for StartFailure {}
 
 impl JobSpec {
     pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {
@@ -136,6 +159,7 @@ impl JobSpec {
             terminal: None,
             admission: None,
             started: None,
+            start_wait: Duration::ZERO,
         }
     }
 
@@ -189,6 +213,12 @@ impl JobSpec {
     /// Reports the start of the job's first process to `report` (see [`JobSpec::started`]).
     pub fn report_start(mut self, report: StartReport) -> Self {
         self.started = Some(report);
+        self
+    }
+    /// Lets the first process wait up to `wait` for room other sandboxes hold (see
+    /// [`JobSpec::start_wait`]).
+    pub fn start_wait(mut self, wait: Duration) -> Self {
+        self.start_wait = wait;
         self
     }
 }
@@ -276,9 +306,7 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         spec.terminal.clone(),
         spec.admission,
     ));
-    if let Some(report) = spec.started {
-        job.report_start_to(report);
-    }
+    job.first_start(spec.started, spec.start_wait);
     if let Some(stop) = &spec.stop {
         stop.attach(&job);
     }

@@ -59,7 +59,8 @@ pub use host::MemoryExceeded;
 pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;
 pub use job::{
-    EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StartReport, StopSignal, Truncated,
+    EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StartFailure, StartReport,
+    StopSignal, Truncated,
 };
 pub use limits::Limits;
 pub use pty::{Pty, PtyConfig, PtyOutput};

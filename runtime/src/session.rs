@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Result, bail};
 
 use crate::capacity::Refused;
-use crate::job::{JobOutput, JobSpec, StartHeard, StopSignal};
+use crate::job::{JobOutput, JobSpec, StartFailure, StartHeard, StopSignal};
 use crate::pty::{Pty, PtyConfig};
 use crate::runtime::Sandbox;
 
@@ -87,7 +87,7 @@ pub enum PtyRefused {
     Capacity(Refused),
     /// The program was admitted but could not start (its instance could not be made: the
     /// memory budget, the address space, a program that failed to load).
-    Start(String),
+    Start(StartFailure),
 }
 
 impl std::fmt::Display for PtyRefused {

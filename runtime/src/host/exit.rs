@@ -15,8 +15,11 @@ pub enum MemoryExceeded {
     Process(usize),
     /// The budget all processes of its sandbox share (`Limits::sandbox_memory_bytes`).
     Sandbox(usize),
-    /// The budget of every sandbox of the runtime together.
+    /// The budget of every sandbox of the runtime together, held by others: the same
+    /// growth can succeed once they give memory back.
     Node(usize),
+    /// More than the whole of that budget, which no wait makes room for.
+    NodeWhole(usize),
 }
 
 impl std::fmt::Display for MemoryExceeded {
@@ -28,6 +31,13 @@ impl std::fmt::Display for MemoryExceeded {
             }
             MemoryExceeded::Node(n) => {
                 write!(f, "the node's memory budget of {} MiB is used up", n >> 20)
+            }
+            MemoryExceeded::NodeWhole(n) => {
+                write!(
+                    f,
+                    "more than the node's whole memory budget of {} MiB",
+                    n >> 20
+                )
             }
         }
     }

@@ -61,7 +61,13 @@ impl ResourceLimiter for MemoryLimiter {
         }
         if !self.node.try_reserve(delta) {
             self.sandbox.release(delta);
-            return Err(MemoryExceeded::Node(self.node.limit()).into());
+            let whole = self.node.limit();
+            return Err(if self.held + delta > whole {
+                MemoryExceeded::NodeWhole(whole)
+            } else {
+                MemoryExceeded::Node(whole)
+            }
+            .into());
         }
         self.held += delta;
         if let Some(c) = &self.shown {
@@ -127,6 +133,13 @@ mod tests {
         drop(a);
         assert_eq!((sandbox.used(), node.used()), (40, 40));
         assert!(c.memory_growing(0, 60, None).unwrap());
+        // Told apart: memory others hold (room may come back) from more than the whole
+        // budget (it never will).
+        let mut d = MemoryLimiter::new(1000, Arc::new(Budget::new(1000)), node.clone());
+        let e = d.memory_growing(0, 60, None).unwrap_err();
+        assert_eq!(e.downcast_ref(), Some(&MemoryExceeded::Node(150)));
+        let e = d.memory_growing(0, 151, None).unwrap_err();
+        assert_eq!(e.downcast_ref(), Some(&MemoryExceeded::NodeWhole(150)));
         drop((b, c));
         assert_eq!((sandbox.used(), other.used(), node.used()), (0, 0, 0));
     }

@@ -14,11 +14,12 @@ use tokio::task::{AbortHandle, JoinHandle};
 use wasmtime::Result;
 use wasmtime::component::{Resource, ResourceTable};
 
-use super::{Exit, Launch, Site, new_store};
+use super::{Exit, Launch, MemoryExceeded, Site, new_store};
 use crate::bindings::process as wit;
 use crate::capacity::{Admission, Refused};
 use crate::engine::{Placement, pool_was_full};
 use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
+use crate::job::{StartFailure, StartReport};
 use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
 use crate::sandbox::{FROZEN, SandboxState};
 
@@ -45,8 +46,16 @@ pub(crate) struct JobContext {
     admission: std::sync::Mutex<Option<Admission>>,
     /// The signal another process ended the job with (0: none).
     killed: std::sync::atomic::AtomicU8,
-    /// Where the job's first process reports its start (taken by that process).
-    started: std::sync::Mutex<Option<crate::job::StartReport>>,
+    /// How the job's first process starts: where it reports, how long it may wait for
+    /// room (taken by that process).
+    first_start: std::sync::Mutex<Option<FirstStart>>,
+}
+
+/// See [`JobSpec::started`](crate::JobSpec::started) and
+/// [`JobSpec::start_wait`](crate::JobSpec::start_wait).
+struct FirstStart {
+    report: Option<StartReport>,
+    wait: Duration,
 }
 
 impl JobContext {
@@ -67,13 +76,17 @@ impl JobContext {
             interrupted: AtomicBool::new(false),
             admission: std::sync::Mutex::new(admission),
             killed: std::sync::atomic::AtomicU8::new(0),
-            started: std::sync::Mutex::new(None),
+            first_start: std::sync::Mutex::new(None),
         }
     }
 
-    /// Has the job's first process report its start to `report`.
-    pub(crate) fn report_start_to(&self, report: crate::job::StartReport) {
-        *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+    /// Has the job's first process report its start to `report`, after waiting up to
+    /// `wait` for room other sandboxes hold.
+    pub(crate) fn first_start(&self, report: Option<StartReport>, wait: Duration) {
+        if report.is_some() || !wait.is_zero() {
+            *self.first_start.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(FirstStart { report, wait });
+        }
     }
 
     /// The place of a process about to start: the one taken ahead for the job (once), or a
@@ -281,11 +294,21 @@ async fn run_listed(
     listed: Listed,
 ) -> i32 {
     // Only the job's first process finds a report to make: its children start later.
-    let mut started = job.started.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let mut report = |outcome: Result<(), String>| {
+    let first = job
+        .first_start
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let (mut started, wait) = first.map_or((None, Duration::ZERO), |f| (f.report, f.wait));
+    let wait_until = (Instant::now() + wait).min(job.deadline);
+    let mut report = |outcome: Result<(), StartFailure>| {
         if let Some(tx) = started.take() {
             let _ = tx.send(outcome);
         }
+    };
+    let cannot = |reason: String| StartFailure {
+        reason,
+        for_lack_of_room: false,
     };
     let stderr = stdio.stderr.clone();
     let fail = |msg: String| async move {
@@ -299,7 +322,7 @@ async fn run_listed(
     let Some(_live) = LiveProcess::wait_enter(&job.site.sandbox).await else {
         let max = job.site.sandbox.limits.max_processes;
         let msg = format!("process limit of {max} reached");
-        report(Err(msg.clone()));
+        report(Err(cannot(format!("`{}`: {msg}", argv[0]))));
         fail(format!("sh: {}: {msg}\n", argv[0])).await;
         return 126;
     };
@@ -323,7 +346,10 @@ async fn run_listed(
             Ok(pre) => pre,
             Err(e) => {
                 tracing::error!(program = %argv[0], error = ?e, "cannot load program");
-                report(Err(format!("cannot load program `{}`: {e:#}", argv[0])));
+                report(Err(cannot(format!(
+                    "`{}`: cannot load program: {e:#}",
+                    argv[0]
+                ))));
                 fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
                 return 126;
             }
@@ -341,7 +367,15 @@ async fn run_listed(
         let mut store = match new_store(&job, launch, ()) {
             Ok(store) => store,
             Err(msg) => {
-                report(Err(msg.clone()));
+                // The node had no place for it: other sandboxes hold them all.
+                if Instant::now() < wait_until && !job.was_stopped() {
+                    tokio::time::sleep(ROOM_POLL).await;
+                    continue;
+                }
+                report(Err(StartFailure {
+                    reason: format!("`{}`: {msg}", argv[0]),
+                    for_lack_of_room: true,
+                }));
                 fail(format!("sh: {}: {msg}\n", argv[0])).await;
                 return 126;
             }
@@ -354,10 +388,19 @@ async fn run_listed(
                 continue;
             }
             Err(e) => {
-                let why = Exit::of_error(&e)
-                    .reason()
-                    .unwrap_or_else(|| format!("{e:#}"));
-                report(Err(format!("`{}` could not start: {why}", argv[0])));
+                let exit = Exit::of_error(&e);
+                let for_lack_of_room = lacked_room(&exit, &e);
+                if for_lack_of_room && Instant::now() < wait_until && !job.was_stopped() {
+                    // Keep the place, give back what the failed instance held, look again.
+                    admission = Some(store.into_data().into_admission());
+                    tokio::time::sleep(ROOM_POLL).await;
+                    continue;
+                }
+                let why = exit.reason().unwrap_or_else(|| format!("{e:#}"));
+                report(Err(StartFailure {
+                    reason: format!("`{}`: {why}", argv[0]),
+                    for_lack_of_room,
+                }));
                 break Err(e);
             }
         };
@@ -371,6 +414,21 @@ async fn run_listed(
         let _ = stderr.write_all(msg.as_bytes()).await;
     }
     exit.status()
+}
+
+/// How often a first process waiting for room looks again.
+const ROOM_POLL: Duration = Duration::from_millis(10);
+
+/// Whether an instance could not be made only for room other sandboxes hold: the node's
+/// memory budget used up by them, or the address space for a new instance (`ENOMEM`).
+fn lacked_room(exit: &Exit, e: &wasmtime::Error) -> bool {
+    if let Exit::OutOfMemory(m) = exit {
+        return matches!(m, MemoryExceeded::Node(_));
+    }
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::ENOMEM))
+    })
 }
 
 /// A child as the process that started it holds it.
