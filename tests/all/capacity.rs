@@ -8,7 +8,8 @@ use base64::Engine as _;
 
 use serde_json::json;
 use wasbox_runtime::{
-    JobSpec, JobStatus, Limits, PtyConfig, Runtime, SandboxConfig, SessionConfig, Sessions,
+    JobSpec, JobStatus, Limits, PtyConfig, PtyRefused, Runtime, SandboxConfig, SessionConfig,
+    Sessions,
 };
 
 use crate::support::http::Server;
@@ -213,6 +214,11 @@ async fn a_pty_whose_program_cannot_start_is_refused() {
     let why = refused.to_string();
     assert!(why.contains("cannot start the program"), "{why}");
     assert!(why.contains("memory limit of"), "{why}");
+    // Its own limit: no room another sandbox gives back would let it start.
+    assert!(
+        matches!(&refused, PtyRefused::Start(f) if !f.for_lack_of_room),
+        "{refused:?}"
+    );
     assert_eq!(tight.pty_count(), 0);
     // The place comes back as the failed job ends.
     all_places_come_back(&runtime, "the place was not given back").await;
@@ -487,6 +493,104 @@ fn the_memory_budget_refuses_shells_and_keeps_room_for_jobs() {
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["stdout"], "beside\n", "{}", r.text());
+}
+
+/// Linear memory the node's sandbox processes hold, from its metrics.
+fn memory_held(s: &Server) -> u64 {
+    let text = s.get("/metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("wasbox_sandbox_memory_bytes "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+        .unwrap_or_else(|| panic!("no memory gauge in {text}"))
+}
+
+/// Starts a `python3` that sleeps `secs` as a submitted job; returns once its memory is held.
+fn python_holding_memory(s: &Server, job_id: &str, secs: u32) -> u64 {
+    let r = s.post(
+        "/v1/worker/jobs:submit",
+        &json!({"version": 1, "task_id": "t", "job_id": job_id, "sandbox": {"image": "alpine:latest",
+                "command": ["python3", "-c", format!("import time; time.sleep({secs})")]}}),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let held = memory_held(s);
+        if held > 0 {
+            return held;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the python job never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A job admitted (the node had its headroom free) whose program needs more memory than
+/// the other sandboxes left waits for them like a job waiting for a place, then runs or is
+/// refused with 429: it is never failed by their load. A program that needs more than the
+/// node's whole budget fails as a job at once, with the reason (no retry would help).
+#[test]
+fn a_job_without_room_to_start_waits_then_runs_or_is_refused() {
+    let python = |job_id: &str| {
+        json!({"version": 1, "task_id": "t", "job_id": job_id,
+               "sandbox": {"image": "alpine:latest", "command": ["python3", "-c", "print(6*7)"]}})
+    };
+    // What one python3 holds once started, on a node without a tight budget.
+    let held = {
+        let s = Server::start(&[]);
+        python_holding_memory(&s, "measure", 30)
+    };
+    let held_mib = held >> 20;
+    assert!(held_mib > 17, "python3 holds only {held_mib} MiB");
+    // A budget that leaves, beside one such python3, more than the headroom a job needs to
+    // be admitted (16 MiB) but less than a second python3 needs to start.
+    let free_mib = (16 + held_mib) / 2;
+    let budget = (held_mib + free_mib).to_string();
+    let s = Server::start(&["--node-memory-mib", &budget]);
+    python_holding_memory(&s, "hog", 60);
+    let began = std::time::Instant::now();
+    let r = s.post("/v1/worker/jobs:run", &python("refused"));
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("memory budget"), "{detail}");
+    assert!(detail.contains("python3"), "{detail}");
+    assert!(
+        began.elapsed() >= Duration::from_secs(4),
+        "refused without waiting for room: {:?}",
+        began.elapsed()
+    );
+    // Nothing of the refused job was kept: its id runs when retried.
+    // Retried while the memory comes back during its wait: it runs.
+    std::thread::scope(|scope| {
+        let retry = scope.spawn(|| s.post("/v1/worker/jobs:run", &python("refused")));
+        std::thread::sleep(Duration::from_millis(1000));
+        let stop = json!({"version": 1, "task_id": "t", "job_id": "hog"});
+        assert_eq!(
+            s.post("/v1/worker/jobs:stop", &stop).json()["status"],
+            "stopping"
+        );
+        let r = retry.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["status"], "completed", "{}", r.text());
+        assert_eq!(r.json()["stdout"], "42\n", "{}", r.text());
+    });
+    // More than the whole budget: a failed job with the reason, answered at once.
+    let small = Server::start(&["--node-memory-mib", "16"]);
+    let r = small.post("/v1/worker/jobs:run", &python("too-big"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["status"], "failed", "{v}");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("more than the node's whole memory budget of 16 MiB"),
+        "{v}"
+    );
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tracing::Instrument as _;
 use wasbox_runtime::{JobSpec, Limits, SandboxConfig};
 
-use super::config::MAX_OUTPUT_BYTES;
+use super::config::{ADMISSION_WAIT, MAX_OUTPUT_BYTES};
 use super::job_table::Claim;
 use super::metrics::Outcome;
 use super::node::{Node, SharedNode, check_version, lock, read_json, required};
@@ -110,7 +110,7 @@ enum Started {
     Running {
         task_id: String,
         job_id: String,
-        task: tokio::task::JoinHandle<anyhow::Result<Arc<RunResponse>>>,
+        task: tokio::task::JoinHandle<Result<Arc<RunResponse>, Problem>>,
     },
     /// Another request runs it: its answer, when ready.
     Waiting {
@@ -133,8 +133,7 @@ impl Started {
                 Ok(answer.clone().expect("checked"))
             }
             Started::Running { task, .. } => match task.await {
-                Ok(Ok(answer)) => Ok(answer),
-                Ok(Err(e)) => Err(Problem::internal(&e)),
+                Ok(answer) => answer,
                 Err(e) => Err(Problem::internal(&anyhow::anyhow!("job task failed: {e}"))),
             },
         }
@@ -244,18 +243,34 @@ async fn start(
                 let limits = Limits::default()
                     .timeout(timeout)
                     .max_output_bytes(MAX_OUTPUT_BYTES);
+                let (report, mut heard) = tokio::sync::oneshot::channel();
                 let result = async {
                     let sandbox = node
                         .runtime
                         .sandbox(SandboxConfig::default().image(image).limits(limits))?;
+                    // Room other sandboxes hold (their memory) is waited for like a place.
                     let mut spec = JobSpec::new(argv)
                         .timeout(timeout)
                         .stop_signal(stop)
-                        .admission(admission);
+                        .admission(admission)
+                        .report_start(report)
+                        .start_wait(ADMISSION_WAIT);
                     spec.env = env;
                     sandbox.run(spec).await
                 }
                 .await;
+                // A `jobs:run` whose program found no room within that wait is refused as
+                // one that found no place is (429), and nothing of it is kept: a retry runs
+                // it. An accepted `jobs:submit` keeps its failure as its result.
+                if let Ok(Err(failed)) = heard.try_recv()
+                    && failed.for_lack_of_room
+                    && !durable
+                {
+                    ended_without_result(&node, &inventory, &job_id, "refused", &failed);
+                    return Err(
+                        Problem::busy(format!("cannot start the job: {failed}")).retry_after(1)
+                    );
+                }
                 node.metrics
                     .job_seconds
                     .observe(started.elapsed().as_secs_f64());
@@ -301,19 +316,19 @@ async fn start(
                         let _ = tx.send(Some(a.clone()));
                     }
                     Err(e) => {
-                        node.metrics
-                            .jobs_finished
-                            .get_or_create(&Outcome { status: "error" })
-                            .inc();
-                        node.telemetry
-                            .stopped(&inventory, None, &format!("error: {e:#}"));
-                        lock(&node.jobs).abandon(&job_id);
+                        ended_without_result(
+                            &node,
+                            &inventory,
+                            &job_id,
+                            "error",
+                            &format!("{e:#}"),
+                        );
                         if durable {
                             node.telemetry.store().delete_result(&job_id).await;
                         }
                     }
                 }
-                answer
+                answer.map_err(|e| Problem::internal(&e))
             }
             .in_current_span(),
         )
@@ -323,6 +338,24 @@ async fn start(
         job_id,
         task,
     })
+}
+
+/// Books a job that ended without a result (refused, or failed in the host): counted under
+/// `outcome`, its sandbox recorded as stopped with the reason, its id free to run again.
+fn ended_without_result(
+    node: &Node,
+    inventory: &telemetry::Sandbox,
+    job_id: &str,
+    outcome: &'static str,
+    why: &dyn std::fmt::Display,
+) {
+    node.metrics
+        .jobs_finished
+        .get_or_create(&Outcome { status: outcome })
+        .inc();
+    node.telemetry
+        .stopped(inventory, None, &format!("{outcome}: {why}"));
+    lock(&node.jobs).abandon(job_id);
 }
 
 /// A finished result the store kept (from this boot or an earlier one), for `task_id`
