@@ -48,6 +48,9 @@ pub const FILES_RESERVED: usize = 1024;
 /// Node memory that must be free for a new process to be admitted: what a small program
 /// needs to start (its initial linear memory), with room to grow.
 pub const ADMIT_MEMORY_HEADROOM: usize = 16 << 20;
+/// How often whoever waits for room others hold (an admission, a first process short of
+/// memory) looks again.
+pub(crate) const ROOM_POLL: Duration = Duration::from_millis(10);
 /// The most instances [`default_max_instances`] picks, whatever the machine allows.
 pub const MAX_INSTANCES_CAP: usize = 100_000;
 
@@ -165,7 +168,7 @@ impl Capacity {
                 Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
                 Err(_) => {
                     drop(permit);
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    tokio::time::sleep(ROOM_POLL).await;
                 }
             }
         }

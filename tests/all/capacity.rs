@@ -12,7 +12,7 @@ use wasbox_runtime::{
     Sessions,
 };
 
-use crate::support::http::Server;
+use crate::support::http::{Reply, Server};
 use crate::support::runtime::{cache_dir, sandbox_with};
 
 const NO_SPACE: &str = "No space left on device";
@@ -308,15 +308,7 @@ fn over_http_a_full_node_answers_problems_with_retry_after() {
     assert_eq!(open(0).status, 200);
     assert_eq!(open(1).status, 200);
     let r = open(2);
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    assert_eq!(r.header("retry-after"), Some("1"));
-    assert!(
-        r.json()["detail"]
-            .as_str()
-            .unwrap()
-            .contains("live sandbox processes")
-    );
+    assert!(retry_later(&r, 503).contains("live sandbox processes"));
     // A job beside the shells runs.
     let job = |id: &str, cmd: serde_json::Value| {
         json!({"version": 1, "task_id": "t", "job_id": id,
@@ -405,10 +397,7 @@ fn a_shell_that_cannot_start_is_refused_not_answered_dead() {
     }
     let r = refusal.expect("twelve 4 GiB shells fit in the limit");
     assert!((3..=8).contains(&opened.len()), "{} shells", opened.len());
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    assert_eq!(r.header("retry-after"), Some("1"));
-    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    let detail = retry_later(&r, 503);
     assert!(detail.contains("cannot start the program"), "{detail}");
     // Every shell that was answered 200 is alive and answers.
     for (i, pty) in &opened {
@@ -480,10 +469,7 @@ fn the_memory_budget_refuses_shells_and_keeps_room_for_jobs() {
     }
     let (shells, r) = refused.expect("64 MiB held 100 shells");
     assert!(shells >= 1, "not even one shell fit");
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    assert_eq!(r.header("retry-after"), Some("1"));
-    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    let detail = retry_later(&r, 503);
     assert!(detail.contains("memory budget"), "{detail}");
     assert!(detail.contains("of 64 MiB"), "{detail}");
     let r = s.post(
@@ -493,6 +479,14 @@ fn the_memory_budget_refuses_shells_and_keeps_room_for_jobs() {
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["stdout"], "beside\n", "{}", r.text());
+}
+
+/// The detail of `r`, checked to be a problem with `status` that says to retry in a second.
+fn retry_later(r: &Reply, status: u16) -> String {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    r.json()["detail"].as_str().unwrap().to_string()
 }
 
 /// Linear memory the node's sandbox processes hold, from its metrics.
@@ -552,10 +546,7 @@ fn a_job_without_room_to_start_waits_then_runs_or_is_refused() {
     python_holding_memory(&s, "hog", 60);
     let began = std::time::Instant::now();
     let r = s.post("/v1/worker/jobs:run", &python("refused"));
-    assert_eq!(r.status, 429, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    assert_eq!(r.header("retry-after"), Some("1"));
-    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    let detail = retry_later(&r, 429);
     assert!(detail.contains("memory budget"), "{detail}");
     assert!(detail.contains("python3"), "{detail}");
     assert!(

@@ -16,7 +16,7 @@ use wasmtime::component::{Resource, ResourceTable};
 
 use super::{Exit, Launch, MemoryExceeded, Site, new_store};
 use crate::bindings::process as wit;
-use crate::capacity::{Admission, Refused};
+use crate::capacity::{Admission, ROOM_POLL, Refused};
 use crate::engine::{Placement, pool_was_full};
 use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::job::{StartFailure, StartReport};
@@ -301,6 +301,7 @@ async fn run_listed(
         .take();
     let (mut started, wait) = first.map_or((None, Duration::ZERO), |f| (f.report, f.wait));
     let wait_until = (Instant::now() + wait).min(job.deadline);
+    let may_wait = || Instant::now() < wait_until && !job.was_stopped();
     let mut report = |outcome: Result<(), StartFailure>| {
         if let Some(tx) = started.take() {
             let _ = tx.send(outcome);
@@ -368,7 +369,7 @@ async fn run_listed(
             Ok(store) => store,
             Err(msg) => {
                 // The node had no place for it: other sandboxes hold them all.
-                if Instant::now() < wait_until && !job.was_stopped() {
+                if may_wait() {
                     tokio::time::sleep(ROOM_POLL).await;
                     continue;
                 }
@@ -390,7 +391,7 @@ async fn run_listed(
             Err(e) => {
                 let exit = Exit::of_error(&e);
                 let for_lack_of_room = lacked_room(&exit, &e);
-                if for_lack_of_room && Instant::now() < wait_until && !job.was_stopped() {
+                if for_lack_of_room && may_wait() {
                     // Keep the place, give back what the failed instance held, look again.
                     admission = Some(store.into_data().into_admission());
                     tokio::time::sleep(ROOM_POLL).await;
@@ -415,9 +416,6 @@ async fn run_listed(
     }
     exit.status()
 }
-
-/// How often a first process waiting for room looks again.
-const ROOM_POLL: Duration = Duration::from_millis(10);
 
 /// Whether an instance could not be made only for room other sandboxes hold: the node's
 /// memory budget used up by them, or the address space for a new instance (`ENOMEM`).
