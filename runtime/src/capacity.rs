@@ -51,6 +51,10 @@ pub const ADMIT_MEMORY_HEADROOM: usize = 16 << 20;
 /// How often whoever waits for room others hold (an admission, a first process short of
 /// memory) looks again.
 pub(crate) const ROOM_POLL: Duration = Duration::from_millis(10);
+/// How long a process an agent starts (a command of a bouvet, sidecar or term agent) waits
+/// for room other sandboxes hold before it fails to start: what the front-ends give an
+/// admitted job too.
+pub const ROOM_WAIT: Duration = Duration::from_secs(5);
 /// The most instances [`default_max_instances`] picks, whatever the machine allows.
 pub const MAX_INSTANCES_CAP: usize = 100_000;
 

@@ -215,7 +215,7 @@ impl JobSpec {
         self.started = Some(report);
         self
     }
-    /// Lets the first process wait up to `wait` for room other sandboxes hold (see
+    /// Lets each process wait up to `wait` for room other sandboxes hold (see
     /// [`JobSpec::start_wait`]).
     pub fn start_wait(mut self, wait: Duration) -> Self {
         self.start_wait = wait;
@@ -262,6 +262,18 @@ pub struct JobOutput {
     pub truncated: Truncated,
     pub started_at: SystemTime,
     pub ended_at: SystemTime,
+    /// Why the job's first process did not start, when it did not (the job then failed
+    /// with the reason on its stderr). See [`JobOutput::lacked_room`].
+    pub start_failure: Option<StartFailure>,
+}
+
+impl JobOutput {
+    /// Its first process never started, only for room the node's other sandboxes held
+    /// (after [`JobSpec::start_wait`]): the same job may succeed when retried. A front-end
+    /// answers it as a refusal (a 429), not as the job's result.
+    pub fn lacked_room(&self) -> Option<&StartFailure> {
+        self.start_failure.as_ref().filter(|f| f.for_lack_of_room)
+    }
 }
 
 /// Exit code of a job stopped on request, as after SIGKILL.
@@ -305,8 +317,9 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         deadline_after(timeout),
         spec.terminal.clone(),
         spec.admission,
+        spec.start_wait,
     ));
-    job.first_start(spec.started, spec.start_wait);
+    job.first_start(spec.started);
     if let Some(stop) = &spec.stop {
         stop.attach(&job);
     }
@@ -404,6 +417,7 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         },
         started_at,
         ended_at: SystemTime::now(),
+        start_failure: job.start_failure(),
     })
 }
 

@@ -584,6 +584,79 @@ fn a_job_without_room_to_start_waits_then_runs_or_is_refused() {
     );
 }
 
+/// A command an agent starts (here bouvet's `exec`) waits for room other sandboxes hold
+/// like a job's program, instead of failing for their load.
+#[tokio::test]
+async fn an_agents_command_waits_for_room_others_hold() {
+    use wasbox_runtime::StopSignal;
+    use wasbox_runtime::agent::bouvet::{BouvetInstance, builtin_agent};
+    use wasbox_runtime::io::OutputSink;
+    let runtime = |budget: Option<usize>| {
+        let mut b = Runtime::builder().cache_dir(cache_dir());
+        if let Some(bytes) = budget {
+            b = b.node_memory_bytes(bytes);
+        }
+        b.build().unwrap()
+    };
+    let python =
+        |secs: u32| JobSpec::new(["python3", "-c", &format!("import time; time.sleep({secs})")]);
+    // What a sleeping python3 holds (its memory is held before it sleeps).
+    let held = async |rt: &Runtime| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while rt.memory_in_use().0 == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "python3 never started"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        rt.memory_in_use().0
+    };
+    let measure = runtime(None);
+    let sandbox = measure.sandbox(Default::default()).unwrap();
+    let stop = StopSignal::new();
+    let hog = tokio::spawn({
+        let spec = python(30).stop_signal(stop.clone());
+        async move { sandbox.run(spec).await }
+    });
+    let python_bytes = held(&measure).await;
+    stop.stop();
+    hog.await.unwrap().unwrap();
+    // Beside one python3 there is less than a second one needs, with the agent running.
+    let rt = runtime(Some(python_bytes + (20 << 20)));
+    let sandbox = rt.sandbox(Default::default()).unwrap();
+    let stop = StopSignal::new();
+    let hog = tokio::spawn({
+        let spec = python(60).stop_signal(stop.clone());
+        async move { sandbox.run(spec).await }
+    });
+    held(&rt).await;
+    let agent = rt.bouvet_agent("bouvet", builtin_agent()).await.unwrap();
+    let mut instance = BouvetInstance::new(
+        agent,
+        rt.sandbox(Default::default()).unwrap(),
+        OutputSink::Null,
+        Duration::from_secs(20),
+    );
+    instance.ping().await.unwrap();
+    let began = std::time::Instant::now();
+    let exec = instance.exec("python3 -c 'print(6*7)'");
+    let release = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.stop();
+    };
+    let (out, ()) = tokio::join!(exec, release);
+    let out = out.unwrap();
+    assert_eq!(
+        (out.exit_code, out.stdout.as_str()),
+        (0, "42\n"),
+        "{}",
+        out.stderr
+    );
+    assert!(began.elapsed() >= Duration::from_secs(1));
+    hog.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn children_spawned_as_their_job_ends_do_not_outlive_it() {
     // A background loop keeps starting long sleeps while the job's first process exits:

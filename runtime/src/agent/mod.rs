@@ -106,6 +106,7 @@ pub(crate) fn job(sandbox: &Sandbox, deadline: Option<Instant>) -> Arc<JobContex
         deadline,
         None,
         None,
+        crate::capacity::ROOM_WAIT,
     ))
 }
 

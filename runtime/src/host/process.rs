@@ -46,16 +46,14 @@ pub(crate) struct JobContext {
     admission: std::sync::Mutex<Option<Admission>>,
     /// The signal another process ended the job with (0: none).
     killed: std::sync::atomic::AtomicU8,
-    /// How the job's first process starts: where it reports, how long it may wait for
-    /// room (taken by that process).
-    first_start: std::sync::Mutex<Option<FirstStart>>,
-}
-
-/// See [`JobSpec::started`](crate::JobSpec::started) and
-/// [`JobSpec::start_wait`](crate::JobSpec::start_wait).
-struct FirstStart {
-    report: Option<StartReport>,
-    wait: Duration,
+    /// Where the job's first process reports its start (taken by that process; `None`
+    /// inside once taken, or for an agent's job, which has no first process).
+    first_start: std::sync::Mutex<Option<Option<StartReport>>>,
+    /// Why the job's first process did not start, once it did not.
+    start_failure: std::sync::Mutex<Option<StartFailure>>,
+    /// How long each process of the job may wait for room other sandboxes hold (see
+    /// [`JobSpec::start_wait`](crate::JobSpec::start_wait)).
+    room_wait: Duration,
 }
 
 impl JobContext {
@@ -64,6 +62,7 @@ impl JobContext {
         deadline: Instant,
         terminal: Option<Terminal>,
         admission: Option<Admission>,
+        room_wait: Duration,
     ) -> Self {
         JobContext {
             site,
@@ -77,16 +76,23 @@ impl JobContext {
             admission: std::sync::Mutex::new(admission),
             killed: std::sync::atomic::AtomicU8::new(0),
             first_start: std::sync::Mutex::new(None),
+            start_failure: std::sync::Mutex::new(None),
+            room_wait,
         }
     }
 
-    /// Has the job's first process report its start to `report`, after waiting up to
-    /// `wait` for room other sandboxes hold.
-    pub(crate) fn first_start(&self, report: Option<StartReport>, wait: Duration) {
-        if report.is_some() || !wait.is_zero() {
-            *self.first_start.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(FirstStart { report, wait });
-        }
+    /// Marks the next process to start as the job's first: it reports its start to
+    /// `report`, and [`JobContext::start_failure`] keeps why it did not start.
+    pub(crate) fn first_start(&self, report: Option<StartReport>) {
+        *self.first_start.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+    }
+
+    /// Why the job's first process did not start, if it did not.
+    pub(crate) fn start_failure(&self) -> Option<StartFailure> {
+        self.start_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The place of a process about to start: the one taken ahead for the job (once), or a
@@ -299,12 +305,20 @@ async fn run_listed(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take();
-    let (mut started, wait) = first.map_or((None, Duration::ZERO), |f| (f.report, f.wait));
-    let wait_until = (Instant::now() + wait).min(job.deadline);
+    let mut started = first.map(|report| (report, job.clone()));
+    // Any process of the job may wait for room others hold: a child (`python3` under
+    // `sh -c`) of an admitted job is not failed by other sandboxes' load either.
+    let wait_until = (Instant::now() + job.room_wait).min(job.deadline);
     let may_wait = || Instant::now() < wait_until && !job.was_stopped();
     let mut report = |outcome: Result<(), StartFailure>| {
-        if let Some(tx) = started.take() {
-            let _ = tx.send(outcome);
+        if let Some((tx, job)) = started.take() {
+            if let Err(failure) = &outcome {
+                *job.start_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(failure.clone());
+            }
+            if let Some(tx) = tx {
+                let _ = tx.send(outcome);
+            }
         }
     };
     let cannot = |reason: String| StartFailure {

@@ -124,7 +124,8 @@ impl term2::wasbox::term::context::Host for TermHost {
         let spec = JobSpec::shell(command.clone())
             .cwd(cwd.clone())
             .timeout(Duration::from_secs_f64(timeout.min(1e9)))
-            .stop_signal(stop);
+            .stop_signal(stop)
+            .start_wait(crate::capacity::ROOM_WAIT);
         let ran = if missing_cwd {
             // As `cd CWD && ...` would fail; the command does not run.
             Err(anyhow!("sh: cd: {cwd}: No such file or directory"))

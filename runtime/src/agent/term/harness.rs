@@ -133,7 +133,11 @@ async fn run_tracked(sandbox: &Sandbox, cwd: &mut String, command: &str) -> (Str
     }
     let script = format!("cd {} && {command}", shell_quote(cwd));
     match sandbox
-        .run(JobSpec::shell(script).timeout(COMMAND_TIMEOUT))
+        .run(
+            JobSpec::shell(script)
+                .timeout(COMMAND_TIMEOUT)
+                .start_wait(crate::capacity::ROOM_WAIT),
+        )
         .await
     {
         Ok(out) if out.status == JobStatus::Timeout => (
