@@ -544,30 +544,78 @@ fn a_job_without_room_to_start_waits_then_runs_or_is_refused() {
     let budget = (held_mib + free_mib).to_string();
     let s = Server::start(&["--node-memory-mib", &budget]);
     python_holding_memory(&s, "hog", 60);
+    let session =
+        json!({"version": 1, "task_id": "t", "session_id": "s", "image": "alpine:latest"});
+    assert_eq!(s.post("/v1/worker/sessions", &session).status, 200);
+    let e2b = crate::e2b::create(&s);
     let began = std::time::Instant::now();
-    let r = s.post("/v1/worker/jobs:run", &python("refused"));
-    let detail = retry_later(&r, 429);
-    assert!(detail.contains("memory budget"), "{detail}");
-    assert!(detail.contains("python3"), "{detail}");
-    assert!(
-        began.elapsed() >= Duration::from_secs(4),
-        "refused without waiting for room: {:?}",
-        began.elapsed()
-    );
-    // Nothing of the refused job was kept: its id runs when retried.
-    // Retried while the memory comes back during its wait: it runs.
+    std::thread::scope(|scope| {
+        // While it waits, the same job asked again waits with it and is refused with it
+        // (its id is free again), not answered with a server error.
+        let twin = scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            s.post("/v1/worker/jobs:run", &python("refused"))
+        });
+        // A session's command and an E2B process wait, and are refused, the same way.
+        let exec = scope.spawn(|| {
+            s.post(
+                "/v1/worker/sessions/s/exec",
+                &json!({"version": 1, "command": ["python3", "-c", "print(6*7)"]}),
+            )
+        });
+        let process = scope.spawn(|| {
+            let start = json!({"process": {"cmd": "python3", "args": ["-c", "print(6*7)"]}});
+            crate::e2b::stream(&s, &e2b, "/process.Process/Start", &start, &[])
+        });
+        let r = s.post("/v1/worker/jobs:run", &python("refused"));
+        let detail = retry_later(&r, 429);
+        assert!(detail.contains("memory budget"), "{detail}");
+        assert!(detail.contains("python3"), "{detail}");
+        assert!(
+            began.elapsed() >= Duration::from_secs(4),
+            "refused without waiting for room: {:?}",
+            began.elapsed()
+        );
+        let detail = retry_later(&twin.join().unwrap(), 429);
+        assert!(detail.contains("retry"), "{detail}");
+        let detail = retry_later(&exec.join().unwrap(), 429);
+        assert!(detail.contains("memory budget"), "{detail}");
+        let msgs = process.join().unwrap();
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        let error = &msgs[0].1["error"];
+        assert_eq!(error["code"], "resource_exhausted", "{msgs:?}");
+        assert!(
+            error["message"].as_str().unwrap().contains("memory budget"),
+            "{msgs:?}"
+        );
+    });
+    // Nothing of the refused job was kept: its id runs when retried. Retried while the
+    // memory comes back during its wait, it runs; so does a program its shell starts,
+    // which waits for room like the job's first one.
     std::thread::scope(|scope| {
         let retry = scope.spawn(|| s.post("/v1/worker/jobs:run", &python("refused")));
+        let child = scope.spawn(|| {
+            s.post(
+                "/v1/worker/jobs:run",
+                &json!({"version": 1, "task_id": "t", "job_id": "child",
+                        "sandbox": {"image": "alpine:latest",
+                                    "command": ["sh", "-c", "python3 -c 'print(6*7)' && echo done"]}}),
+            )
+        });
         std::thread::sleep(Duration::from_millis(1000));
         let stop = json!({"version": 1, "task_id": "t", "job_id": "hog"});
         assert_eq!(
             s.post("/v1/worker/jobs:stop", &stop).json()["status"],
             "stopping"
         );
-        let r = retry.join().unwrap();
-        assert_eq!(r.status, 200, "{}", r.text());
-        assert_eq!(r.json()["status"], "completed", "{}", r.text());
-        assert_eq!(r.json()["stdout"], "42\n", "{}", r.text());
+        for (r, stdout) in [
+            (retry.join().unwrap(), "42\n"),
+            (child.join().unwrap(), "42\ndone\n"),
+        ] {
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(r.json()["status"], "completed", "{}", r.text());
+            assert_eq!(r.json()["stdout"], stdout, "{}", r.text());
+        }
     });
     // More than the whole budget: a failed job with the reason, answered at once.
     let small = Server::start(&["--node-memory-mib", "16"]);

@@ -174,12 +174,12 @@ fn control(server: &Server, method: &str, path: &str, body: &Value) -> Reply {
     )
 }
 
-struct Sbx {
+pub(crate) struct Sbx {
     id: String,
     token: String,
 }
 
-fn create(server: &Server) -> Sbx {
+pub(crate) fn create(server: &Server) -> Sbx {
     let r = control(
         server,
         "POST",
@@ -246,7 +246,7 @@ fn envelopes(body: &[u8]) -> Vec<(u8, Value)> {
     out
 }
 
-fn stream(
+pub(crate) fn stream(
     server: &Server,
     s: &Sbx,
     method: &str,

@@ -13,6 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
+use wasbox_runtime::capacity::ROOM_WAIT;
 use wasbox_runtime::io::{PipeReader, PipeWriter, pipe};
 use wasbox_runtime::{Input, JobSpec, JobStatus, Output, Pty, PtyConfig, StopSignal};
 
@@ -493,12 +494,15 @@ async fn start(
         .map_err(|why| RpcError::new(Code::ResourceExhausted, why.to_string()))?;
     let (out_r, out_w) = pipe(PIPE_BYTES);
     let (err_r, err_w) = pipe(PIPE_BYTES);
+    let (report, started) = tokio::sync::oneshot::channel();
     let mut spec = JobSpec::new(argv)
         .cwd(cwd)
         .stdout(Output::Pipe(out_w))
         .stderr(Output::Pipe(err_w))
         .stop_signal(stop.clone())
-        .admission(admission);
+        .admission(admission)
+        .report_start(report)
+        .start_wait(ROOM_WAIT);
     spec.env = env;
     let stdin = if req.stdin == Some(true) {
         let (in_r, in_w) = pipe(PIPE_BYTES);
@@ -530,7 +534,9 @@ async fn start(
             let _ = p.await;
         }
         let killed = proc.killed.load(Ordering::Acquire);
-        if sbx.session.is_ended() && !killed {
+        // Refused for lack of room: the caller got the error, not a stream.
+        let refused = out.as_ref().is_ok_and(|o| o.lacked_room().is_some());
+        if refused || (sbx.session.is_ended() && !killed) {
             proc.abandon();
             lock(&sbx.procs.procs).remove(&pid);
             return;
@@ -544,6 +550,16 @@ async fn start(
         lock(&sbx.procs.procs).remove(&pid);
         proc.finish(end).await;
     });
+    // Its program waits for room other sandboxes hold, like a job; one that finds none is
+    // refused as a process the node has no place for is.
+    if let Ok(Err(failed)) = started.await
+        && failed.for_lack_of_room
+    {
+        return Err(RpcError::new(
+            Code::ResourceExhausted,
+            format!("cannot start the process: {failed}"),
+        ));
+    }
     Ok(stream_events(pid, rx, deadline, keepalive))
 }
 

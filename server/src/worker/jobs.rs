@@ -126,10 +126,15 @@ impl Started {
         match self {
             Started::Done(a) => Ok(a),
             Started::Waiting { job_id, mut rx, .. } => {
-                let answer = rx
-                    .wait_for(Option::is_some)
-                    .await
-                    .map_err(|_| Problem::internal(&anyhow::anyhow!("job {job_id} vanished")))?;
+                // The request that ran it ended without a result (refused for lack of
+                // room, or failed in the node) and freed its id: this one may run it again.
+                let answer = rx.wait_for(Option::is_some).await.map_err(|_| {
+                    Problem::busy(format!(
+                        "job `{job_id}` ended without a result in the request that ran it; \
+                         retry it"
+                    ))
+                    .retry_after(1)
+                })?;
                 Ok(answer.clone().expect("checked"))
             }
             Started::Running { task, .. } => match task.await {
@@ -243,7 +248,6 @@ async fn start(
                 let limits = Limits::default()
                     .timeout(timeout)
                     .max_output_bytes(MAX_OUTPUT_BYTES);
-                let (report, mut heard) = tokio::sync::oneshot::channel();
                 let result = async {
                     let sandbox = node
                         .runtime
@@ -253,7 +257,6 @@ async fn start(
                         .timeout(timeout)
                         .stop_signal(stop)
                         .admission(admission)
-                        .report_start(report)
                         .start_wait(ADMISSION_WAIT);
                     spec.env = env;
                     sandbox.run(spec).await
@@ -262,11 +265,10 @@ async fn start(
                 // A `jobs:run` whose program found no room within that wait is refused as
                 // one that found no place is (429), and nothing of it is kept: a retry runs
                 // it. An accepted `jobs:submit` keeps its failure as its result.
-                if let Ok(Err(failed)) = heard.try_recv()
-                    && failed.for_lack_of_room
+                if let Some(failed) = result.as_ref().ok().and_then(|o| o.lacked_room())
                     && !durable
                 {
-                    ended_without_result(&node, &inventory, &job_id, "refused", &failed);
+                    ended_without_result(&node, &inventory, &job_id, "refused", failed);
                     return Err(
                         Problem::busy(format!("cannot start the job: {failed}")).retry_after(1)
                     );

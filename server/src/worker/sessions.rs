@@ -15,7 +15,9 @@ use wasbox_runtime::{
     FileError, JobSpec, Limits, SandboxConfig, Session, SessionConfig, SessionRefused,
 };
 
-use super::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
+use super::config::{
+    ADMISSION_WAIT, DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES,
+};
 use super::node::{SharedNode, check_version, read_body, read_json, required, respond};
 use super::telemetry;
 use super::wire::{RESERVED_ENV, ResultWire, SandboxSpec, check_network_policy, check_timeout};
@@ -244,7 +246,11 @@ async fn exec_inner(
     let timeout = node.config().job_timeout(requested);
     let slot = node.slot()?;
     let admission = node.admit().await?;
-    let mut spec = JobSpec::new(argv).timeout(timeout).admission(admission);
+    // Room other sandboxes hold (their memory) is waited for like a place (see jobs:run).
+    let mut spec = JobSpec::new(argv)
+        .timeout(timeout)
+        .admission(admission)
+        .start_wait(ADMISSION_WAIT);
     spec.env = req
         .env
         .unwrap_or_default()
@@ -269,6 +275,11 @@ async fn exec_inner(
             Problem::internal(&e)
         }
     })?;
+    // A command that found no room within that wait is refused, not answered as its
+    // result: the same exec may succeed when retried.
+    if let Some(failed) = out.lacked_room() {
+        return Err(Problem::busy(format!("cannot start the command: {failed}")).retry_after(1));
+    }
     tracing::info!(
         task_id = %task_id(&session),
         session_id = %session.id(),
