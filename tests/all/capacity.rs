@@ -632,10 +632,10 @@ fn a_job_without_room_to_start_waits_then_runs_or_is_refused() {
     );
 }
 
-/// A command an agent starts (here bouvet's `exec`) waits for room other sandboxes hold
-/// like a job's program, instead of failing for their load.
+/// A command an agent starts (here bouvet's `exec`), and the agent's own instance, wait for
+/// room other sandboxes hold like a job's program, instead of failing for their load.
 #[tokio::test]
-async fn an_agents_command_waits_for_room_others_hold() {
+async fn an_agent_and_its_commands_wait_for_room_others_hold() {
     use wasbox_runtime::StopSignal;
     use wasbox_runtime::agent::bouvet::{BouvetInstance, builtin_agent};
     use wasbox_runtime::io::OutputSink;
@@ -701,6 +701,38 @@ async fn an_agents_command_waits_for_room_others_hold() {
         "{}",
         out.stderr
     );
+    assert!(began.elapsed() >= Duration::from_secs(1));
+    hog.await.unwrap().unwrap();
+
+    // The agent's own instance waits for a place the same way.
+    let rt = Runtime::builder()
+        .cache_dir(cache_dir())
+        .max_instances(1)
+        .build()
+        .unwrap();
+    let sandbox = rt.sandbox(Default::default()).unwrap();
+    let stop = StopSignal::new();
+    let hog = tokio::spawn({
+        let spec = JobSpec::new(["sleep", "30"]).stop_signal(stop.clone());
+        async move { sandbox.run(spec).await }
+    });
+    while rt.instances_in_use().0 == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let agent = rt.bouvet_agent("bouvet", builtin_agent()).await.unwrap();
+    let mut instance = BouvetInstance::new(
+        agent,
+        rt.sandbox(Default::default()).unwrap(),
+        OutputSink::Null,
+        Duration::from_secs(20),
+    );
+    let began = std::time::Instant::now();
+    let release = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.stop();
+    };
+    let (pinged, ()) = tokio::join!(instance.ping(), release);
+    pinged.unwrap();
     assert!(began.elapsed() >= Duration::from_secs(1));
     hog.await.unwrap().unwrap();
 }

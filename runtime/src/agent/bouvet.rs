@@ -48,6 +48,16 @@ fn add_to_linker(_: &mut Linker<HostState<BouvetHost>>) -> wasmtime::Result<()> 
     Ok(())
 }
 
+impl agent::Instantiate<BouvetHost> for wit::AgentPre<HostState<BouvetHost>> {
+    type Instance = wit::Agent;
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut Store<HostState<BouvetHost>>,
+    ) -> impl Future<Output = wasmtime::Result<wit::Agent>> + Send + 'a {
+        self.instantiate_async(store)
+    }
+}
+
 /// A loaded bouvet agent component. Cheap to clone.
 #[derive(Clone)]
 pub struct BouvetAgent {
@@ -210,22 +220,19 @@ impl BouvetInstance {
         }
         if self.live.is_none() {
             let job = agent::job(&self.sandbox, None);
-            let started = async {
-                let mut store = agent::store(
-                    &self.sandbox,
-                    &job,
-                    &self.agent.name,
-                    &[],
-                    self.log.clone(),
-                    BouvetHost,
-                )?;
-                let agent = self.agent.pre.instantiate_async(&mut store).await?;
-                anyhow::Ok(Live { store, agent })
-            };
-            let live = started.await.map_err(|e| {
-                RpcError::new(INTERNAL_ERROR, format!("cannot start the agent: {e:#}"))
-            })?;
-            self.live = Some(live);
+            let pre = &self.agent.pre;
+            let (store, agent) = agent::start(
+                &self.sandbox,
+                &job,
+                &self.agent.name,
+                &[],
+                self.log.clone(),
+                BouvetHost,
+                &**pre,
+            )
+            .await
+            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("cannot start the agent: {e:#}")))?;
+            self.live = Some(Live { store, agent });
         }
         // The call's commands end at its deadline; the instance itself gets a moment more to
         // report what they printed before they were stopped.

@@ -16,14 +16,15 @@ pub mod term;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
 use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker};
 
+use crate::capacity::{ROOM_POLL, ROOM_WAIT};
 use crate::engine::Placement;
-use crate::host::{Exit, HostState, JobContext, Launch, Stdio, new_store};
+use crate::host::{Exit, HostState, JobContext, Launch, Stdio, lacked_room, new_store};
 use crate::io::{InputSource, OutputSink};
 use crate::job::deadline_after;
 use crate::runtime::{Runtime, Sandbox};
@@ -110,33 +111,74 @@ pub(crate) fn job(sandbox: &Sandbox, deadline: Option<Instant>) -> Arc<JobContex
     ))
 }
 
-/// The store of an agent instance: `argv[0]` is the agent's name, the working directory is
-/// the mount point, stdin is empty and stdout and stderr go to `log`.
-pub(crate) fn store<E: Send + 'static>(
+/// A protocol's prepared agent component: what [`start`] makes an instance of.
+pub(crate) trait Instantiate<E: 'static>: Sync {
+    type Instance;
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut Store<HostState<E>>,
+    ) -> impl Future<Output = wasmtime::Result<Self::Instance>> + Send + 'a;
+}
+
+/// A store and an instance of an agent (`pre` makes the instance in the store).
+/// Like a job's process, it waits up to [`ROOM_WAIT`] for room other sandboxes hold (a
+/// place among the node's live instances, or memory of its budget) before it fails to
+/// start (the caller says what failed to start): `argv[0]` is the agent's name, the working directory is the mount point, stdin
+/// is empty and stdout and stderr go to `log`.
+pub(crate) async fn start<E: Send + 'static, P: Instantiate<E>>(
     sandbox: &Sandbox,
     job: &Arc<JobContext>,
     name: &str,
     env: &[(String, String)],
     log: OutputSink,
     ext: E,
-) -> Result<Store<HostState<E>>> {
+    pre: &P,
+) -> Result<(Store<HostState<E>>, P::Instance)> {
+    let until = Instant::now() + ROOM_WAIT;
+    let may_wait = || Instant::now() < until && !job.was_stopped();
     let mount = sandbox.mount().to_string();
     let env = crate::host::environment(&sandbox.site().sandbox, env, &mount);
-    let launch = Launch {
-        pid: sandbox.site().sandbox.new_pid(),
-        memory: None,
-        argv: &[name.to_string()],
-        env: &env,
-        cwd: &mount,
-        stdio: Stdio {
-            stdin: InputSource::Null,
-            stdout: log.clone(),
-            stderr: log,
-        },
-        admission: None,
-        placement: Placement::Pool,
-    };
-    new_store(job, launch, ext).map_err(|m| anyhow::anyhow!("cannot start the agent: {m}"))
+    let argv = [name.to_string()];
+    let mut ext = ext;
+    let mut admission = None;
+    loop {
+        let place = match admission.take() {
+            Some(place) => place,
+            None => match job.admission() {
+                Ok(place) => place,
+                Err(_) if may_wait() => {
+                    tokio::time::sleep(ROOM_POLL).await;
+                    continue;
+                }
+                Err(refused) => bail!("{refused}"),
+            },
+        };
+        let launch = Launch {
+            pid: sandbox.site().sandbox.new_pid(),
+            memory: None,
+            argv: &argv,
+            env: &env,
+            cwd: &mount,
+            stdio: Stdio {
+                stdin: InputSource::Null,
+                stdout: log.clone(),
+                stderr: log.clone(),
+            },
+            admission: Some(place),
+            placement: Placement::Pool,
+        };
+        let mut store = new_store(job, launch, ext).map_err(|m| anyhow::anyhow!(m))?;
+        match pre.instantiate(&mut store).await {
+            Ok(instance) => return Ok((store, instance)),
+            Err(e) if may_wait() && lacked_room(&Exit::of_error(&e), &e) => {
+                // Give back what the failed instance held, keep the place, look again.
+                let (place, back) = store.into_data().into_parts();
+                (admission, ext) = (Some(place), back);
+                tokio::time::sleep(ROOM_POLL).await;
+            }
+            Err(e) => return Err(anyhow::Error::from(e)),
+        }
+    }
 }
 
 /// Why a call into an agent failed, for its operator and its protocol's error.

@@ -280,6 +280,16 @@ impl HasLlm for SidecarHost {
     }
 }
 
+impl agent::Instantiate<SidecarHost> for wit::AgentPre<HostState<SidecarHost>> {
+    type Instance = wit::Agent;
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut wasmtime::Store<HostState<SidecarHost>>,
+    ) -> impl Future<Output = wasmtime::Result<wit::Agent>> + Send + 'a {
+        self.instantiate_async(store)
+    }
+}
+
 fn add_to_linker(linker: &mut Linker<HostState<SidecarHost>>) -> wasmtime::Result<()> {
     wit::wasbox::sidecar::host::add_to_linker::<_, HasSelf<SidecarHost>>(linker, |s| &mut s.ext)?;
     wt::add_to_linker::<_, HasSelf<SidecarHost>>(linker, |s| &mut s.ext)?;
@@ -448,8 +458,17 @@ impl SidecarAgent {
     )> {
         let deadline = crate::job::deadline_after(env.timeout);
         let job = agent::job(&env.sandbox, Some(deadline));
-        let mut store = agent::store(&env.sandbox, &job, &self.name, &[], env.log.clone(), host)?;
-        let bindings = self.pre.instantiate_async(&mut store).await?;
+        let pre = &self.pre;
+        let (store, bindings) = agent::start(
+            &env.sandbox,
+            &job,
+            &self.name,
+            &[],
+            env.log.clone(),
+            host,
+            &**pre,
+        )
+        .await?;
         Ok((store, bindings, job))
     }
 

@@ -30,7 +30,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 pub(crate) use exit::Exit;
 pub use exit::MemoryExceeded;
-pub(crate) use process::{JobContext, Pids, Stdio, run_process};
+pub(crate) use process::{JobContext, Pids, Stdio, lacked_room, run_process};
 
 use crate::bindings::process as wit;
 use crate::cache::CompileCache;
@@ -75,6 +75,11 @@ impl<E> HostState<E> {
     /// The place the store held, for another store of the same process.
     pub(crate) fn into_admission(self) -> Admission {
         self.admission
+    }
+
+    /// The place the store held and the protocol's part, for another store.
+    pub(crate) fn into_parts(self) -> (Admission, E) {
+        (self.admission, self.ext)
     }
 
     /// Moves the component to another job: the processes it starts from now on, and its

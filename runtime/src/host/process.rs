@@ -433,7 +433,7 @@ async fn run_listed(
 
 /// Whether an instance could not be made only for room other sandboxes hold: the node's
 /// memory budget used up by them, or the address space for a new instance (`ENOMEM`).
-fn lacked_room(exit: &Exit, e: &wasmtime::Error) -> bool {
+pub(crate) fn lacked_room(exit: &Exit, e: &wasmtime::Error) -> bool {
     if let Exit::OutOfMemory(m) = exit {
         return matches!(m, MemoryExceeded::Node(_));
     }

@@ -21,7 +21,20 @@ use crate::agent::{self, failure, interrupted};
 use crate::bindings::{term1, term2};
 use crate::host::HostState;
 
-enum Bindings {
+impl agent::Instantiate<TermHost> for Pre {
+    type Instance = Bindings;
+    async fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<HostState<TermHost>>,
+    ) -> wasmtime::Result<Bindings> {
+        Ok(match self {
+            Pre::Term2(pre) => Bindings::Term2(pre.instantiate_async(store).await?),
+            Pre::Term1(pre) => Bindings::Term1(pre.instantiate_async(store).await?),
+        })
+    }
+}
+
+pub(super) enum Bindings {
     Term2(term2::Agent),
     Term1(term1::Agent),
 }
@@ -84,18 +97,17 @@ impl AgentRunner {
             llm: LlmHost::new(Arc::new(self.env.llm.clone()), on_call),
         };
         let job = agent::job(&self.env.sandbox, None);
-        let mut store = agent::store(
+        let pre = &self.agent.pre;
+        let (store, bindings) = agent::start(
             &self.env.sandbox,
             &job,
             &self.agent.name,
             &self.env.env,
             self.env.log.clone(),
             host,
-        )?;
-        let bindings = match &*self.agent.pre {
-            Pre::Term2(pre) => Bindings::Term2(pre.instantiate_async(&mut store).await?),
-            Pre::Term1(pre) => Bindings::Term1(pre.instantiate_async(&mut store).await?),
-        };
+            &**pre,
+        )
+        .await?;
         Ok(Live { store, bindings })
     }
 
