@@ -162,8 +162,18 @@ fn open_nofollow(path: &Path) -> std::io::Result<File> {
 /// Processes starting together on a new cache (tests, a fleet on one volume) may all make
 /// one: each writes its key whole under a name of its own, then links it to `.key`, which
 /// never replaces a key already there. So `.key` is never seen half-written, and whoever
-/// loses the race reads the winner's.
+/// loses the race reads the winner's. On a filesystem without hard links the key is
+/// renamed into place instead: a key placed at the same moment may then replace it, and
+/// the entries sealed with the replaced key are compiled again (their stamps no longer
+/// verify), never trusted.
 fn load_key(dir: &Path) -> anyhow::Result<[u8; 32]> {
+    load_key_linking(dir, |from, to| std::fs::hard_link(from, to))
+}
+
+fn load_key_linking(
+    dir: &Path,
+    link: impl Fn(&Path, &Path) -> std::io::Result<()>,
+) -> anyhow::Result<[u8; 32]> {
     static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let path = dir.join(".key");
     let me = unsafe { libc::geteuid() };
@@ -198,13 +208,24 @@ fn load_key(dir: &Path) -> anyhow::Result<[u8; 32]> {
         let placed = f
             .write_all(&key)
             .and_then(|()| f.sync_all())
-            .and_then(|()| std::fs::hard_link(&tmp, &path));
-        let _ = std::fs::remove_file(&tmp);
+            .and_then(|()| link(&tmp, &path));
         match placed {
-            Ok(()) => return Ok(key),
+            Ok(()) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Ok(key);
+            }
             // Another process placed its key first: read that one.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&tmp);
+                continue;
+            }
+            // No hard links here: rename it into place, then read what is there.
+            Err(_) => {
+                if let Err(e) = std::fs::rename(&tmp, &path) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e.into());
+                }
+            }
         }
     }
     bail!("the key kept changing while it was read (another process replacing it?)")
@@ -421,6 +442,39 @@ impl std::hash::Hasher for HashWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without hard links (some network and FUSE filesystems) the key is renamed into
+    /// place: it is made once, kept private, read back the same, and nothing else is left,
+    /// even with many makers at once.
+    #[test]
+    fn a_key_is_made_where_hard_links_are_refused() {
+        let no_links = |_: &Path, _: &Path| Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        let dir = tempfile::tempdir().unwrap();
+        let key = load_key_linking(dir.path(), no_links).unwrap();
+        let meta = std::fs::metadata(dir.path().join(".key")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(load_key_linking(dir.path(), no_links).unwrap(), key);
+        assert_eq!(load_key(dir.path()).unwrap(), key);
+        let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let fresh = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (dir, start) = (fresh.path().to_path_buf(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    load_key_linking(&dir, no_links).unwrap()
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let left: Vec<_> = std::fs::read_dir(fresh.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [".key"]);
+    }
 
     /// Many makers of a new cache at once all end with the same key, and leave nothing else.
     #[test]
