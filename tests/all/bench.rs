@@ -66,6 +66,26 @@ fn quick_bench_fills_or_explains_every_cell() {
             }
         }
     }
+    // Where bubblewrap runs at all, it runs whatever runs natively, wherever this checkout
+    // lives (one under /tmp included, which bubblewrap's private /tmp would hide).
+    let cell = |w: &serde_json::Value, m: &str| {
+        cells
+            .iter()
+            .find(|c| c["workload"] == w[0] && c["mechanism"] == m)
+            .unwrap()
+            .clone()
+    };
+    let bwrap_works = workloads
+        .iter()
+        .any(|w| w[0] == "start/true" && cell(w, "bwrap")["median_us"].is_number());
+    if bwrap_works {
+        for w in workloads {
+            if cell(w, "native")["median_us"].is_number() {
+                let c = cell(w, "bwrap");
+                assert!(c["median_us"].is_number(), "{} under bwrap: {c}", w[0]);
+            }
+        }
+    }
     let density = samples["density"].as_array().unwrap();
     let wasbox_density = density
         .iter()

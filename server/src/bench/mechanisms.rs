@@ -110,7 +110,7 @@ fn find_bwrap() -> Result<PathBuf, String> {
         .find(|p| p.is_file())
         .ok_or("bwrap is not installed (Debian: apt-get install bubblewrap)")?;
     let out = Command::new(&path)
-        .args(bwrap_args(Path::new("/tmp")))
+        .args(bwrap_args(Path::new("/tmp"), None))
         .args(["true"])
         .output()
         .map_err(|e| format!("bwrap does not run: {e}"))?;
@@ -124,8 +124,10 @@ fn find_bwrap() -> Result<PathBuf, String> {
 }
 
 /// bubblewrap's options: the host's root read-only, a private /tmp, `dir` as the writable
-/// working directory `/tmp/workspace`, no network, a new namespace of every kind.
-pub fn bwrap_args(dir: &Path) -> Vec<String> {
+/// working directory `/tmp/workspace`, no network, a new namespace of every kind. `program`,
+/// the file run inside, is bound read-only where it is, so that one under the host's `/tmp`
+/// (a checkout there) is not hidden by the private one.
+pub fn bwrap_args(dir: &Path, program: Option<&Path>) -> Vec<String> {
     let mut v: Vec<String> = [
         "--unshare-all",
         "--die-with-parent",
@@ -144,7 +146,12 @@ pub fn bwrap_args(dir: &Path) -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     v.push(dir.to_string_lossy().into_owned());
-    v.extend(["/tmp/workspace", "--chdir", "/tmp/workspace", "--"].map(String::from));
+    v.push("/tmp/workspace".into());
+    if let Some(p) = program.filter(|p| p.is_absolute()) {
+        let p = p.to_string_lossy().into_owned();
+        v.extend(["--ro-bind".into(), p.clone(), p]);
+    }
+    v.extend(["--chdir", "/tmp/workspace", "--"].map(String::from));
     v
 }
 
@@ -330,9 +337,10 @@ impl Bench {
             Mechanism::Bwrap => {
                 let bwrap = self.bwrap.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
                 let dir = self.fresh_dir()?;
+                let argv = self.native_argv(work);
                 let mut cmd = Command::new(bwrap);
-                cmd.args(bwrap_args(dir.path()))
-                    .args(self.native_argv(work));
+                cmd.args(bwrap_args(dir.path(), Some(Path::new(&argv[0]))))
+                    .args(&argv);
                 time_process(cmd)
             }
             Mechanism::WasboxInProcess => self.tokio.block_on(async {

@@ -312,7 +312,7 @@ pub fn main(args: BenchArgs) -> Result<i32> {
         match bench.bwrap_path() {
             Ok(bwrap) => {
                 let dir = tempfile::tempdir()?;
-                let bargs = mechanisms::bwrap_args(dir.path());
+                let bargs = mechanisms::bwrap_args(dir.path(), None);
                 densities.push(density::processes(
                     "bubblewrap",
                     || density::bwrap_shell(&bwrap, &bargs),
