@@ -107,7 +107,7 @@ pub(crate) fn job(sandbox: &Sandbox, deadline: Option<Instant>) -> Arc<JobContex
         deadline,
         None,
         None,
-        crate::capacity::ROOM_WAIT,
+        ROOM_WAIT,
     ))
 }
 
@@ -120,11 +120,11 @@ pub(crate) trait Instantiate<E: 'static>: Sync {
     ) -> impl Future<Output = wasmtime::Result<Self::Instance>> + Send + 'a;
 }
 
-/// A store and an instance of an agent (`pre` makes the instance in the store).
-/// Like a job's process, it waits up to [`ROOM_WAIT`] for room other sandboxes hold (a
-/// place among the node's live instances, or memory of its budget) before it fails to
-/// start (the caller says what failed to start): `argv[0]` is the agent's name, the working directory is the mount point, stdin
-/// is empty and stdout and stderr go to `log`.
+/// A store and an instance of an agent (`pre` makes the instance in the store): `argv[0]`
+/// is the agent's name, the working directory is the mount point, stdin is empty and
+/// stdout and stderr go to `log`. Like a job's process, it waits up to [`ROOM_WAIT`] for
+/// room other sandboxes hold (a place among the node's live instances, or memory of its
+/// budget) before it fails to start. Its error says why; the caller says what failed.
 pub(crate) async fn start<E: Send + 'static, P: Instantiate<E>>(
     sandbox: &Sandbox,
     job: &Arc<JobContext>,

@@ -300,18 +300,17 @@ async fn run_listed(
     listed: Listed,
 ) -> i32 {
     // Only the job's first process finds a report to make: its children start later.
-    let first = job
+    let mut first = job
         .first_start
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take();
-    let mut started = first.map(|report| (report, job.clone()));
     // Any process of the job may wait for room others hold: a child (`python3` under
     // `sh -c`) of an admitted job is not failed by other sandboxes' load either.
     let wait_until = (Instant::now() + job.room_wait).min(job.deadline);
     let may_wait = || Instant::now() < wait_until && !job.was_stopped();
     let mut report = |outcome: Result<(), StartFailure>| {
-        if let Some((tx, job)) = started.take() {
+        if let Some(tx) = first.take() {
             if let Err(failure) = &outcome {
                 *job.start_failure.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some(failure.clone());
