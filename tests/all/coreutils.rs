@@ -303,6 +303,31 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "one two three\n",
     ),
     ("sum", "printf abc | sum", "16556     1\n"),
+    (
+        "sha224sum",
+        "printf abc | sha224sum",
+        "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7  -\n",
+    ),
+    (
+        "sha384sum",
+        "printf abc | sha384sum",
+        "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7  -\n",
+    ),
+    (
+        "basenc",
+        "printf abc | basenc --base64url; printf hi | basenc --base16",
+        "YWJj\n6869\n",
+    ),
+    (
+        "clear",
+        "TERM=xterm clear | od -An -c | tr -s ' '; TERM=xterm clear -x | od -An -c | tr -s ' '",
+        " 033 [ H 033 [ 2 J 033 [ 3 J\n 033 [ H 033 [ 2 J\n",
+    ),
+    (
+        "locale",
+        "locale | head -3; LANG=C.UTF-8 LC_TIME=C locale | sed -n '1p;5p;15p'; locale charmap; LANG=C.UTF-8 locale charmap; locale -a | head -1",
+        "LANG=\nLANGUAGE=\nLC_CTYPE=\"POSIX\"\nLANG=C.UTF-8\nLC_TIME=C\nLC_ALL=\nANSI_X3.4-1968\nUTF-8\nC\n",
+    ),
 ];
 
 #[tokio::test]

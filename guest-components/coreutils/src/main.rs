@@ -140,6 +140,11 @@ fn applet(name: &str) -> Option<Main> {
         "yes" => yes,
         "sudo" => term::sudo,
         "tput" => term::tput,
+        "clear" => term::clear,
+        "locale" => system::locale,
+        "sha224sum" => uu_sha224sum::uumain,
+        "sha384sum" => uu_sha384sum::uumain,
+        "basenc" => uu_basenc::uumain,
         _ => return None,
     })
 }

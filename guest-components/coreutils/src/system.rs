@@ -1,7 +1,7 @@
 //! Applets about the system and the user, and the byte movers that must stream: `cat`
 //! (uutils' refuses character devices on WASI), `dd`, `df` (the sandbox's disk quota),
 //! `uname`, `arch`, `nproc`, `id`, `whoami`, `groups`, `logname`, `hostname`, `tty`,
-//! `nohup`, `nice`, `chown`, `chgrp`, `sync`, `getconf`, and `less`/`more` (which page
+//! `nohup`, `nice`, `chown`, `chgrp`, `sync`, `getconf`, `locale`, and `less`/`more` (which page
 //! nothing: they copy their input, as they do when the output is not a terminal).
 //!
 //! What they report is the sandbox as it presents itself: Linux on `wasm32`, host name
@@ -1444,6 +1444,92 @@ pub fn chown(args: std::vec::IntoIter<OsString>) -> i32 {
 }
 
 /// `sync [FILE]...`: the host's file system decides when data reaches the disk.
+/// The categories `locale` reports, in glibc's order.
+const LOCALE_CATEGORIES: [&str; 12] = [
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+];
+
+/// `locale [-a | -m | NAME...]`: the locale the environment selects, as glibc's `locale`
+/// prints it (a category set on its own unquoted, one that comes from `LC_ALL` or `LANG`
+/// quoted, `POSIX` when nothing sets it). The sandbox has the C and C.UTF-8 locales.
+pub fn locale(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let all = var("LC_ALL");
+    let lang = var("LANG");
+    // The locale a category uses: LC_ALL, then its own variable, then LANG.
+    let of = |cat: &str| {
+        all.clone()
+            .or_else(|| var(cat))
+            .or_else(|| lang.clone())
+            .unwrap_or_else(|| "POSIX".into())
+    };
+    let mut out = String::new();
+    match args.first().map(String::as_str) {
+        None => {
+            out.push_str(&format!("LANG={}\n", lang.clone().unwrap_or_default()));
+            out.push_str(&format!(
+                "LANGUAGE={}\n",
+                var("LANGUAGE").unwrap_or_default()
+            ));
+            for cat in LOCALE_CATEGORIES {
+                match var(cat).filter(|_| all.is_none()) {
+                    Some(own) => out.push_str(&format!("{cat}={own}\n")),
+                    None => out.push_str(&format!("{cat}=\"{}\"\n", of(cat))),
+                }
+            }
+            out.push_str(&format!("LC_ALL={}\n", all.clone().unwrap_or_default()));
+        }
+        Some("-a" | "--all-locales") => out.push_str("C\nC.utf8\nPOSIX\n"),
+        Some("-m" | "--charmaps") => out.push_str("ANSI_X3.4-1968\nUTF-8\n"),
+        Some(_) => {
+            let utf8 = {
+                let l = of("LC_CTYPE").to_ascii_lowercase();
+                l.contains("utf-8") || l.contains("utf8")
+            };
+            for name in &args {
+                let value = match name.as_str() {
+                    "charmap" => {
+                        if utf8 {
+                            "UTF-8"
+                        } else {
+                            "ANSI_X3.4-1968"
+                        }
+                    }
+                    "decimal_point" | "mon_decimal_point" => ".",
+                    "thousands_sep" | "mon_thousands_sep" | "grouping" => "",
+                    cat if LOCALE_CATEGORIES.contains(&cat) => {
+                        eprintln!("locale: -k is needed to list the keywords of {cat}");
+                        return 1;
+                    }
+                    other => {
+                        eprintln!("locale: unknown name \"{other}\"");
+                        return 1;
+                    }
+                };
+                out.push_str(value);
+                out.push('\n');
+            }
+        }
+    }
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    0
+}
+
 pub fn sync(_: std::vec::IntoIter<OsString>) -> i32 {
     0
 }

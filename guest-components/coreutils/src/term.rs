@@ -1,4 +1,4 @@
-//! `sudo` and `tput`.
+//! `sudo`, `tput` and `clear`.
 //!
 //! A sandbox has one user, who may do everything the sandbox allows: `sudo` runs its command
 //! as that user (its options are accepted and have nothing to change), as a container whose
@@ -119,6 +119,22 @@ pub fn sudo(args: std::vec::IntoIter<OsString>) -> i32 {
     ));
     vars.push(("SUDO_COMMAND".into(), argv.join(" ")));
     crate::run_command(&argv, vars, guest_support::process::Stdio::Inherit, "sudo")
+}
+
+/// `clear [-T TERM] [-x]`: clears the screen as `tput clear` does, then the scrollback
+/// (xterm's E3) unless `-x`, as ncurses' `clear` does.
+pub fn clear(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<OsString> = args.skip(1).collect();
+    let keep_scrollback = args.iter().any(|a| a == "-x");
+    let mut tput_args: Vec<OsString> = vec!["tput".into()];
+    tput_args.extend(args.into_iter().filter(|a| a != "-x"));
+    tput_args.push("clear".into());
+    let code = tput(tput_args.into_iter());
+    if code == 0 && !keep_scrollback {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(b"\x1b[3J").and_then(|()| out.flush());
+    }
+    code
 }
 
 /// `tput [-T TERM] CAPNAME [PARAMS...]` and `tput -S` (capabilities from stdin, one a line).
