@@ -323,12 +323,31 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "TERM=xterm clear | od -An -c | tr -s ' '; TERM=xterm clear -x | od -An -c | tr -s ' '",
         " 033 [ H 033 [ 2 J 033 [ 3 J\n 033 [ H 033 [ 2 J\n",
     ),
+    ("stty", "stty size; echo $?; TERM= clear; echo $?", "1\n1\n"),
     (
         "locale",
         "locale | head -3; LANG=C.UTF-8 LC_TIME=C locale | sed -n '1p;5p;15p'; locale charmap; LANG=C.UTF-8 locale charmap; locale -a | head -1",
         "LANG=\nLANGUAGE=\nLC_CTYPE=\"POSIX\"\nLANG=C.UTF-8\nLC_TIME=C\nLC_ALL=\nANSI_X3.4-1968\nUTF-8\nC\n",
     ),
 ];
+
+/// On a terminal, `stty size` answers its size; what it cannot do (list or change the
+/// terminal's modes, which are the host's) it refuses, saying so.
+#[tokio::test]
+async fn stty_tells_the_terminal_size_and_refuses_modes() {
+    let out = crate::support::runtime::runtime()
+        .run(
+            JobSpec::shell("stty size; stty -echo; echo $?")
+                .terminal(wasbox_runtime::Terminal::new(100, 30)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "30 100\n1\n", "{out:?}");
+    assert!(
+        out.stderr.contains("cannot be listed or changed"),
+        "{out:?}"
+    );
+}
 
 #[tokio::test]
 async fn every_applet_works() {

@@ -141,6 +141,7 @@ fn applet(name: &str) -> Option<Main> {
         "sudo" => term::sudo,
         "tput" => term::tput,
         "clear" => term::clear,
+        "stty" => term::stty,
         "locale" => system::locale,
         "sha224sum" => uu_sha224sum::uumain,
         "sha384sum" => uu_sha384sum::uumain,

@@ -1,4 +1,4 @@
-//! `sudo`, `tput` and `clear`.
+//! `sudo`, `tput`, `clear` and `stty size`.
 //!
 //! A sandbox has one user, who may do everything the sandbox allows: `sudo` runs its command
 //! as that user (its options are accepted and have nothing to change), as a container whose
@@ -126,6 +126,11 @@ pub fn sudo(args: std::vec::IntoIter<OsString>) -> i32 {
 pub fn clear(args: std::vec::IntoIter<OsString>) -> i32 {
     let args: Vec<OsString> = args.skip(1).collect();
     let keep_scrollback = args.iter().any(|a| a == "-x");
+    let named = args.iter().any(|a| a.to_string_lossy().starts_with("-T"));
+    if !named && std::env::var("TERM").map_or(true, |t| t.is_empty()) {
+        eprintln!("TERM environment variable not set.");
+        return 1;
+    }
     let mut tput_args: Vec<OsString> = vec!["tput".into()];
     tput_args.extend(args.into_iter().filter(|a| a != "-x"));
     tput_args.push("clear".into());
@@ -135,6 +140,33 @@ pub fn clear(args: std::vec::IntoIter<OsString>) -> i32 {
         let _ = out.write_all(b"\x1b[3J").and_then(|()| out.flush());
     }
     code
+}
+
+/// `stty size`: the rows and columns of the job's terminal. The terminal's modes are the
+/// host's (it echoes and edits lines itself): `stty` neither lists nor changes them, and
+/// says so rather than pretend.
+pub fn stty(args: std::vec::IntoIter<OsString>) -> i32 {
+    let args: Vec<String> = args
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let Some((cols, rows)) = guest_support::process::terminal_size() else {
+        eprintln!("stty: 'standard input': Inappropriate ioctl for device");
+        return 1;
+    };
+    match args.as_slice() {
+        [a] if a == "size" => {
+            println!("{rows} {cols}");
+            0
+        }
+        _ => {
+            eprintln!(
+                "stty: the sandbox's terminal modes cannot be listed or changed here; \
+                 `stty size` gives its size"
+            );
+            1
+        }
+    }
 }
 
 /// `tput [-T TERM] CAPNAME [PARAMS...]` and `tput -S` (capabilities from stdin, one a line).
