@@ -48,12 +48,12 @@ pub const FILES_RESERVED: usize = 1024;
 /// Node memory that must be free for a new process to be admitted: what a small program
 /// needs to start (its initial linear memory), with room to grow.
 pub const ADMIT_MEMORY_HEADROOM: usize = 16 << 20;
-/// How often whoever waits for room others hold (an admission, a first process short of
-/// memory) looks again.
+/// How often whoever waits for room others hold (an admission, a process short of memory)
+/// looks again.
 pub(crate) const ROOM_POLL: Duration = Duration::from_millis(10);
-/// How long a process an agent starts (a command of a bouvet, sidecar or term agent) waits
-/// for room other sandboxes hold before it fails to start: what the front-ends give an
-/// admitted job too.
+/// How long an agent's instance (bouvet, sidecar, term) and each command it starts wait for
+/// room other sandboxes hold before they fail to start; the front-ends give an admitted job,
+/// exec or process the same.
 pub const ROOM_WAIT: Duration = Duration::from_secs(5);
 /// The most instances [`default_max_instances`] picks, whatever the machine allows.
 pub const MAX_INSTANCES_CAP: usize = 100_000;

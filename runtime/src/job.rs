@@ -115,8 +115,9 @@ pub struct JobSpec {
     /// program that is not in the image counts as started: it fails like a shell's command
     /// (127), on the job's own output.
     pub started: Option<StartReport>,
-    /// How long the job's first process may wait for room that other sandboxes hold (see
-    /// [`StartFailure::for_lack_of_room`]) before it fails to start. None by default.
+    /// How long each process of the job may wait for room that other sandboxes hold (see
+    /// [`StartFailure::for_lack_of_room`]) before it fails to start, never past the job's
+    /// deadline. None by default.
     pub start_wait: Duration,
 }
 

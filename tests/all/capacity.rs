@@ -660,40 +660,40 @@ async fn an_agent_and_its_commands_wait_for_room_others_hold() {
         }
         rt.memory_in_use().0
     };
+    // A job that holds its room until stopped.
+    let hold = |rt: &Runtime, spec: JobSpec| {
+        let sandbox = rt.sandbox(Default::default()).unwrap();
+        let stop = StopSignal::new();
+        let spec = spec.stop_signal(stop.clone());
+        (stop, tokio::spawn(async move { sandbox.run(spec).await }))
+    };
+    let bouvet = async |rt: &Runtime| {
+        let agent = rt.bouvet_agent("bouvet", builtin_agent()).await.unwrap();
+        BouvetInstance::new(
+            agent,
+            rt.sandbox(Default::default()).unwrap(),
+            OutputSink::Null,
+            Duration::from_secs(20),
+        )
+    };
+    // Gives the room back a second from now.
+    let release = async |stop: &StopSignal| {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.stop();
+    };
     let measure = runtime(None);
-    let sandbox = measure.sandbox(Default::default()).unwrap();
-    let stop = StopSignal::new();
-    let hog = tokio::spawn({
-        let spec = python(30).stop_signal(stop.clone());
-        async move { sandbox.run(spec).await }
-    });
+    let (stop, hog) = hold(&measure, python(30));
     let python_bytes = held(&measure).await;
     stop.stop();
     hog.await.unwrap().unwrap();
     // Beside one python3 there is less than a second one needs, with the agent running.
     let rt = runtime(Some(python_bytes + (20 << 20)));
-    let sandbox = rt.sandbox(Default::default()).unwrap();
-    let stop = StopSignal::new();
-    let hog = tokio::spawn({
-        let spec = python(60).stop_signal(stop.clone());
-        async move { sandbox.run(spec).await }
-    });
+    let (stop, hog) = hold(&rt, python(60));
     held(&rt).await;
-    let agent = rt.bouvet_agent("bouvet", builtin_agent()).await.unwrap();
-    let mut instance = BouvetInstance::new(
-        agent,
-        rt.sandbox(Default::default()).unwrap(),
-        OutputSink::Null,
-        Duration::from_secs(20),
-    );
+    let mut instance = bouvet(&rt).await;
     instance.ping().await.unwrap();
     let began = std::time::Instant::now();
-    let exec = instance.exec("python3 -c 'print(6*7)'");
-    let release = async {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        stop.stop();
-    };
-    let (out, ()) = tokio::join!(exec, release);
+    let (out, ()) = tokio::join!(instance.exec("python3 -c 'print(6*7)'"), release(&stop));
     let out = out.unwrap();
     assert_eq!(
         (out.exit_code, out.stdout.as_str()),
@@ -710,28 +710,13 @@ async fn an_agent_and_its_commands_wait_for_room_others_hold() {
         .max_instances(1)
         .build()
         .unwrap();
-    let sandbox = rt.sandbox(Default::default()).unwrap();
-    let stop = StopSignal::new();
-    let hog = tokio::spawn({
-        let spec = JobSpec::new(["sleep", "30"]).stop_signal(stop.clone());
-        async move { sandbox.run(spec).await }
-    });
+    let (stop, hog) = hold(&rt, JobSpec::new(["sleep", "30"]));
     while rt.instances_in_use().0 == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let agent = rt.bouvet_agent("bouvet", builtin_agent()).await.unwrap();
-    let mut instance = BouvetInstance::new(
-        agent,
-        rt.sandbox(Default::default()).unwrap(),
-        OutputSink::Null,
-        Duration::from_secs(20),
-    );
+    let mut instance = bouvet(&rt).await;
     let began = std::time::Instant::now();
-    let release = async {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        stop.stop();
-    };
-    let (pinged, ()) = tokio::join!(instance.ping(), release);
+    let (pinged, ()) = tokio::join!(instance.ping(), release(&stop));
     pinged.unwrap();
     assert!(began.elapsed() >= Duration::from_secs(1));
     hog.await.unwrap().unwrap();

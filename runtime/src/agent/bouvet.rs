@@ -220,7 +220,6 @@ impl BouvetInstance {
         }
         if self.live.is_none() {
             let job = agent::job(&self.sandbox, None);
-            let pre = &self.agent.pre;
             let (store, agent) = agent::start(
                 &self.sandbox,
                 &job,
@@ -228,7 +227,7 @@ impl BouvetInstance {
                 &[],
                 self.log.clone(),
                 BouvetHost,
-                &**pre,
+                &*self.agent.pre,
             )
             .await
             .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("cannot start the agent: {e:#}")))?;

@@ -170,7 +170,7 @@ pub(crate) async fn start<E: Send + 'static, P: Instantiate<E>>(
         let mut store = new_store(job, launch, ext).map_err(|m| anyhow::anyhow!(m))?;
         match pre.instantiate(&mut store).await {
             Ok(instance) => return Ok((store, instance)),
-            Err(e) if may_wait() && lacked_room(&Exit::of_error(&e), &e) => {
+            Err(e) if may_wait() && lacked_room(&e) => {
                 // Give back what the failed instance held, keep the place, look again.
                 let (place, back) = store.into_data().into_parts();
                 (admission, ext) = (Some(place), back);

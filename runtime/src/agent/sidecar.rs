@@ -458,7 +458,6 @@ impl SidecarAgent {
     )> {
         let deadline = crate::job::deadline_after(env.timeout);
         let job = agent::job(&env.sandbox, Some(deadline));
-        let pre = &self.pre;
         let (store, bindings) = agent::start(
             &env.sandbox,
             &job,
@@ -466,7 +465,7 @@ impl SidecarAgent {
             &[],
             env.log.clone(),
             host,
-            &**pre,
+            &*self.pre,
         )
         .await?;
         Ok((store, bindings, job))

@@ -402,15 +402,16 @@ async fn run_listed(
                 continue;
             }
             Err(e) => {
-                let exit = Exit::of_error(&e);
-                let for_lack_of_room = lacked_room(&exit, &e);
+                let for_lack_of_room = lacked_room(&e);
                 if for_lack_of_room && may_wait() {
                     // Keep the place, give back what the failed instance held, look again.
                     admission = Some(store.into_data().into_admission());
                     tokio::time::sleep(ROOM_POLL).await;
                     continue;
                 }
-                let why = exit.reason().unwrap_or_else(|| format!("{e:#}"));
+                let why = Exit::of_error(&e)
+                    .reason()
+                    .unwrap_or_else(|| format!("{e:#}"));
                 report(Err(StartFailure {
                     reason: format!("`{}`: {why}", argv[0]),
                     for_lack_of_room,
@@ -432,8 +433,8 @@ async fn run_listed(
 
 /// Whether an instance could not be made only for room other sandboxes hold: the node's
 /// memory budget used up by them, or the address space for a new instance (`ENOMEM`).
-pub(crate) fn lacked_room(exit: &Exit, e: &wasmtime::Error) -> bool {
-    if let Exit::OutOfMemory(m) = exit {
+pub(crate) fn lacked_room(e: &wasmtime::Error) -> bool {
+    if let Exit::OutOfMemory(m) = Exit::of_error(e) {
         return matches!(m, MemoryExceeded::Node(_));
     }
     e.chain().any(|c| {

@@ -489,7 +489,7 @@ async fn start(
     let admission = e2b
         .node
         .runtime
-        .admit(Duration::from_secs(5))
+        .admit(ROOM_WAIT)
         .await
         .map_err(|why| RpcError::new(Code::ResourceExhausted, why.to_string()))?;
     let (out_r, out_w) = pipe(PIPE_BYTES);

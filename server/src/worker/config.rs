@@ -24,8 +24,9 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 10 << 20;
 pub const MAX_OUTPUT_BYTES: usize = 256 << 10;
 /// Jobs and session execs running at once; more get 429.
 pub const DEFAULT_MAX_CONCURRENT: usize = 128;
-/// How long a job waits for the node to have room for its process before 429.
-pub const ADMISSION_WAIT: Duration = Duration::from_secs(5);
+/// How long a job or exec waits for a place, then for memory other sandboxes hold, before
+/// 429 (the runtime's wait for room, as every other start has).
+pub const ADMISSION_WAIT: Duration = wasbox_runtime::capacity::ROOM_WAIT;
 
 /// Sessions alive at once when the configuration sets none (more get 429): each session
 /// with a shell holds a live process, and `max_concurrent` processes stay free for jobs.

@@ -97,7 +97,6 @@ impl AgentRunner {
             llm: LlmHost::new(Arc::new(self.env.llm.clone()), on_call),
         };
         let job = agent::job(&self.env.sandbox, None);
-        let pre = &self.agent.pre;
         let (store, bindings) = agent::start(
             &self.env.sandbox,
             &job,
@@ -105,7 +104,7 @@ impl AgentRunner {
             &self.env.env,
             self.env.log.clone(),
             host,
-            &**pre,
+            &*self.agent.pre,
         )
         .await?;
         Ok(Live { store, bindings })
