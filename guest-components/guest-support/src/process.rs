@@ -81,6 +81,8 @@ enum End {
 thread_local! {
     static ENDS: RefCell<(HashMap<Handle, End>, Handle)> = RefCell::new((HashMap::new(), 3));
     static CHILDREN: RefCell<HashMap<Pid, wit::Child>> = RefCell::new(HashMap::new());
+    /// Children seen to have ended by [`ended`] and not waited for yet: their statuses.
+    static ENDED: RefCell<HashMap<Pid, i32>> = RefCell::new(HashMap::new());
 }
 
 fn insert(end: End) -> Handle {
@@ -173,6 +175,9 @@ pub fn spawn(cmd: &Command) -> Result<Pid, Error> {
 /// Waits for a child to end and returns its exit status (0-255; 124 after a deadline);
 /// 127 for a process id that names no child.
 pub fn wait(pid: Pid) -> i32 {
+    if let Some(status) = ENDED.with(|e| e.borrow_mut().remove(&pid)) {
+        return status;
+    }
     match CHILDREN.with(|c| c.borrow_mut().remove(&pid)) {
         Some(child) => child.wait(),
         None => 127,
@@ -182,6 +187,9 @@ pub fn wait(pid: Pid) -> i32 {
 /// Waits for a child at most `millis` milliseconds: its exit status, or `None` if it is
 /// still running (it can be waited for again).
 pub fn wait_timeout(pid: Pid, millis: u64) -> Option<i32> {
+    if let Some(status) = ENDED.with(|e| e.borrow_mut().remove(&pid)) {
+        return Some(status);
+    }
     let status = CHILDREN.with(|c| match c.borrow().get(&pid) {
         Some(child) => child.wait_timeout(millis),
         None => Some(127),
@@ -190,6 +198,17 @@ pub fn wait_timeout(pid: Pid, millis: u64) -> Option<i32> {
         CHILDREN.with(|c| c.borrow_mut().remove(&pid));
     }
     status
+}
+
+/// Whether a child has ended (`jobs`): its status, which a later [`wait`] still returns.
+pub fn ended(pid: Pid) -> Option<i32> {
+    if let Some(status) = ENDED.with(|e| e.borrow().get(&pid).copied()) {
+        return Some(status);
+    }
+    let status = CHILDREN.with(|c| c.borrow().get(&pid).and_then(|ch| ch.wait_timeout(0)))?;
+    CHILDREN.with(|c| c.borrow_mut().remove(&pid));
+    ENDED.with(|e| e.borrow_mut().insert(pid, status));
+    Some(status)
 }
 
 /// Ends a child now, as `signal` would (its status becomes 128 + signal).
@@ -281,4 +300,46 @@ pub fn signal_process(pid: u32, signal: u8) -> Result<(), String> {
     wit::signal_process(pid, signal).map_err(|e| match e {
         wit::Error::NotFound(m) | wit::Error::Limit(m) | wit::Error::Io(m) => m,
     })
+}
+
+/// CPU time in microseconds: (user, system).
+pub type CpuTime = (u64, u64);
+
+/// The calling process's CPU time so far, and its waited-for children's (with theirs), as
+/// `getrusage`'s `RUSAGE_SELF` and `RUSAGE_CHILDREN` give them.
+pub fn cpu_times() -> (CpuTime, CpuTime) {
+    let (own, children) = wit::cpu_times();
+    (
+        (own.user_us, own.system_us),
+        (children.user_us, children.system_us),
+    )
+}
+
+/// The limits the calling process runs under (`ulimit`).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Linear memory one process may grow to, in bytes.
+    pub memory_bytes: u64,
+    /// Open files and streams one process may hold.
+    pub open_resources: u64,
+    /// Processes alive at once in the sandbox.
+    pub processes: u32,
+    /// The sandbox's disk quota in bytes: no file grows past it.
+    pub disk_bytes: u64,
+    /// Wall-clock seconds the job may run, if limited.
+    pub time_secs: Option<u64>,
+    /// Bytes a pipe buffers.
+    pub pipe_bytes: u64,
+}
+
+pub fn limits() -> Limits {
+    let l = wit::limits();
+    Limits {
+        memory_bytes: l.memory_bytes,
+        open_resources: l.open_resources,
+        processes: l.processes,
+        disk_bytes: l.disk_bytes,
+        time_secs: l.time_secs,
+        pipe_bytes: l.pipe_bytes,
+    }
 }

@@ -455,6 +455,30 @@ pub fn run(sh: &mut Shell, argv: &[String], io: &Io) -> Status {
         }
         "trap" => Ok(trap(sh, args, io)),
         "shopt" => Ok(shopt(sh, args, io)),
+        "times" => {
+            io.stdout.write_str(&crate::timing::times());
+            Ok(0)
+        }
+        "ulimit" => {
+            let (out, status) = crate::timing::ulimit(args, &mut |m| err(sh, m));
+            io.stdout.write_str(&out);
+            Ok(status)
+        }
+        "builtin" => match args.first() {
+            None => Ok(0),
+            Some(b) if BUILTINS.contains(&b.as_str()) => run(sh, args, io),
+            Some(b) => {
+                err(sh, &format!("{b}: not a shell builtin"));
+                Ok(1)
+            }
+        },
+        "pushd" => Ok(crate::jobs::pushd(sh, args, io)),
+        "popd" => Ok(crate::jobs::popd(sh, args, io)),
+        "dirs" => Ok(crate::jobs::dirs(sh, args, io)),
+        "jobs" => Ok(crate::jobs::jobs(sh, args, io)),
+        "disown" => Ok(crate::jobs::disown(sh, args, io)),
+        "fg" | "bg" => Ok(crate::jobs::no_job_control(sh, name, io)),
+        "compgen" => Ok(crate::compgen::compgen(sh, args, io)),
         _ => {
             err(sh, "not a builtin");
             Ok(127)
@@ -536,26 +560,31 @@ fn cd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
         },
         Some(t) => t.to_string(),
     };
-    let abs = normalize(&sh.abs_path(&target));
-    match std::fs::metadata(&abs) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            sh.error(io, &format!("cd: {target}: Not a directory"));
-            return 1;
-        }
-        Err(e) => {
-            sh.error(io, &format!("cd: {target}: {}", io_message(&e)));
-            return 1;
+    match change_dir(sh, &target) {
+        Ok(()) => 0,
+        Err(why) => {
+            sh.error(io, &format!("cd: {why}"));
+            1
         }
     }
+}
+
+/// Moves the shell to `target` (`OLDPWD` and `PWD` follow), or says why not
+/// (`DIR: No such file or directory`).
+pub fn change_dir(sh: &mut Shell, target: &str) -> Result<(), String> {
+    let abs = normalize(&sh.abs_path(target));
+    match std::fs::metadata(&abs) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("{target}: Not a directory")),
+        Err(e) => return Err(format!("{target}: {}", io_message(&e))),
+    }
     if let Err(e) = std::env::set_current_dir(&abs) {
-        sh.error(io, &format!("cd: {target}: {}", io_message(&e)));
-        return 1;
+        return Err(format!("{target}: {}", io_message(&e)));
     }
     let old = std::mem::replace(&mut sh.cwd, abs.clone());
     sh.set_var("OLDPWD", old);
     sh.set_var("PWD", abs);
-    0
+    Ok(())
 }
 
 /// Removes `.` and `..` components lexically, as `cd` does.
@@ -1047,7 +1076,7 @@ fn describe(sh: &Shell, name: &str) -> String {
 
 /// The process a job spec names for `wait` and `kill`: `%%`/`%+` (the last job), `%-`,
 /// `%N`, or a process id.
-fn job_pid(sh: &Shell, id: &str) -> Option<u32> {
+pub fn job_pid(sh: &Shell, id: &str) -> Option<u32> {
     match id {
         "%%" | "%+" => sh.background.last().copied(),
         "%-" => sh.background.iter().rev().nth(1).copied(),

@@ -7,13 +7,16 @@
 
 mod arith;
 mod builtins;
+mod compgen;
 mod expand;
 mod glob;
 mod io;
+mod jobs;
 mod pattern;
 mod printf;
 mod shell;
 mod test;
+mod timing;
 
 use std::io::Read;
 

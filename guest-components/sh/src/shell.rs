@@ -143,6 +143,11 @@ pub struct Shell {
     pub background: Vec<u32>,
     /// `$!`: the last job started in the background, waited for or not.
     pub last_background: Option<u32>,
+    /// The command line of each background job, for `jobs`.
+    pub job_text: HashMap<u32, String>,
+    /// The directories `pushd` saved, the most recent first (`dirs` shows the working
+    /// directory before them).
+    pub dir_stack: Vec<String>,
     /// `trap` actions by condition (`EXIT`, `ERR`, `INT`, ...); an empty one ignores it.
     pub traps: BTreeMap<String, String>,
     /// A trap's action is running (an `ERR` inside it does not trigger another).
@@ -289,6 +294,17 @@ pub const BUILTINS: &[&str] = &[
     "alias",
     "unalias",
     "umask",
+    "times",
+    "ulimit",
+    "builtin",
+    "pushd",
+    "popd",
+    "dirs",
+    "jobs",
+    "disown",
+    "fg",
+    "bg",
+    "compgen",
 ];
 
 impl Shell {
@@ -382,6 +398,8 @@ impl Shell {
             locals: Vec::new(),
             background: Vec::new(),
             last_background: None,
+            job_text: HashMap::new(),
+            dir_stack: Vec::new(),
             traps: BTreeMap::new(),
             in_trap: false,
             shopts: [
@@ -769,8 +787,7 @@ impl Shell {
                     match self.launch(&argv, &env, &cio) {
                         Ok(l) => {
                             self.finish_feeds(&l);
-                            self.background.push(l.pid);
-                            self.last_background = Some(l.pid);
+                            self.add_job(l.pid, and_or);
                             return Ok(0);
                         }
                         Err(status) => return Ok(status),
@@ -790,13 +807,24 @@ impl Shell {
         match self.launch(&argv, &[], io) {
             Ok(l) => {
                 self.finish_feeds(&l);
-                self.background.push(l.pid);
-                self.last_background = Some(l.pid);
+                self.add_job(l.pid, and_or);
                 Ok(0)
             }
             // No process to run it in (the sandbox's limits): run it now rather than not.
             Err(_) => self.run_and_or(and_or, io),
         }
+    }
+
+    /// Records a job started in the background: `$!`, `wait`, `jobs`.
+    fn add_job(&mut self, pid: u32, and_or: &ast::AndOrList) {
+        let background = &self.background;
+        self.job_text.retain(|p, _| background.contains(p));
+        self.background.push(pid);
+        self.last_background = Some(pid);
+        // The parser's text of the list, on one line as `jobs` shows it.
+        let text = and_or.to_string();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        self.job_text.insert(pid, format!("{} &", words.join(" ")));
     }
 
     /// A script that recreates this shell's state (options, unexported variables,
@@ -962,6 +990,20 @@ impl Shell {
     }
 
     fn run_pipeline(&mut self, p: &ast::Pipeline, io: &Io) -> Status {
+        let Some(timed) = &p.timed else {
+            return self.run_untimed(p, io);
+        };
+        // `time PIPELINE`: the report goes to the shell's stderr, not the pipeline's.
+        let mark = crate::timing::Mark::now();
+        let result = self.run_untimed(p, io);
+        let format = self.vars.get("TIMEFORMAT").map(|v| v.value.clone());
+        if let Some(report) = mark.report(timed.is_posix_output(), format.as_deref()) {
+            io.stderr.write_str(&report);
+        }
+        result
+    }
+
+    fn run_untimed(&mut self, p: &ast::Pipeline, io: &Io) -> Status {
         if let Some(span) = brush_parser::ast::SourceLocation::location(p) {
             self.lineno = self.line_offset + span.start.line;
         }

@@ -156,6 +156,7 @@ pub(crate) async fn start<E: Send + 'static, P: Instantiate<E>>(
         let launch = Launch {
             pid: sandbox.site().sandbox.new_pid(),
             memory: None,
+            cpu: Default::default(),
             argv: &argv,
             env: &env,
             cwd: &mount,

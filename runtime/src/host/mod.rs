@@ -13,6 +13,7 @@
 //! Nothing here opens a host path other than the sandbox's own two directories (the
 //! workspace, held open, and `/tmp`, open only while in use).
 
+mod cpu;
 mod exit;
 mod memory;
 mod process;
@@ -28,6 +29,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+pub(crate) use cpu::CpuAccount;
 pub(crate) use exit::Exit;
 pub use exit::MemoryExceeded;
 pub(crate) use process::{JobContext, Pids, Stdio, lacked_room, run_process};
@@ -316,6 +318,8 @@ pub(crate) struct Launch<'a> {
     pub(crate) pid: u32,
     /// Where its memory is shown to `ps` (a registered process), if anywhere.
     pub(crate) memory: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Where its CPU time is counted (for its parent's `wait` and its own `times`).
+    pub(crate) cpu: Arc<CpuAccount>,
 }
 
 /// Builds the store of one component instance of `job`'s sandbox: the only `Store::new` of
@@ -364,6 +368,7 @@ pub(crate) fn new_store<E: Send + 'static>(
             launch.cwd.to_string(),
             launch.stdio,
             launch.pid,
+            launch.cpu,
         ),
         admission,
         sandbox: job.site.sandbox.clone(),

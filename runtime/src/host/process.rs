@@ -14,7 +14,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use wasmtime::Result;
 use wasmtime::component::{Resource, ResourceTable};
 
-use super::{Exit, Launch, MemoryExceeded, Site, new_store};
+use super::{CpuAccount, Exit, Launch, MemoryExceeded, Site, new_store};
 use crate::bindings::process as wit;
 use crate::capacity::{Admission, ROOM_POLL, Refused};
 use crate::engine::{Placement, pool_was_full};
@@ -54,6 +54,8 @@ pub(crate) struct JobContext {
     /// How long each process of the job may wait for room other sandboxes hold (see
     /// [`JobSpec::start_wait`](crate::JobSpec::start_wait)).
     room_wait: Duration,
+    /// When the job started (its time limit runs from here to `deadline`).
+    started: Instant,
 }
 
 impl JobContext {
@@ -78,6 +80,7 @@ impl JobContext {
             first_start: std::sync::Mutex::new(None),
             start_failure: std::sync::Mutex::new(None),
             room_wait,
+            started: Instant::now(),
         }
     }
 
@@ -285,11 +288,13 @@ pub(crate) async fn run_process(
         }
     });
     let listed = Listed::new(&job.site.sandbox, pids, &argv, Some(stop));
-    run_listed(job, argv, env, cwd, stdio, admission, listed).await
+    let cpu = Arc::default();
+    run_listed(job, argv, env, cwd, stdio, admission, listed, cpu).await
 }
 
 /// [`run_process`] of a process already listed (its parent lists it when it spawns it, so
-/// that `ps` right after sees it).
+/// that `ps` right after sees it), its CPU time counted in `cpu` from its start.
+#[allow(clippy::too_many_arguments)]
 async fn run_listed(
     job: Arc<JobContext>,
     argv: Vec<String>,
@@ -298,6 +303,7 @@ async fn run_listed(
     stdio: Stdio,
     admission: Option<Admission>,
     listed: Listed,
+    cpu: Arc<CpuAccount>,
 ) -> i32 {
     // Only the job's first process finds a report to make: its children start later.
     let mut first = job
@@ -350,77 +356,88 @@ async fn run_listed(
         Placement::Pool
     };
     let mut admission = admission;
-    let result = loop {
-        let pre = match job
-            .site
-            .image
-            .program(&job.site.host, index, placement)
-            .await
-        {
-            Ok(pre) => pre,
-            Err(e) => {
-                tracing::error!(program = %argv[0], error = ?e, "cannot load program");
-                report(Err(cannot(format!(
-                    "`{}`: cannot load program: {e:#}",
-                    argv[0]
-                ))));
-                fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
-                return 126;
+    let account = cpu.clone();
+    // Early ends give the status (`Err`); a run gives its result.
+    let result = account
+        .metered(async {
+            loop {
+                let pre = match job
+                    .site
+                    .image
+                    .program(&job.site.host, index, placement)
+                    .await
+                {
+                    Ok(pre) => pre,
+                    Err(e) => {
+                        tracing::error!(program = %argv[0], error = ?e, "cannot load program");
+                        report(Err(cannot(format!(
+                            "`{}`: cannot load program: {e:#}",
+                            argv[0]
+                        ))));
+                        fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
+                        return Err(126);
+                    }
+                };
+                let launch = Launch {
+                    argv: &argv,
+                    env: &env,
+                    cwd: &cwd,
+                    stdio: stdio.clone(),
+                    admission: admission.take(),
+                    placement,
+                    pid: listed.pid,
+                    memory: Some(memory.clone()),
+                    cpu: cpu.clone(),
+                };
+                let mut store = match new_store(&job, launch, ()) {
+                    Ok(store) => store,
+                    Err(msg) => {
+                        // The node had no place for it: other sandboxes hold them all.
+                        if may_wait() {
+                            tokio::time::sleep(ROOM_POLL).await;
+                            continue;
+                        }
+                        report(Err(StartFailure {
+                            reason: format!("`{}`: {msg}", argv[0]),
+                            for_lack_of_room: true,
+                        }));
+                        fail(format!("sh: {}: {msg}\n", argv[0])).await;
+                        return Err(126);
+                    }
+                };
+                let command = match pre.instantiate_async(&mut store).await {
+                    Ok(command) => command,
+                    Err(e) if placement == Placement::Pool && pool_was_full(&e) => {
+                        admission = Some(store.into_data().into_admission());
+                        placement = Placement::OnDemand;
+                        continue;
+                    }
+                    Err(e) => {
+                        let for_lack_of_room = lacked_room(&e);
+                        if for_lack_of_room && may_wait() {
+                            // Keep the place, give back what the failed instance held, look again.
+                            admission = Some(store.into_data().into_admission());
+                            tokio::time::sleep(ROOM_POLL).await;
+                            continue;
+                        }
+                        let why = Exit::of_error(&e)
+                            .reason()
+                            .unwrap_or_else(|| format!("{e:#}"));
+                        report(Err(StartFailure {
+                            reason: format!("`{}`: {why}", argv[0]),
+                            for_lack_of_room,
+                        }));
+                        break Ok(Err(e));
+                    }
+                };
+                report(Ok(()));
+                break Ok(command.wasi_cli_run().call_run(&mut store).await);
             }
-        };
-        let launch = Launch {
-            argv: &argv,
-            env: &env,
-            cwd: &cwd,
-            stdio: stdio.clone(),
-            admission: admission.take(),
-            placement,
-            pid: listed.pid,
-            memory: Some(memory.clone()),
-        };
-        let mut store = match new_store(&job, launch, ()) {
-            Ok(store) => store,
-            Err(msg) => {
-                // The node had no place for it: other sandboxes hold them all.
-                if may_wait() {
-                    tokio::time::sleep(ROOM_POLL).await;
-                    continue;
-                }
-                report(Err(StartFailure {
-                    reason: format!("`{}`: {msg}", argv[0]),
-                    for_lack_of_room: true,
-                }));
-                fail(format!("sh: {}: {msg}\n", argv[0])).await;
-                return 126;
-            }
-        };
-        let command = match pre.instantiate_async(&mut store).await {
-            Ok(command) => command,
-            Err(e) if placement == Placement::Pool && pool_was_full(&e) => {
-                admission = Some(store.into_data().into_admission());
-                placement = Placement::OnDemand;
-                continue;
-            }
-            Err(e) => {
-                let for_lack_of_room = lacked_room(&e);
-                if for_lack_of_room && may_wait() {
-                    // Keep the place, give back what the failed instance held, look again.
-                    admission = Some(store.into_data().into_admission());
-                    tokio::time::sleep(ROOM_POLL).await;
-                    continue;
-                }
-                let why = Exit::of_error(&e)
-                    .reason()
-                    .unwrap_or_else(|| format!("{e:#}"));
-                report(Err(StartFailure {
-                    reason: format!("`{}`: {why}", argv[0]),
-                    for_lack_of_room,
-                }));
-                break Err(e);
-            }
-        };
-        report(Ok(()));
-        break command.wasi_cli_run().call_run(&mut store).await;
+        })
+        .await;
+    let result = match result {
+        Ok(result) => result,
+        Err(status) => return status,
     };
     let exit = Exit::of_run(result);
     if let Some(reason) = exit.reason() {
@@ -453,6 +470,8 @@ pub(crate) struct Child {
     /// The signal it was ended by (0: none), by `kill` of its parent or of any process
     /// of the sandbox.
     killed: Arc<std::sync::atomic::AtomicU8>,
+    /// Its CPU time (and its waited-for children's).
+    cpu: Arc<CpuAccount>,
 }
 
 /// The `wasbox:sandbox/process` state of one process: its pipe ends and children (in a
@@ -464,6 +483,8 @@ pub(crate) struct ProcessHost {
     table: ResourceTable,
     /// Its own pid.
     pid: u32,
+    /// Its CPU time, and its waited-for children's.
+    cpu: Arc<CpuAccount>,
 }
 
 /// Most pipe ends and children one process may hold at once.
@@ -480,7 +501,13 @@ fn cast<T: 'static, U: 'static>(r: &Resource<T>) -> Resource<U> {
 }
 
 impl ProcessHost {
-    pub(crate) fn new(job: Arc<JobContext>, cwd: String, stdio: Stdio, pid: u32) -> Self {
+    pub(crate) fn new(
+        job: Arc<JobContext>,
+        cwd: String,
+        stdio: Stdio,
+        pid: u32,
+        cpu: Arc<CpuAccount>,
+    ) -> Self {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
         ProcessHost {
@@ -489,7 +516,20 @@ impl ProcessHost {
             stdio,
             table,
             pid,
+            cpu,
         }
+    }
+
+    /// Records that the child `c` ended with `status`: what `wait` returns from now on,
+    /// and its CPU time counted among this process's children's (once).
+    fn waited(&mut self, c: &Resource<wit::Child>, status: i32) -> Result<()> {
+        let child = self.get::<Child, _>(c)?;
+        child.task = None;
+        if child.status.replace(status).is_none() {
+            let cpu = child.cpu.clone();
+            self.cpu.add_child(&cpu);
+        }
+        Ok(())
     }
 
     pub(crate) fn job(&self) -> &Arc<JobContext> {
@@ -695,6 +735,7 @@ impl wit::Host for ProcessHost {
         } else {
             self.cwd.clone()
         };
+        let cpu = Arc::<CpuAccount>::default();
         // Started and recorded under the lock `abort_all` takes: either the child is seen
         // and ended with the job, or the job has ended and it never starts.
         let task = {
@@ -718,6 +759,7 @@ impl wit::Host for ProcessHost {
                 stdio,
                 Some(admission),
                 listed,
+                cpu.clone(),
             ));
             tasks.handles.push(task.abort_handle());
             (task, pid)
@@ -738,6 +780,7 @@ impl wit::Host for ProcessHost {
             task: Some(task),
             status: None,
             killed,
+            cpu,
         })?;
         Ok(Ok(child))
     }
@@ -807,6 +850,32 @@ impl wit::Host for ProcessHost {
 
     async fn self_pid(&mut self) -> Result<u32> {
         Ok(self.pid)
+    }
+
+    async fn cpu_times(&mut self) -> Result<(wit::CpuTime, wit::CpuTime)> {
+        let wit = |t: super::cpu::Times| wit::CpuTime {
+            user_us: t.user_us,
+            system_us: t.system_us,
+        };
+        Ok((wit(self.cpu.own()), wit(self.cpu.children())))
+    }
+
+    async fn limits(&mut self) -> Result<wit::ProcessLimits> {
+        let limits = &self.job.site.sandbox.limits;
+        let time = self
+            .job
+            .deadline
+            .saturating_duration_since(self.job.started);
+        Ok(wit::ProcessLimits {
+            memory_bytes: limits.memory_bytes as u64,
+            open_resources: limits.max_open_resources as u64,
+            processes: limits.max_processes,
+            disk_bytes: limits.disk_bytes,
+            // A deadline years away (a terminal's shell) is none.
+            time_secs: Some(time.as_secs_f64().round() as u64)
+                .filter(|s| *s < 10 * 365 * 24 * 3600),
+            pipe_bytes: PIPE_CAPACITY as u64,
+        })
     }
 
     async fn signal_process(&mut self, pid: u32, signal: u8) -> Result<Result<(), wit::Error>> {
@@ -912,7 +981,7 @@ impl wit::HostChild for ProcessHost {
         let killed = child.killed.clone();
         let result = task.await;
         let status = self.status_of(signal_of(&killed), result);
-        self.get::<Child, _>(&c)?.status = Some(status);
+        self.waited(&c, status)?;
         Ok(status)
     }
 
@@ -930,9 +999,7 @@ impl wit::HostChild for ProcessHost {
             Err(_) => return Ok(None),
         };
         let status = self.status_of(signal_of(&killed), result);
-        let child = self.get::<Child, _>(&c)?;
-        child.task = None;
-        child.status = Some(status);
+        self.waited(&c, status)?;
         Ok(Some(status))
     }
 
