@@ -8,7 +8,8 @@
 //!   here, never the host's;
 //! - `/dev` holds empty placeholders named `null`, `zero`, `full`, `random` and `urandom`
 //!   (so that `ls /dev` lists them): opening one opens the host's character device of that
-//!   name (and only those five), and `stat` of them answers a character device;
+//!   name (and only those five), and `stat` of them answers a character device; `stdin`,
+//!   `stdout` and `stderr` there open the process's own standard streams;
 //! - the mount point's directories and `tmp` exist, so a listing of `/` shows them (the
 //!   workspace and `/tmp` themselves are their own preopens, found first by a guest).
 //!
@@ -80,6 +81,10 @@ pub(crate) enum Device {
     Full,
     Random,
     Urandom,
+    /// The opening process's own standard streams (never a host device).
+    Stdin,
+    Stdout,
+    Stderr,
 }
 
 impl Device {
@@ -90,6 +95,9 @@ impl Device {
             "full" => Device::Full,
             "random" => Device::Random,
             "urandom" => Device::Urandom,
+            "stdin" => Device::Stdin,
+            "stdout" => Device::Stdout,
+            "stderr" => Device::Stderr,
             _ => return None,
         })
     }
@@ -109,7 +117,15 @@ impl Device {
             Device::Full => "/dev/full",
             Device::Random => "/dev/random",
             Device::Urandom => "/dev/urandom",
+            // The host's null device stands for them where an identity or a placeholder
+            // descriptor is needed; what is read and written goes to the process's streams.
+            Device::Stdin | Device::Stdout | Device::Stderr => "/dev/null",
         }
+    }
+
+    /// Whether it is one of the process's own standard streams.
+    pub(crate) fn is_std(self) -> bool {
+        matches!(self, Device::Stdin | Device::Stdout | Device::Stderr)
     }
 
     /// What identifies the device (its inode and device numbers on the host), for the
@@ -120,7 +136,11 @@ impl Device {
 
     /// Opens the host's device. Writing to `random` and `urandom` is refused (on Linux it
     /// feeds the host's entropy pool).
+    /// The standard streams are the caller's to open, never a host path: refused here.
     pub(crate) fn open(self, read: bool, write: bool) -> std::io::Result<std::fs::File> {
+        if self.is_std() {
+            return Err(std::io::ErrorKind::PermissionDenied.into());
+        }
         let path = self.host_path();
         if write && matches!(self, Device::Random | Device::Urandom) {
             return Err(std::io::ErrorKind::PermissionDenied.into());
@@ -177,10 +197,12 @@ pub(crate) struct RootTrees {
 }
 
 /// The devices of `/dev`, by name.
-const DEVICES: [&str; 5] = ["full", "null", "random", "urandom", "zero"];
+const DEVICES: [&str; 8] = [
+    "full", "null", "random", "stderr", "stdin", "stdout", "urandom", "zero",
+];
 
 /// The version of a tree's layout, part of its name in the cache.
-const LAYOUT: u32 = 2;
+const LAYOUT: u32 = 3;
 
 impl RootTrees {
     pub(crate) fn new(scratch: &Path, cache: Option<&Path>) -> Result<Self> {
@@ -257,7 +279,7 @@ fn cached_tree(base: &Path, programs: &[&str], mount: &str) -> Result<RootTree> 
     let mut names: Vec<&str> = programs.to_vec();
     names.sort_unstable();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (LAYOUT, env!("CARGO_PKG_VERSION"), &names, mount).hash(&mut h);
+    (LAYOUT, env!("CARGO_PKG_VERSION"), &names, mount, DEVICES).hash(&mut h);
     let path = base.join(format!("{:016x}", h.finish()));
     if path.join("etc/os-release").is_file() {
         return open_tree(&path);

@@ -129,9 +129,10 @@ async fn the_root_is_read_only() {
     )
     .await;
     assert!(out.stdout.starts_with(SANDBOX_PASSWD), "{out:?}");
-    // The five devices, listed as character devices.
+    // The five devices and the process's three streams, listed as character devices.
     assert!(
-        out.stdout.contains("\nfull null random urandom zero \n"),
+        out.stdout
+            .contains("\nfull null random stderr stdin stdout urandom zero \n"),
         "{out:?}"
     );
     assert!(out.stdout.ends_with("\nc\nt\n"), "{out:?}");
@@ -157,6 +158,26 @@ async fn dev_null_zero_and_urandom_work() {
         out.stdout, "0\n 00 00 00 00 00\n32\nchar\n1\n16 True\n0\n0\n",
         "{out:?}"
     );
+}
+
+/// `/dev/stdin`, `/dev/stdout` and `/dev/stderr` are the opening process's own streams:
+/// what is written there is its output (a pipe here), never a host file, and takes no
+/// quota; stdin cannot be written.
+#[tokio::test]
+async fn dev_std_streams_are_the_process_own() {
+    let f = fixture();
+    let out = sh_in(
+        &f.workspace,
+        "echo in | cat /dev/stdin; echo out > /dev/stdout; \
+         python3 -c \"open('/dev/stderr', 'w').write('err\\n')\"; \
+         a=$(df -k . | awk 'NR==2{print $3}'); \
+         dd if=/dev/zero of=/dev/stdout bs=1M count=8 status=none | wc -c; \
+         b=$(df -k . | awk 'NR==2{print $3}'); [ \"$a\" = \"$b\" ] && echo no-quota; \
+         python3 -c \"open('/dev/stdin', 'w')\" 2>/dev/null; echo $?",
+    )
+    .await;
+    assert_eq!(out.stdout, "in\nout\n8388608\nno-quota\n1\n", "{out:?}");
+    assert_eq!(out.stderr, "err\n", "{out:?}");
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ use crate::rootfs::SANDBOX_USER;
 use crate::sandbox::SandboxState;
 use memory::MemoryLimiter;
 use process::ProcessHost;
-use quota::{QuotaFs, QuotaFsView};
+use quota::{QuotaFs, QuotaFsView, StdFiles};
 
 /// The data of every store: what WASI, the process import and a protocol's own imports
 /// need. `E` is the protocol's part (`()` for plain programs).
@@ -60,6 +60,8 @@ pub struct HostState<E = ()> {
     /// When the instance itself must stop, if not when its job does (its children may be
     /// stopped first, so that it can still report what they did).
     own_deadline: Option<std::time::Instant>,
+    /// Its `/dev/stdin`, `/dev/stdout` and `/dev/stderr` while open.
+    std_files: StdFiles,
     /// The protocol's own host state.
     pub(crate) ext: E,
 }
@@ -124,11 +126,14 @@ pub(crate) fn add_to_linker<E: Send + 'static>(
 }
 
 fn quota_fs<E: Send>(s: &mut HostState<E>) -> QuotaFsView<'_> {
-    use wasmtime_wasi::filesystem::WasiFilesystemView as _;
     let sandbox = s.sandbox.clone();
     QuotaFsView {
-        fs: s.filesystem(),
+        fs: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.wasi.filesystem(),
+            table: &mut s.table,
+        },
         sandbox,
+        std: &mut s.std_files,
     }
 }
 
@@ -366,13 +371,14 @@ pub(crate) fn new_store<E: Send + 'static>(
         process: ProcessHost::new(
             job.clone(),
             launch.cwd.to_string(),
-            launch.stdio,
+            launch.stdio.clone(),
             launch.pid,
             launch.cpu,
         ),
         admission,
         sandbox: job.site.sandbox.clone(),
         own_deadline: None,
+        std_files: StdFiles::new(launch.stdio),
         ext,
     };
     let mut store = Store::new(job.site.host.engine_for(launch_placement), state);

@@ -616,6 +616,9 @@ impl ProcessHost {
                 if is_dev_null(&path) {
                     return Ok(Ok(InputSource::Null));
                 }
+                if path == "/dev/stdin" {
+                    return Ok(Ok(self.stdio.stdin.clone()));
+                }
                 match self.job.site.sandbox.open(&self.cwd, &path, None) {
                     Ok(file) => InputSource::file(file),
                     Err(e) => return Ok(Err(wit::Error::Io(e))),

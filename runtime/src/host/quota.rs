@@ -21,6 +21,7 @@ use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, FsError, FsResult, OutputStream, Pollable, StreamError,
 };
 
+use super::process::Stdio;
 use crate::limits::Quota;
 use crate::rootfs::{Device, DirView};
 use crate::sandbox::SandboxState;
@@ -35,6 +36,30 @@ impl HasData for QuotaFs {
 pub(crate) struct QuotaFsView<'a> {
     pub(crate) fs: WasiFilesystemCtxView<'a>,
     pub(crate) sandbox: Arc<SandboxState>,
+    pub(crate) std: &'a mut StdFiles,
+}
+
+/// `/dev/stdin`, `/dev/stdout` and `/dev/stderr` as a process opened them: each is a
+/// descriptor of the host's null device in the table (so that `stat` and `close` work as
+/// for any file), whose reads and writes go to the process's own stream instead.
+pub(crate) struct StdFiles {
+    stdio: Stdio,
+    /// The open ones: descriptor (its table index) and which stream.
+    open: Vec<(u32, Device)>,
+}
+
+impl StdFiles {
+    pub(crate) fn new(stdio: Stdio) -> StdFiles {
+        StdFiles {
+            stdio,
+            open: Vec::new(),
+        }
+    }
+
+    fn of(&self, fd: &Resource<types::Descriptor>) -> Option<Device> {
+        let rep = fd.rep();
+        self.open.iter().find(|(r, _)| *r == rep).map(|(_, d)| *d)
+    }
 }
 
 /// The sandbox's directories, shared: every process gets the same descriptors (a live
@@ -278,6 +303,9 @@ impl HostDescriptor for QuotaFsView<'_> {
         len: types::Filesize,
         offset: types::Filesize,
     ) -> FsResult<(Vec<u8>, bool)> {
+        if let Some(device) = self.std.of(&fd) {
+            return self.std_read(device, len).await;
+        }
         HostDescriptor::read(&mut self.fs, fd, len, offset).await
     }
 
@@ -287,6 +315,9 @@ impl HostDescriptor for QuotaFsView<'_> {
         buf: Vec<u8>,
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
+        if let Some(device) = self.std.of(&fd) {
+            return self.std_write(device, &buf).await;
+        }
         let size = file_size(&mut self.fs, &fd).unwrap_or(u64::MAX);
         let end = offset.saturating_add(buf.len() as u64);
         let growth = end.saturating_sub(size);
@@ -381,6 +412,8 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
+        let rep = fd.rep();
+        self.std.open.retain(|(r, _)| *r != rep);
         HostDescriptor::drop(&mut self.fs, fd)
     }
 
@@ -464,6 +497,14 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynInputStream>> {
+        if let Some(device) = self.std.of(&fd) {
+            use wasmtime_wasi::cli::StdinStream as _;
+            if device != Device::Stdin {
+                return Err(ErrorCode::BadDescriptor.into());
+            }
+            let stream: DynInputStream = self.std.stdio.stdin.p2_stream();
+            return Ok(self.fs.table.push(stream)?);
+        }
         HostDescriptor::read_via_stream(&mut self.fs, fd, offset)
     }
 
@@ -683,6 +724,9 @@ impl QuotaFsView<'_> {
         if oflags.contains(types::OpenFlags::CREATE | types::OpenFlags::EXCLUSIVE) {
             return Err(ErrorCode::Exist.into());
         }
+        if device.is_std() {
+            return self.open_std(device, flags);
+        }
         let read = flags.contains(types::DescriptorFlags::READ);
         let write = flags.contains(types::DescriptorFlags::WRITE);
         let file = device.open(read, write).map_err(FsError::from)?;
@@ -700,12 +744,75 @@ impl QuotaFsView<'_> {
         Ok(self.fs.table.push(Descriptor::File(file))?)
     }
 
+    /// The process's own output stream a `/dev/stdout` or `/dev/stderr` descriptor writes
+    /// to.
+    fn std_sink(&self, device: Device) -> FsResult<&crate::io::OutputSink> {
+        match device {
+            Device::Stdout => Ok(&self.std.stdio.stdout),
+            Device::Stderr => Ok(&self.std.stdio.stderr),
+            _ => Err(ErrorCode::BadDescriptor.into()),
+        }
+    }
+
+    async fn std_read(&mut self, device: Device, len: u64) -> FsResult<(Vec<u8>, bool)> {
+        use tokio::io::AsyncReadExt as _;
+        use wasmtime_wasi::cli::StdinStream as _;
+        if device != Device::Stdin {
+            return Err(ErrorCode::BadDescriptor.into());
+        }
+        let mut buf = vec![0; len.min(1 << 20) as usize];
+        let mut stream = std::pin::Pin::from(self.std.stdio.stdin.async_stream());
+        let n = stream.read(&mut buf).await.map_err(FsError::from)?;
+        buf.truncate(n);
+        Ok((buf, n == 0 && len > 0))
+    }
+
+    async fn std_write(&mut self, device: Device, buf: &[u8]) -> FsResult<types::Filesize> {
+        let sink = self.std_sink(device)?.clone();
+        sink.write_all(buf).await.map_err(FsError::from)?;
+        Ok(buf.len() as u64)
+    }
+
+    /// Opens `/dev/stdin`, `/dev/stdout` or `/dev/stderr`: a placeholder descriptor whose
+    /// reads and writes go to the process's stream.
+    fn open_std(
+        &mut self,
+        device: Device,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        use wasmtime_wasi::{FsPerms, OpenMode};
+        let write = flags.contains(types::DescriptorFlags::WRITE);
+        if write == (device == Device::Stdin) {
+            // Written stdin or read stdout: what Linux gives for a pipe's wrong end.
+            return Err(ErrorCode::Access.into());
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(FsError::from)?;
+        let (mode, perms) = if write {
+            (OpenMode::WRITE, FsPerms::ReadWrite)
+        } else {
+            (OpenMode::READ, FsPerms::ReadOnly)
+        };
+        let file = wasmtime_wasi::filesystem::File::new(file, perms, mode, true);
+        let fd = self.fs.table.push(Descriptor::File(file))?;
+        self.std.open.push((fd.rep(), device));
+        Ok(fd)
+    }
+
     /// wasmtime-wasi's stream for `fd`, replaced in the table by one that charges growth.
     fn counted_stream(
         &mut self,
         fd: Resource<types::Descriptor>,
         offset: Option<u64>,
     ) -> FsResult<Resource<DynOutputStream>> {
+        if let Some(device) = self.std.of(&fd) {
+            use wasmtime_wasi::cli::StdoutStream as _;
+            let stream: DynOutputStream = self.std_sink(device)?.p2_stream();
+            return Ok(self.fs.table.push(stream)?);
+        }
         let file = match self.fs.table.get(&fd)? {
             Descriptor::File(f) => f.file.clone(),
             Descriptor::Dir(_) => return Err(ErrorCode::IsDirectory.into()),
