@@ -245,6 +245,17 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "143\n",
     ),
     (
+        "getopt",
+        "getopt -o ab: -l alpha,beta: -- -a -b x --alpha file",
+        " -a -b 'x' --alpha -- 'file'\n",
+    ),
+    (
+        "killall",
+        "sleep 5 & sleep 6 & killall -w sleep; echo $?; wait; killall -9 sleep 2>/dev/null; \
+         echo $?; killall -q nosuch; echo $?; sleep 5 & killall -s KILL sleep; wait $!; echo $?",
+        "0\n1\n1\n137\n",
+    ),
+    (
         "free",
         "free -b | awk 'NR == 2 { print ($2 > 0), ($3 > 0) }'",
         "1 1\n",

@@ -1194,9 +1194,26 @@ fn random_suffix(n: usize) -> String {
     out
 }
 
-/// `mktemp [-d] [-q] [-u] [-p DIR | --tmpdir[=DIR]] [-t] [TEMPLATE]`.
+/// `mktemp [-d] [-q] [-u] [-p DIR | --tmpdir[=DIR]] [-t] [--suffix=SUFF] [TEMPLATE]`. The
+/// random part is the last run of `X`s; what follows it is the suffix (`XXXXXX.txt`), or
+/// `--suffix` is added after the template.
 pub fn mktemp(args: std::vec::IntoIter<OsString>) -> i32 {
-    let (opts, operands) = parse_opts(strings(args), "p");
+    // `--suffix SUFF` as `--suffix=SUFF`.
+    let mut joined: Vec<String> = Vec::new();
+    let mut args = strings(args).into_iter();
+    while let Some(a) = args.next() {
+        if a == "--suffix" {
+            joined.push(format!("--suffix={}", args.next().unwrap_or_default()));
+        } else {
+            joined.push(a);
+        }
+    }
+    let (opts, operands) = parse_opts(joined, "p");
+    let suffix_opt = value(&opts, &["--suffix"]).unwrap_or("").to_string();
+    if suffix_opt.contains('/') {
+        eprintln!("mktemp: invalid suffix '{suffix_opt}', contains directory separator");
+        return 1;
+    }
     let dir_mode = has(&opts, &["-d", "--directory"]);
     let quiet = has(&opts, &["-q", "--quiet"]);
     let dry = has(&opts, &["-u", "--dry-run"]);
@@ -1205,25 +1222,42 @@ pub fn mktemp(args: std::vec::IntoIter<OsString>) -> i32 {
         .map(String::from)
         .or_else(|| std::env::var("TMPDIR").ok().filter(|t| !t.is_empty()))
         .unwrap_or_else(|| "/tmp".into());
+    if operands.len() > 1 {
+        eprintln!("mktemp: too many templates");
+        return 1;
+    }
     let template = operands.first().cloned();
-    let path = match &template {
+    let full = match &template {
         None => format!("{}/tmp.XXXXXXXXXX", base.trim_end_matches('/')),
-        Some(t) if tmpdir_flag && !t.contains('/') => format!("{}/{t}", base.trim_end_matches('/')),
+        Some(t) if tmpdir_flag && t.starts_with('/') => {
+            eprintln!("mktemp: invalid template, '{t}'; with --tmpdir, it may not be absolute");
+            return 1;
+        }
+        Some(t) if tmpdir_flag => format!("{}/{t}", base.trim_end_matches('/')),
         Some(t) => t.clone(),
     };
+    // The template's own suffix: what follows its last `X` in the last component.
+    let last = full.rfind('/').map_or(0, |i| i + 1);
+    let own_suffix_at = full[last..].rfind('X').map_or(full.len(), |i| last + i + 1);
+    let (path, own_suffix) = full.split_at(own_suffix_at);
+    if !suffix_opt.is_empty() && !own_suffix.is_empty() {
+        eprintln!("mktemp: with --suffix, template '{full}' must end in X");
+        return 1;
+    }
+    let suffix = format!("{own_suffix}{suffix_opt}");
     let xs = path.len() - path.trim_end_matches('X').len();
     if xs < 3 {
         if !quiet {
             eprintln!(
                 "mktemp: too few X's in template '{}'",
-                template.unwrap_or(path)
+                template.unwrap_or(full.clone())
             );
         }
         return 1;
     }
     let stem = &path[..path.len() - xs];
     for _ in 0..100 {
-        let candidate = format!("{stem}{}", random_suffix(xs));
+        let candidate = format!("{stem}{}{suffix}", random_suffix(xs));
         if dry {
             println!("{candidate}");
             return 0;

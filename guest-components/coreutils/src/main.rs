@@ -12,6 +12,7 @@ mod awk;
 mod diff;
 mod files;
 mod find;
+mod getopt;
 mod grep;
 mod inspect;
 mod ls;
@@ -51,6 +52,8 @@ fn applet(name: &str) -> Option<Main> {
         "ps" => procs::ps,
         "pgrep" => procs::pgrep,
         "pkill" => procs::pkill,
+        "killall" => procs::killall,
+        "getopt" => getopt::getopt,
         "free" => procs::free,
         "top" => procs::top,
         "cp" => files::cp,

@@ -531,6 +531,128 @@ fn matching(argv: Vec<String>, kill: Option<u8>) -> i32 {
     if found.is_empty() { 1 } else { 0 }
 }
 
+const KILLALL_USAGE: &str = "Usage: killall [-s SIGNAL | -SIGNAL] [-e] [-q] [-r] [-v] [-w] NAME...";
+
+/// `killall NAME...` (psmisc): signals (TERM unless told) every process of the sandbox
+/// named NAME exactly (`-r`: matching the extended regular expression), not itself. Exit
+/// status 0 when something was signalled for every NAME; `NAME: no process found` and 1
+/// otherwise. `-w` waits until they have ended.
+pub fn killall(argv: std::vec::IntoIter<OsString>) -> i32 {
+    let mut signal = 15;
+    let (mut quiet, mut verbose, mut wait, mut regex) = (false, false, false, false);
+    let mut names = Vec::new();
+    let mut it = strings(argv).into_iter();
+    while let Some(a) = it.next() {
+        let spec = if a == "-s" || a == "--signal" {
+            match it.next() {
+                Some(v) => Some(v),
+                None => {
+                    eprintln!("killall: option requires an argument -- 's'\n{KILLALL_USAGE}");
+                    return 1;
+                }
+            }
+        } else if let Some(v) = a.strip_prefix("--signal=") {
+            Some(v.to_string())
+        } else {
+            a.strip_prefix('-')
+                .filter(|v| signal_number(v).is_some())
+                .map(|v| v.to_string())
+        };
+        if let Some(spec) = spec {
+            match signal_number(&spec) {
+                Some(n) => signal = n,
+                None => {
+                    eprintln!("killall: {spec}: unknown signal; killall -l lists signals.");
+                    return 1;
+                }
+            }
+            continue;
+        }
+        match a.as_str() {
+            "-l" | "--list" => {
+                let all: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
+                println!("{}", all.join(" "));
+                return 0;
+            }
+            "--help" => {
+                println!("{KILLALL_USAGE}");
+                return 0;
+            }
+            s if s.starts_with('-') && s.len() > 1 && !s.starts_with("--") => {
+                for c in s[1..].chars() {
+                    match c {
+                        'q' => quiet = true,
+                        'v' => verbose = true,
+                        'w' => wait = true,
+                        'r' => regex = true,
+                        'e' | 'I' | 'g' => {}
+                        _ => {
+                            eprintln!("killall: invalid option -- '{c}'\n{KILLALL_USAGE}");
+                            return 1;
+                        }
+                    }
+                }
+            }
+            "--quiet" => quiet = true,
+            "--verbose" => verbose = true,
+            "--wait" => wait = true,
+            "--regexp" => regex = true,
+            "--exact" | "--ignore-case" => {}
+            _ => names.push(a),
+        }
+    }
+    if names.is_empty() {
+        eprintln!("{KILLALL_USAGE}");
+        return 1;
+    }
+    let me = self_pid();
+    let mut status = 0;
+    let mut signalled = Vec::new();
+    for name in &names {
+        let matches: Box<dyn Fn(&ProcessInfo) -> bool> = if regex {
+            match regex::Regex::new(name) {
+                Ok(re) => Box::new(move |p: &ProcessInfo| re.is_match(&comm(p))),
+                Err(_) => {
+                    eprintln!("killall: Bad regular expression: {name}");
+                    return 1;
+                }
+            }
+        } else {
+            // The full name, not the 15 characters `comm` keeps.
+            let name = name.clone();
+            Box::new(move |p: &ProcessInfo| {
+                let a0 = p.argv.first().map_or("", String::as_str);
+                a0.rsplit('/').next().unwrap_or(a0) == name
+            })
+        };
+        let mut any = false;
+        for p in processes()
+            .into_iter()
+            .filter(|p| p.pid != me && matches(p))
+        {
+            if guest_support::process::signal_process(p.pid, signal).is_ok() {
+                any = true;
+                if verbose {
+                    eprintln!("Killed {}({}) with signal {signal}", comm(&p), p.pid);
+                }
+                signalled.push(p.pid);
+            }
+        }
+        if !any {
+            if !quiet {
+                eprintln!("{name}: no process found");
+            }
+            status = 1;
+        }
+    }
+    while wait && !signalled.is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let alive: Vec<u32> = processes().iter().map(|p| p.pid).collect();
+        signalled.retain(|p| alive.contains(p));
+    }
+    status
+}
+
 const FREE_USAGE: &str = "Usage: free [-b|-k|-m|-g|-h] [--si] [-t] [-w]\n\
 Memory is the sandbox's: total is its limit, used what its processes hold.";
 
