@@ -131,6 +131,8 @@ pub(crate) struct ProcEntry {
     pub(crate) memory: Arc<std::sync::atomic::AtomicUsize>,
     /// Ends it as a signal would (`kill PID` from any job of the sandbox).
     pub(crate) stop: Option<Stopper>,
+    /// The CPU time it has used (`ps`'s `TIME`).
+    pub(crate) cpu: Arc<crate::host::CpuAccount>,
 }
 
 /// Ends a process as the signal given would.
@@ -153,6 +155,7 @@ impl SandboxState {
         ppid: u32,
         argv: &[String],
         stop: Option<Stopper>,
+        cpu: Arc<crate::host::CpuAccount>,
     ) -> Arc<std::sync::atomic::AtomicUsize> {
         let mut kept = Vec::new();
         let mut room = PS_ARGV_BYTES;
@@ -171,6 +174,7 @@ impl SandboxState {
             started: std::time::SystemTime::now(),
             memory: memory.clone(),
             stop,
+            cpu,
         };
         self.procs
             .lock()

@@ -1000,6 +1000,21 @@ async fn system_applets_like_gnu() {
     check_table(SYSTEM).await;
 }
 
+/// `ps` and `top` show each process's CPU time as the host counts it: a busy process has
+/// more of it than a sleeping one.
+#[tokio::test]
+async fn ps_and_top_show_cpu_time() {
+    let out = sh(
+        "python3 -c 'while True: pass' & b=$!; sleep 10 & s=$!; sleep 1; \
+         ps -o pcpu= -p $b,$s | awk 'NR == 1 { b = $1 } NR == 2 { s = $1 } END { print (b > s) }'; \
+         ps -o time= -p $s; ps --sort=-pcpu -o comm= | head -1; \
+         top -b -n 1 | awk '$NF == \"sleep\" { print ($7 ~ /^[0-9]+:[0-9][0-9][.][0-9][0-9]$/) }'; \
+         kill $b $s",
+    )
+    .await;
+    assert_eq!(out.stdout, "1\n00:00:00\npython3\n1\n", "{out:?}");
+}
+
 /// `ps`, `pgrep`, `free` and `top` see the sandbox's processes with the pids `$!` gives,
 /// and its memory.
 #[tokio::test]

@@ -1,7 +1,6 @@
 //! The process applets: `ps`, `pgrep`, `free` and `top`, over the sandbox's process table
 //! (every process alive in the sandbox, of every job, with the pids the shell's `$!` and
-//! `jobs -p` show) and its memory budget. A sandbox keeps no CPU time per process: the
-//! `TIME` and `%CPU` columns show `-`.
+//! `jobs -p` show), their CPU time as the host counts it, and the sandbox's memory budget.
 
 use std::ffi::OsString;
 
@@ -41,6 +40,17 @@ fn args(p: &ProcessInfo) -> String {
 }
 
 /// `[[DD-]hh:]mm:ss` as `etime` prints it.
+/// `ps`'s `TIME`: CPU time as `[DD-]HH:MM:SS`.
+fn cpu_time(us: u64) -> String {
+    let s = us / 1_000_000;
+    let (d, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{h:02}:{m:02}:{s:02}")
+    }
+}
+
 fn etime(ms: u64) -> String {
     let s = ms / 1000;
     let (d, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
@@ -96,8 +106,31 @@ fn field(name: &str, p: &ProcessInfo, limit: u64, me: u32) -> Option<(&'static s
         "rss" | "rssize" | "rsz" => ("RSS", true, kib.to_string()),
         "vsz" | "vsize" => ("VSZ", true, kib.to_string()),
         "%mem" | "pmem" => ("%MEM", true, format!("{pct:.1}")),
-        "%cpu" | "pcpu" => ("%CPU", true, "-".into()),
-        "time" | "cputime" => ("TIME", true, "-".into()),
+        "%cpu" | "pcpu" => {
+            let alive_us = now_ms().saturating_sub(p.started_ms) * 1000;
+            let pct = if alive_us == 0 {
+                0.0
+            } else {
+                p.cpu_us as f64 * 100.0 / alive_us as f64
+            };
+            ("%CPU", true, format!("{pct:.1}"))
+        }
+        "time" | "cputime" => ("TIME", true, cpu_time(p.cpu_us)),
+        // `ps -f`'s `C`: the same share, a whole number.
+        "c" => {
+            let alive_us = now_ms().saturating_sub(p.started_ms) * 1000;
+            let pct = (p.cpu_us * 100).checked_div(alive_us).unwrap_or(0);
+            ("C", true, pct.to_string())
+        }
+        // top's `TIME+`: minutes, seconds and hundredths.
+        "time+" => {
+            let cs = p.cpu_us / 10_000;
+            (
+                "TIME+",
+                true,
+                format!("{}:{:02}.{:02}", cs / 6000, cs / 100 % 60, cs % 100),
+            )
+        }
         "stat" | "s" | "state" => ("STAT", false, if p.pid == me { "R" } else { "S" }.into()),
         "tty" | "tt" | "tname" => ("TTY", false, "?".into()),
         "start" | "stime" | "start_time" => ("STARTED", true, clock(p.started_ms)),
@@ -157,7 +190,7 @@ fn table(headers: &[(&str, bool)], rows: &[Vec<String>], show_header: bool) {
 
 const PS_USAGE: &str = "Usage: ps [-e|-A] [-f] [aux] [-p PID[,PID...]] [-C NAME] [-o FIELD[,FIELD...]] [--no-headers]\n\
 Every process of the sandbox is listed. Fields: pid ppid user uid comm args cmd etime etimes\n\
-rss vsz %mem %cpu time stat tty start (a sandbox keeps no CPU time: %cpu and time show -).";
+rss vsz %mem %cpu time stat tty start (CPU time as the host counts it for each process).";
 
 /// `ps`: the processes of the sandbox.
 pub fn ps(argv: std::vec::IntoIter<OsString>) -> i32 {
@@ -238,7 +271,7 @@ pub fn ps(argv: std::vec::IntoIter<OsString>) -> i32 {
                 "user", "pid", "%cpu", "%mem", "vsz", "rss", "tty", "stat", "start", "time", "args",
             ]
         } else if full {
-            &["uid", "pid", "ppid", "%cpu", "start", "tty", "time", "args"]
+            &["uid", "pid", "ppid", "c", "start", "tty", "time", "args"]
         } else {
             &["pid", "tty", "time", "comm"]
         };
@@ -295,7 +328,16 @@ pub fn ps(argv: std::vec::IntoIter<OsString>) -> i32 {
                 procs.sort_by_key(|p| std::cmp::Reverse(p.started_ms))
             }
             "comm" | "cmd" | "args" => procs.sort_by_key(comm),
-            "%cpu" | "pcpu" | "time" => {}
+            "time" | "cputime" => procs.sort_by_key(|p| p.cpu_us),
+            "%cpu" | "pcpu" => {
+                let now = now_ms();
+                procs.sort_by(|a, b| {
+                    let share = |p: &ProcessInfo| {
+                        p.cpu_us as f64 / (now.saturating_sub(p.started_ms).max(1) * 1000) as f64
+                    };
+                    share(a).total_cmp(&share(b))
+                })
+            }
             other => {
                 eprintln!("ps: unknown sort specifier: {other}");
                 return 1;
@@ -313,6 +355,7 @@ pub fn ps(argv: std::vec::IntoIter<OsString>) -> i32 {
             argv: Vec::new(),
             started_ms: 0,
             memory_bytes: 0,
+            cpu_us: 0,
         };
         let Some((h, right, _)) = field(&f.to_ascii_lowercase(), &probe, limit, me) else {
             eprintln!("ps: unknown user-defined format specifier \"{f}\"\n{PS_USAGE}");
@@ -842,7 +885,9 @@ pub fn top(argv: std::vec::IntoIter<OsString>) -> i32 {
             0.0, 0.0, 0.0
         );
         println!();
-        let fields = ["pid", "user", "rss", "stat", "%cpu", "%mem", "time", "comm"];
+        let fields = [
+            "pid", "user", "rss", "stat", "%cpu", "%mem", "time+", "comm",
+        ];
         let headers: Vec<(&str, bool)> = vec![
             ("PID", true),
             ("USER", false),

@@ -267,6 +267,8 @@ pub struct ProcessInfo {
     pub started_ms: u64,
     /// Linear memory it holds, in bytes.
     pub memory_bytes: u64,
+    /// CPU time it has used (user and system), in microseconds.
+    pub cpu_us: u64,
 }
 
 /// Every process alive in the sandbox now, by pid.
@@ -279,6 +281,7 @@ pub fn processes() -> Vec<ProcessInfo> {
             argv: p.argv,
             started_ms: p.started_ms,
             memory_bytes: p.memory_bytes,
+            cpu_us: p.cpu_us,
         })
         .collect()
 }

@@ -255,9 +255,10 @@ impl Listed {
         pids: Pids,
         argv: &[String],
         stop: Option<crate::sandbox::Stopper>,
+        cpu: &Arc<CpuAccount>,
     ) -> Listed {
         Listed {
-            memory: sandbox.register(pids.pid, pids.ppid, argv, stop),
+            memory: sandbox.register(pids.pid, pids.ppid, argv, stop, cpu.clone()),
             sandbox: sandbox.clone(),
             pid: pids.pid,
         }
@@ -287,8 +288,8 @@ pub(crate) async fn run_process(
             job.kill(signal);
         }
     });
-    let listed = Listed::new(&job.site.sandbox, pids, &argv, Some(stop));
     let cpu = Arc::default();
+    let listed = Listed::new(&job.site.sandbox, pids, &argv, Some(stop), &cpu);
     run_listed(job, argv, env, cwd, stdio, admission, listed, cpu).await
 }
 
@@ -753,7 +754,7 @@ impl wit::Host for ProcessHost {
                 pid,
                 ppid: self.pid,
             };
-            let listed = Listed::new(sandbox, pids, &cmd.argv, None);
+            let listed = Listed::new(sandbox, pids, &cmd.argv, None, &cpu);
             let task = tokio::spawn(run_listed(
                 job.clone(),
                 cmd.argv,
@@ -839,6 +840,10 @@ impl wit::Host for ProcessHost {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
                 memory_bytes: p.memory.load(Ordering::Relaxed) as u64,
+                cpu_us: {
+                    let t = p.cpu.own();
+                    t.user_us + t.system_us
+                },
             })
             .collect())
     }
