@@ -26,7 +26,7 @@
 //! ```
 //!
 //! The layers, lowest first (each module uses only those below it; see
-//! `docs/ARCHITECTURE.md`): `limits`, `io`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `cow` -> `sandbox` -> `files`, `watch`, `snapshot` ->
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `cpu`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `cow` -> `sandbox` -> `files`, `watch`, `snapshot` ->
 //! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
 //! `agent`.
 
@@ -35,6 +35,7 @@ mod bindings;
 mod cache;
 pub mod capacity;
 mod cow;
+mod cpu;
 mod engine;
 mod files;
 mod host;

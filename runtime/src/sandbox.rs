@@ -132,7 +132,7 @@ pub(crate) struct ProcEntry {
     /// Ends it as a signal would (`kill PID` from any job of the sandbox).
     pub(crate) stop: Option<Stopper>,
     /// The CPU time it has used (`ps`'s `TIME`).
-    pub(crate) cpu: Arc<crate::host::CpuAccount>,
+    pub(crate) cpu: Arc<crate::cpu::CpuAccount>,
 }
 
 /// Ends a process as the signal given would.
@@ -155,7 +155,7 @@ impl SandboxState {
         ppid: u32,
         argv: &[String],
         stop: Option<Stopper>,
-        cpu: Arc<crate::host::CpuAccount>,
+        cpu: Arc<crate::cpu::CpuAccount>,
     ) -> Arc<std::sync::atomic::AtomicUsize> {
         let mut kept = Vec::new();
         let mut room = PS_ARGV_BYTES;

@@ -250,6 +250,11 @@ const APPLETS: &[(&str, &str, &str)] = &[
         " -a -b 'x' --alpha -- 'file'\n",
     ),
     (
+        "iconv",
+        "printf 'caf\\xe9\\n' | iconv -f latin1 -t utf-8; echo 'x – y' | iconv -f utf-8 -t ascii//TRANSLIT",
+        "caf\u{e9}\nx - y\n",
+    ),
+    (
         "killall",
         "sleep 5 & sleep 6 & killall -w sleep; echo $?; wait; killall -9 sleep 2>/dev/null; \
          echo $?; killall -q nosuch; echo $?; sleep 5 & killall -s KILL sleep; wait $!; echo $?",

@@ -14,6 +14,7 @@ mod files;
 mod find;
 mod getopt;
 mod grep;
+mod iconv;
 mod inspect;
 mod ls;
 mod own;
@@ -54,6 +55,7 @@ fn applet(name: &str) -> Option<Main> {
         "pkill" => procs::pkill,
         "killall" => procs::killall,
         "getopt" => getopt::getopt,
+        "iconv" => iconv::iconv,
         "free" => procs::free,
         "top" => procs::top,
         "cp" => files::cp,

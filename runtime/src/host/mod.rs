@@ -13,7 +13,6 @@
 //! Nothing here opens a host path other than the sandbox's own two directories (the
 //! workspace, held open, and `/tmp`, open only while in use).
 
-mod cpu;
 mod exit;
 mod memory;
 mod process;
@@ -29,7 +28,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-pub(crate) use cpu::CpuAccount;
+pub(crate) use crate::cpu::CpuAccount;
 pub(crate) use exit::Exit;
 pub use exit::MemoryExceeded;
 pub(crate) use process::{JobContext, Pids, Stdio, lacked_room, run_process};

@@ -861,7 +861,7 @@ impl wit::Host for ProcessHost {
     }
 
     async fn cpu_times(&mut self) -> Result<(wit::CpuTime, wit::CpuTime)> {
-        let wit = |t: super::cpu::Times| wit::CpuTime {
+        let wit = |t: crate::cpu::Times| wit::CpuTime {
             user_us: t.user_us,
             system_us: t.system_us,
         };
