@@ -357,88 +357,82 @@ async fn run_listed(
         Placement::Pool
     };
     let mut admission = admission;
-    let account = cpu.clone();
-    // Early ends give the status (`Err`); a run gives its result.
-    let result = account
-        .metered(async {
-            loop {
-                let pre = match job
-                    .site
-                    .image
-                    .program(&job.site.host, index, placement)
-                    .await
-                {
-                    Ok(pre) => pre,
-                    Err(e) => {
-                        tracing::error!(program = %argv[0], error = ?e, "cannot load program");
-                        report(Err(cannot(format!(
-                            "`{}`: cannot load program: {e:#}",
-                            argv[0]
-                        ))));
-                        fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
-                        return Err(126);
-                    }
-                };
-                let launch = Launch {
-                    argv: &argv,
-                    env: &env,
-                    cwd: &cwd,
-                    stdio: stdio.clone(),
-                    admission: admission.take(),
-                    placement,
-                    pid: listed.pid,
-                    memory: Some(memory.clone()),
-                    cpu: cpu.clone(),
-                };
-                let mut store = match new_store(&job, launch, ()) {
-                    Ok(store) => store,
-                    Err(msg) => {
-                        // The node had no place for it: other sandboxes hold them all.
-                        if may_wait() {
-                            tokio::time::sleep(ROOM_POLL).await;
-                            continue;
-                        }
-                        report(Err(StartFailure {
-                            reason: format!("`{}`: {msg}", argv[0]),
-                            for_lack_of_room: true,
-                        }));
-                        fail(format!("sh: {}: {msg}\n", argv[0])).await;
-                        return Err(126);
-                    }
-                };
-                let command = match pre.instantiate_async(&mut store).await {
-                    Ok(command) => command,
-                    Err(e) if placement == Placement::Pool && pool_was_full(&e) => {
-                        admission = Some(store.into_data().into_admission());
-                        placement = Placement::OnDemand;
-                        continue;
-                    }
-                    Err(e) => {
-                        let for_lack_of_room = lacked_room(&e);
-                        if for_lack_of_room && may_wait() {
-                            // Keep the place, give back what the failed instance held, look again.
-                            admission = Some(store.into_data().into_admission());
-                            tokio::time::sleep(ROOM_POLL).await;
-                            continue;
-                        }
-                        let why = Exit::of_error(&e)
-                            .reason()
-                            .unwrap_or_else(|| format!("{e:#}"));
-                        report(Err(StartFailure {
-                            reason: format!("`{}`: {why}", argv[0]),
-                            for_lack_of_room,
-                        }));
-                        break Ok(Err(e));
-                    }
-                };
-                report(Ok(()));
-                break Ok(command.wasi_cli_run().call_run(&mut store).await);
+    let result = loop {
+        let pre = match job
+            .site
+            .image
+            .program(&job.site.host, index, placement)
+            .await
+        {
+            Ok(pre) => pre,
+            Err(e) => {
+                tracing::error!(program = %argv[0], error = ?e, "cannot load program");
+                report(Err(cannot(format!(
+                    "`{}`: cannot load program: {e:#}",
+                    argv[0]
+                ))));
+                fail(format!("sh: {}: cannot load program: {e:#}\n", argv[0])).await;
+                return 126;
             }
-        })
-        .await;
-    let result = match result {
-        Ok(result) => result,
-        Err(status) => return status,
+        };
+        let launch = Launch {
+            argv: &argv,
+            env: &env,
+            cwd: &cwd,
+            stdio: stdio.clone(),
+            admission: admission.take(),
+            placement,
+            pid: listed.pid,
+            memory: Some(memory.clone()),
+            cpu: cpu.clone(),
+        };
+        let mut store = match new_store(&job, launch, ()) {
+            Ok(store) => store,
+            Err(msg) => {
+                // The node had no place for it: other sandboxes hold them all.
+                if may_wait() {
+                    tokio::time::sleep(ROOM_POLL).await;
+                    continue;
+                }
+                report(Err(StartFailure {
+                    reason: format!("`{}`: {msg}", argv[0]),
+                    for_lack_of_room: true,
+                }));
+                fail(format!("sh: {}: {msg}\n", argv[0])).await;
+                return 126;
+            }
+        };
+        // What the process costs is counted from here (the instance, then its run); loading
+        // (compiling) the program is the node's, not the process's.
+        let command = match cpu.metered(pre.instantiate_async(&mut store)).await {
+            Ok(command) => command,
+            Err(e) if placement == Placement::Pool && pool_was_full(&e) => {
+                admission = Some(store.into_data().into_admission());
+                placement = Placement::OnDemand;
+                continue;
+            }
+            Err(e) => {
+                let for_lack_of_room = lacked_room(&e);
+                if for_lack_of_room && may_wait() {
+                    // Keep the place, give back what the failed instance held, look again.
+                    admission = Some(store.into_data().into_admission());
+                    tokio::time::sleep(ROOM_POLL).await;
+                    continue;
+                }
+                let why = Exit::of_error(&e)
+                    .reason()
+                    .unwrap_or_else(|| format!("{e:#}"));
+                report(Err(StartFailure {
+                    reason: format!("`{}`: {why}", argv[0]),
+                    for_lack_of_room,
+                }));
+                break Err(e);
+            }
+        };
+        report(Ok(()));
+        break cpu
+            .metered(command.wasi_cli_run().call_run(&mut store))
+            .await;
     };
     let exit = Exit::of_run(result);
     if let Some(reason) = exit.reason() {
