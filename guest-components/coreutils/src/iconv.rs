@@ -80,13 +80,7 @@ fn parse(spec: &str) -> Option<(Enc, bool, bool)> {
 
 /// The charset of the locale the environment selects (`C` is ASCII).
 fn locale_charset() -> &'static str {
-    let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .find(|v| !v.is_empty())
-        .unwrap_or_default()
-        .to_ascii_uppercase();
-    if locale.contains("UTF-8") || locale.contains("UTF8") {
+    if crate::own::utf8_locale() {
         "UTF-8"
     } else {
         "ANSI_X3.4-1968"
@@ -388,7 +382,7 @@ pub fn iconv(argv: std::vec::IntoIter<OsString>) -> i32 {
     if files.is_empty() {
         files.push("-".into());
     }
-    let utf8_locale = locale_charset() == "UTF-8";
+    let utf8_locale = crate::own::utf8_locale();
     let mut out = Vec::new();
     if matches!(to_enc, Enc::Utf16) {
         out.extend_from_slice(&[0xFF, 0xFE]);

@@ -163,7 +163,7 @@ fn walk(
     });
     let n = entries.len();
     // Line drawing as tree does: Unicode in a UTF-8 locale, ASCII otherwise.
-    let (tee, corner, bar) = if utf8_locale() {
+    let (tee, corner, bar) = if crate::own::utf8_locale() {
         ("├── ", "└── ", "│\u{a0}\u{a0} ")
     } else {
         ("|-- ", "`-- ", "|   ")
@@ -204,15 +204,4 @@ fn walk(
             *files += 1;
         }
     }
-}
-
-/// Whether the locale (`LC_ALL`, else `LC_CTYPE`, else `LANG`) uses UTF-8.
-fn utf8_locale() -> bool {
-    ["LC_ALL", "LC_CTYPE", "LANG"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
-        .is_some_and(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("utf-8") || l.contains("utf8")
-        })
 }

@@ -252,20 +252,45 @@ fn print_stack(sh: &mut Shell, io: &Io) {
     io.stdout.write_str(&format!("{}\n", shown.join(" ")));
 }
 
-/// `pushd [-n] [DIR | +N | -N]`.
-pub fn pushd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+/// The arguments of `pushd` and `popd` (`name`): `-n`, and at most one other.
+fn stack_args(
+    sh: &Shell,
+    name: &str,
+    args: &[String],
+    io: &Io,
+) -> Result<(bool, Option<String>), i32> {
     let mut no_cd = false;
-    let mut target = None;
+    let mut operand = None;
     for a in args {
         if a == "-n" {
             no_cd = true;
-        } else if target.is_none() {
-            target = Some(a.clone());
+        } else if operand.is_none() {
+            operand = Some(a.clone());
         } else {
-            sh.error(io, "pushd: too many arguments");
-            return 2;
+            sh.error(io, &format!("{name}: too many arguments"));
+            return Err(2);
         }
     }
+    Ok((no_cd, operand))
+}
+
+/// Moves `pushd` or `popd` (`name`) to `dir`, saying why not as `cd` would.
+fn enter(sh: &mut Shell, name: &str, dir: &str, io: &Io) -> bool {
+    match crate::builtins::change_dir(sh, dir) {
+        Ok(()) => true,
+        Err(why) => {
+            sh.error(io, &format!("{name}: {why}"));
+            false
+        }
+    }
+}
+
+/// `pushd [-n] [DIR | +N | -N]`.
+pub fn pushd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
+    let (no_cd, target) = match stack_args(sh, "pushd", args, io) {
+        Ok(parsed) => parsed,
+        Err(status) => return status,
+    };
     let all = stack(sh);
     let Some(target) = target else {
         // Swap the top two.
@@ -274,8 +299,7 @@ pub fn pushd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
             return 1;
         }
         let top = sh.dir_stack[0].clone();
-        if !no_cd && let Err(why) = crate::builtins::change_dir(sh, &top) {
-            sh.error(io, &format!("pushd: {why}"));
+        if !no_cd && !enter(sh, "pushd", &top, io) {
             return 1;
         }
         sh.dir_stack[0] = all[0].clone();
@@ -293,11 +317,7 @@ pub fn pushd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
         // Rotate so that entry `i` is on top.
         let mut rotated = all[i..].to_vec();
         rotated.extend_from_slice(&all[..i]);
-        if !no_cd
-            && i != 0
-            && let Err(why) = crate::builtins::change_dir(sh, &rotated[0])
-        {
-            sh.error(io, &format!("pushd: {why}"));
+        if !no_cd && i != 0 && !enter(sh, "pushd", &rotated[0], io) {
             return 1;
         }
         sh.dir_stack = rotated[1..].to_vec();
@@ -309,8 +329,7 @@ pub fn pushd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
         sh.dir_stack.insert(0, abs);
     } else {
         let old = sh.cwd.clone();
-        if let Err(why) = crate::builtins::change_dir(sh, &target) {
-            sh.error(io, &format!("pushd: {why}"));
+        if !enter(sh, "pushd", &target, io) {
             return 1;
         }
         sh.dir_stack.insert(0, old);
@@ -321,18 +340,10 @@ pub fn pushd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
 
 /// `popd [-n] [+N | -N]`.
 pub fn popd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
-    let mut no_cd = false;
-    let mut which = None;
-    for a in args {
-        if a == "-n" {
-            no_cd = true;
-        } else if which.is_none() {
-            which = Some(a.clone());
-        } else {
-            sh.error(io, "popd: too many arguments");
-            return 2;
-        }
-    }
+    let (no_cd, which) = match stack_args(sh, "popd", args, io) {
+        Ok(parsed) => parsed,
+        Err(status) => return status,
+    };
     if sh.dir_stack.is_empty() {
         sh.error(io, "popd: directory stack empty");
         return 1;
@@ -357,8 +368,7 @@ pub fn popd(sh: &mut Shell, args: &[String], io: &Io) -> i32 {
     };
     if index == 0 {
         let next = sh.dir_stack[0].clone();
-        if !no_cd && let Err(why) = crate::builtins::change_dir(sh, &next) {
-            sh.error(io, &format!("popd: {why}"));
+        if !no_cd && !enter(sh, "popd", &next, io) {
             return 1;
         }
         sh.dir_stack.remove(0);

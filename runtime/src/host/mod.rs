@@ -133,6 +133,7 @@ fn quota_fs<E: Send>(s: &mut HostState<E>) -> QuotaFsView<'_> {
         },
         sandbox,
         std: &mut s.std_files,
+        stdio: s.process.stdio(),
     }
 }
 
@@ -370,14 +371,14 @@ pub(crate) fn new_store<E: Send + 'static>(
         process: ProcessHost::new(
             job.clone(),
             launch.cwd.to_string(),
-            launch.stdio.clone(),
+            launch.stdio,
             launch.pid,
             launch.cpu,
         ),
         admission,
         sandbox: job.site.sandbox.clone(),
         own_deadline: None,
-        std_files: StdFiles::new(launch.stdio),
+        std_files: StdFiles::default(),
         ext,
     };
     let mut store = Store::new(job.site.host.engine_for(launch_placement), state);

@@ -527,6 +527,11 @@ impl ProcessHost {
         Ok(())
     }
 
+    /// Its standard streams.
+    pub(crate) fn stdio(&self) -> &Stdio {
+        &self.stdio
+    }
+
     pub(crate) fn job(&self) -> &Arc<JobContext> {
         &self.job
     }

@@ -37,25 +37,20 @@ pub(crate) struct QuotaFsView<'a> {
     pub(crate) fs: WasiFilesystemCtxView<'a>,
     pub(crate) sandbox: Arc<SandboxState>,
     pub(crate) std: &'a mut StdFiles,
+    /// The process's own streams, which `StdFiles` stand for.
+    pub(crate) stdio: &'a Stdio,
 }
 
 /// `/dev/stdin`, `/dev/stdout` and `/dev/stderr` as a process opened them: each is a
 /// descriptor of the host's null device in the table (so that `stat` and `close` work as
 /// for any file), whose reads and writes go to the process's own stream instead.
+#[derive(Default)]
 pub(crate) struct StdFiles {
-    stdio: Stdio,
     /// The open ones: descriptor (its table index) and which stream.
     open: Vec<(u32, Device)>,
 }
 
 impl StdFiles {
-    pub(crate) fn new(stdio: Stdio) -> StdFiles {
-        StdFiles {
-            stdio,
-            open: Vec::new(),
-        }
-    }
-
     fn of(&self, fd: &Resource<types::Descriptor>) -> Option<Device> {
         let rep = fd.rep();
         self.open.iter().find(|(r, _)| *r == rep).map(|(_, d)| *d)
@@ -502,7 +497,7 @@ impl HostDescriptor for QuotaFsView<'_> {
             if device != Device::Stdin {
                 return Err(ErrorCode::BadDescriptor.into());
             }
-            let stream: DynInputStream = self.std.stdio.stdin.p2_stream();
+            let stream: DynInputStream = self.stdio.stdin.p2_stream();
             return Ok(self.fs.table.push(stream)?);
         }
         HostDescriptor::read_via_stream(&mut self.fs, fd, offset)
@@ -748,8 +743,8 @@ impl QuotaFsView<'_> {
     /// to.
     fn std_sink(&self, device: Device) -> FsResult<&crate::io::OutputSink> {
         match device {
-            Device::Stdout => Ok(&self.std.stdio.stdout),
-            Device::Stderr => Ok(&self.std.stdio.stderr),
+            Device::Stdout => Ok(&self.stdio.stdout),
+            Device::Stderr => Ok(&self.stdio.stderr),
             _ => Err(ErrorCode::BadDescriptor.into()),
         }
     }
@@ -761,7 +756,7 @@ impl QuotaFsView<'_> {
             return Err(ErrorCode::BadDescriptor.into());
         }
         let mut buf = vec![0; len.min(1 << 20) as usize];
-        let mut stream = std::pin::Pin::from(self.std.stdio.stdin.async_stream());
+        let mut stream = std::pin::Pin::from(self.stdio.stdin.async_stream());
         let n = stream.read(&mut buf).await.map_err(FsError::from)?;
         buf.truncate(n);
         Ok((buf, n == 0 && len > 0))
