@@ -1,5 +1,5 @@
 //! The `tools` program of the base image: jq, tar, gzip/gunzip/zcat, bzip2, xz/lzma,
-//! zip/unzip. Expected outputs are what jq 1.6, GNU tar 1.34, gzip 1.12, bzip2 1.0.8,
+//! zip/unzip, git. Expected outputs are what jq 1.6, GNU tar 1.34, gzip 1.12, bzip2 1.0.8,
 //! xz 5.4 and Info-ZIP 3.0/6.0 print for the same
 //! scripts; hostile archives are refused member by member and leave nothing outside.
 
@@ -437,4 +437,151 @@ fn tempfile_dir(prefix: &str) -> std::path::PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Copies `tests/fixtures/git-packed` (a repository git 2.47 made, committed, tagged and
+/// packed with `git gc --aggressive`: packed refs, a delta, an index with extensions) into a
+/// fresh workspace, its `dotgit` back to `.git`.
+fn packed_repo() -> (std::path::PathBuf, std::path::PathBuf) {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name();
+            let name = if name == "dotgit" {
+                ".git".into()
+            } else {
+                name
+            };
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &to.join(name));
+            } else {
+                std::fs::copy(e.path(), to.join(name)).unwrap();
+            }
+        }
+    }
+    let root = tempfile_dir("wasbox-git");
+    let ws = root.join("ws");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/git-packed");
+    copy(&fixture, &ws);
+    (root, ws)
+}
+
+const GIT_ENV: &str = "export GIT_AUTHOR_DATE='@1700000000 +0000' GIT_COMMITTER_DATE='@1700000000 +0000' GIT_AUTHOR_NAME=Dev GIT_AUTHOR_EMAIL=dev@example.com GIT_COMMITTER_NAME=Dev GIT_COMMITTER_EMAIL=dev@example.com; ";
+
+/// A repository cloned or made elsewhere reads as git reads it: the expected output is what
+/// git 2.47.3 printed for the same script on the same repository, down to the commit id of
+/// the new commit (so its objects are byte for byte git's).
+#[tokio::test]
+async fn git_reads_and_extends_a_repository_packed_by_git() {
+    let (root, ws) = packed_repo();
+    let script = format!(
+        "{GIT_ENV}git log --stat --decorate; git status; git show v1:lib/util.py; git diff HEAD~2 HEAD -- app.py; git rev-parse v1 main; git branch -v; echo extra >> app.py; git diff --stat; git commit -qam fourth; git log --oneline"
+    );
+    let out = sh_in(&ws, &script).await;
+    let graph = "+".repeat(62);
+    let want = format!(
+        "commit b46e6ccba1f6b974cd83ff1194be25647ad8e67f (HEAD -> main)
+Author: Dev <dev@example.com>
+Date:   Tue Nov 14 22:13:20 2023 +0000
+
+    third
+
+ README.md | 1 -
+ 1 file changed, 1 deletion(-)
+
+commit 7aa53add36b6be775bd20abdc3569cdb4608a135 (tag: v1)
+Author: Dev <dev@example.com>
+Date:   Tue Nov 14 22:13:20 2023 +0000
+
+    second
+
+ app.py      | 2 +-
+ lib/util.py | 3 +++
+ 2 files changed, 4 insertions(+), 1 deletion(-)
+
+commit 60512515788857781a98df288c37f27bc4fc19c4
+Author: Dev <dev@example.com>
+Date:   Tue Nov 14 22:13:20 2023 +0000
+
+    first
+
+ README.md |   1 +
+ app.py    | 160 {graph}
+ 2 files changed, 161 insertions(+)
+On branch main
+nothing to commit, working tree clean
+import os
+
+VALUE = 1
+diff --git a/app.py b/app.py
+index 63a4d44..09b38e5 100644
+--- a/app.py
++++ b/app.py
+@@ -77,7 +77,7 @@ def f38(x):
+ def f39(x):
+     return x * 39
+ def f40(x):
+-    return x * 40
++    return x * 4000
+ def f41(x):
+     return x * 41
+ def f42(x):
+7aa53add36b6be775bd20abdc3569cdb4608a135
+b46e6ccba1f6b974cd83ff1194be25647ad8e67f
+* main b46e6cc third
+ app.py | 1 +
+ 1 file changed, 1 insertion(+)
+6d96514 fourth
+b46e6cc third
+7aa53ad second
+6051251 first
+"
+    );
+    assert_eq!(out.stdout, want, "{}", out.stderr);
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Damaged or hostile repository files end the one git command with git's `fatal:` and
+/// status 128, never a trap: a truncated pack, an index that is not one, a loose object
+/// that is not zlib, a pack entry claiming a 4 GiB object.
+#[tokio::test]
+async fn git_refuses_damaged_repositories_cleanly() {
+    let (root, ws) = packed_repo();
+    let pack_dir = ws.join(".git/objects/pack");
+    let pack = std::fs::read_dir(&pack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
+        .unwrap();
+    let data = std::fs::read(&pack).unwrap();
+    // The first entry's size header claims 2^32 bytes (a blob, type 3).
+    let mut huge = data.clone();
+    huge.splice(12..13, [0xb0u8 | 0x80, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+    std::fs::write(&pack, &data[..data.len() / 2]).unwrap();
+    let out = sh_in(&ws, "git log --oneline > /dev/null; echo log=$?; git show v1:lib/util.py > /dev/null; echo show=$?").await;
+    assert!(out.stdout.contains("=128"), "{out:?}");
+    assert!(
+        !out.stderr.contains("trap") && !out.stderr.contains("panicked"),
+        "{out:?}"
+    );
+
+    std::fs::write(&pack, &huge).unwrap();
+    let out = sh_in(&ws, "git log --oneline > /dev/null; echo log=$?").await;
+    assert!(
+        !out.stderr.contains("trap") && !out.stderr.contains("panicked"),
+        "{out:?}"
+    );
+
+    let out = sh_in(
+        &ws,
+        "git init -q nested && cd nested && echo garbage > .git/index; git status; echo status=$?; rm .git/index; mkdir -p .git/objects/ab && echo junk > .git/objects/ab/cdef0123456789abcdef0123456789abcdef01 && git cat-file -p abcdef0123456789abcdef0123456789abcdef01; echo cat=$?",
+    )
+    .await;
+    assert_eq!(out.stdout, "status=128\ncat=128\n", "{out:?}");
+    assert!(out.stderr.contains("fatal: index file corrupt"), "{out:?}");
+    assert!(out.stderr.contains("is corrupt"), "{out:?}");
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -1,125 +1,14 @@
 //! `diff`: normal and unified (`-u`, `-U N`) output and `-q`, exit status 0 (same), 1
 //! (different), 2 (trouble). Line matching is Myers' O((N+M)D) algorithm after trimming the
-//! common prefix and suffix.
+//! common prefix and suffix (`guest_support::textdiff`, shared with `git`).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use guest_support::textdiff::{Change, Side, Unified, changes, line, unified_hunks};
+
 use crate::own::reason;
-
-/// A run of differing lines: a[i1..i2] became b[j1..j2].
-#[derive(Debug, Clone, Copy)]
-struct Change {
-    i1: usize,
-    i2: usize,
-    j1: usize,
-    j2: usize,
-}
-
-fn changes(a: &[&[u8]], b: &[&[u8]]) -> Vec<Change> {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..]
-        .iter()
-        .rev()
-        .zip(b[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (ca, cb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
-    // Edit script as (deleted, inserted) flags per step, from Myers with a trace.
-    let (n, m) = (ca.len() as isize, cb.len() as isize);
-    let max = (n + m) as usize;
-    let off = max as isize + 1;
-    let mut v = vec![0isize; 2 * max + 3];
-    let mut trace: Vec<Vec<isize>> = Vec::new();
-    let mut found = None;
-    'outer: for d in 0..=max as isize {
-        trace.push(v[(off - d) as usize..=(off + d) as usize].to_vec());
-        let mut k = -d;
-        while k <= d {
-            let idx = (off + k) as usize;
-            let mut x = if k == -d || (k != d && v[idx - 1] < v[idx + 1]) {
-                v[idx + 1]
-            } else {
-                v[idx - 1] + 1
-            };
-            let mut y = x - k;
-            while x < n && y < m && ca[x as usize] == cb[y as usize] {
-                x += 1;
-                y += 1;
-            }
-            v[idx] = x;
-            if x >= n && y >= m {
-                found = Some(d);
-                break 'outer;
-            }
-            k += 2;
-        }
-    }
-    // Walk back: collect per-line operations in reverse.
-    let mut ops: Vec<u8> = Vec::new(); // b'=', b'-', b'+'
-    let (mut x, mut y) = (n, m);
-    for d in (0..=found.unwrap_or(0)).rev() {
-        let w = &trace[d as usize];
-        let at = |k: isize| w[(k + d) as usize];
-        let k = x - y;
-        let prev_k = if k == -d || (k != d && at(k - 1) < at(k + 1)) {
-            k + 1
-        } else {
-            k - 1
-        };
-        let prev_x = if d == 0 { 0 } else { at(prev_k) };
-        let prev_y = prev_x - prev_k;
-        while x > prev_x && y > prev_y {
-            ops.push(b'=');
-            x -= 1;
-            y -= 1;
-        }
-        if d > 0 {
-            if x == prev_x {
-                ops.push(b'+');
-            } else {
-                ops.push(b'-');
-            }
-        }
-        x = prev_x;
-        y = prev_y;
-    }
-    ops.reverse();
-    let mut out = Vec::new();
-    let (mut i, mut j) = (prefix, prefix);
-    let mut cur: Option<Change> = None;
-    for op in ops {
-        match op {
-            b'=' => {
-                if let Some(c) = cur.take() {
-                    out.push(c);
-                }
-                i += 1;
-                j += 1;
-            }
-            op => {
-                let c = cur.get_or_insert(Change {
-                    i1: i,
-                    i2: i,
-                    j1: j,
-                    j2: j,
-                });
-                if op == b'-' {
-                    c.i2 += 1;
-                    i += 1;
-                } else {
-                    c.j2 += 1;
-                    j += 1;
-                }
-            }
-        }
-    }
-    if let Some(c) = cur {
-        out.push(c);
-    }
-    out
-}
 
 struct Text {
     name: String,
@@ -129,11 +18,7 @@ struct Text {
 
 impl Text {
     fn lines(&self) -> Vec<&[u8]> {
-        let mut v: Vec<&[u8]> = self.data.split(|&b| b == b'\n').collect();
-        if self.data.ends_with(b"\n") || self.data.is_empty() {
-            v.pop();
-        }
-        v
+        guest_support::textdiff::lines(&self.data)
     }
     fn ends_without_newline(&self) -> bool {
         !self.data.is_empty() && !self.data.ends_with(b"\n")
@@ -181,15 +66,6 @@ fn range(start: usize, end: usize) -> String {
         format!("{}", start + 1)
     } else {
         format!("{},{}", start + 1, end)
-    }
-}
-
-fn line(out: &mut Vec<u8>, prefix: &[u8], l: &[u8], last_without_newline: bool) {
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(l);
-    out.push(b'\n');
-    if last_without_newline {
-        out.extend_from_slice(b"\\ No newline at end of file\n");
     }
 }
 
@@ -431,45 +307,22 @@ fn diff_pair(pa: &str, pb: &str, o: &Opts, out: &mut Vec<u8>, in_dirs: bool) -> 
             )
             .as_bytes(),
         );
-        let mut k = 0;
-        while k < cs.len() {
-            let mut end = k;
-            while end + 1 < cs.len() && cs[end + 1].i1 - cs[end].i2 <= 2 * context {
-                end += 1;
-            }
-            let (first, last) = (cs[k], cs[end]);
-            let a_start = first.i1.saturating_sub(context);
-            let a_end = (last.i2 + context).min(la.len());
-            let b_start = first.j1.saturating_sub(context);
-            let b_end = (last.j2 + context).min(lb.len());
-            let hdr = |s: usize, e: usize| match e - s {
-                0 => format!("{s},0"),
-                1 => format!("{}", s + 1),
-                n => format!("{},{n}", s + 1),
-            };
-            out.extend_from_slice(
-                format!("@@ -{} +{} @@\n", hdr(a_start, a_end), hdr(b_start, b_end)).as_bytes(),
-            );
-            let mut ia = a_start;
-            for c in &cs[k..=end] {
-                while ia < c.i1 {
-                    line(out, b" ", la[ia], a_nl && b_nl && ia + 1 == la.len());
-                    ia += 1;
-                }
-                for x in c.i1..c.i2 {
-                    line(out, b"-", la[x], a_nl && x + 1 == la.len());
-                }
-                for y in c.j1..c.j2 {
-                    line(out, b"+", lb[y], b_nl && y + 1 == lb.len());
-                }
-                ia = c.i2;
-            }
-            while ia < a_end {
-                line(out, b" ", la[ia], a_nl && b_nl && ia + 1 == la.len());
-                ia += 1;
-            }
-            k = end + 1;
-        }
+        unified_hunks(
+            out,
+            &Side {
+                lines: &la,
+                no_newline_at_end: a_nl,
+            },
+            &Side {
+                lines: &lb,
+                no_newline_at_end: b_nl,
+            },
+            &cs,
+            &Unified {
+                context,
+                funcname: false,
+            },
+        );
     } else {
         for c in &cs {
             let head = match (c.i1 == c.i2, c.j1 == c.j2) {

@@ -14,6 +14,7 @@ mod bindings {
 
 pub mod cli;
 pub mod process;
+pub mod textdiff;
 
 /// Call first in `main`: moves to the working directory the host gave
 /// (`wasi:cli/environment.initial-cwd`, else `PWD`); WASI programs otherwise start in `/`.

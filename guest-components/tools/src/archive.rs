@@ -55,7 +55,7 @@ fn safe_member_path(name: &str) -> Option<PathBuf> {
 
 /// Makes a symbolic link; an absolute target is written relative to the link's directory
 /// (WASI refuses absolute targets; the relative one reaches the same sandbox path).
-fn symlink(target: &str, at: &Path) -> io::Result<()> {
+pub(crate) fn symlink(target: &str, at: &Path) -> io::Result<()> {
     let target = if target.starts_with('/') {
         let dir = at
             .parent()

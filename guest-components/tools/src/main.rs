@@ -1,12 +1,13 @@
 //! The multi-call program of the base image's larger tools, kept apart from `coreutils` so
 //! that a plain `ls` never loads a jq interpreter or a deflate codec: `jq`, `gzip`,
 //! `gunzip`, `zcat`, `bzip2`, `bunzip2`, `bzcat`, `xz`, `unxz`, `xzcat`, `lzma`, `unlzma`,
-//! `lzcat`, `tar`, `zip`, `unzip` and `bc`. `argv[0]` names the applet; `tools APPLET
+//! `lzcat`, `tar`, `zip`, `unzip`, `bc` and `git`. `argv[0]` names the applet; `tools APPLET
 //! ARGS...` works too.
 
 mod archive;
 mod bc;
 mod codec;
+mod git;
 mod jq;
 mod jq_assign;
 
@@ -25,6 +26,7 @@ fn main() {
     }
     let code = match name.as_str() {
         "jq" => jq::main(args),
+        "git" => git::main(args),
         "bc" => bc::main(args),
         "gzip" => archive::compressor(args, Codec::Gzip, GzipMode::Compress),
         "gunzip" => archive::compressor(args, Codec::Gzip, GzipMode::Decompress),
