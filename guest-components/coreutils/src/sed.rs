@@ -146,10 +146,20 @@ impl Parser<'_> {
         while let Some(c) = self.peek() {
             self.i += 1;
             match c {
+                // GNU sed processes escapes in the text: `\t`, `\n`, ...; a backslash
+                // before a newline continues the text on the next line.
                 '\\' => {
                     if let Some(n) = self.peek() {
                         self.i += 1;
-                        t.push(n);
+                        t.push(match n {
+                            'n' => '\n',
+                            't' => '\t',
+                            'a' => '\x07',
+                            'f' => '\x0c',
+                            'v' => '\x0b',
+                            'r' => '\r',
+                            n => n,
+                        });
                     }
                 }
                 '\n' => break,

@@ -112,7 +112,10 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "mv" => with_repo(mv),
         "commit" => with_repo(commit),
         "status" => with_repo(status),
+        "diff" if args.iter().any(|a| a == "--no-index") => diff_no_index(args),
         "diff" => with_repo(diff_cmd),
+        "describe" => with_repo(describe),
+        "apply" => super::apply::apply(args),
         "log" => with_repo(log),
         "show" => with_repo(show),
         "rev-parse" => with_repo(rev_parse),
@@ -2011,6 +2014,7 @@ fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (mut reverse, mut all, mut first_parent, mut skip) = (false, false, false, 0usize);
     let mut authors: Vec<String> = Vec::new();
     let mut greps: Vec<String> = Vec::new();
+    let (mut since, mut until) = (None::<i64>, None::<i64>);
     let (revs, paths) = parse_log_opts(g, &args, &mut o, &mut |x, a| {
         if let Some(v) = a.value(x, "-n", "--max-count")? {
             max = Some(
@@ -2030,6 +2034,23 @@ fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
         if let Some(v) = a.value(x, "", "--grep")? {
             greps.push(v);
             return Ok(true);
+        }
+        for (long, is_since) in [
+            ("--since", true),
+            ("--after", true),
+            ("--until", false),
+            ("--before", false),
+        ] {
+            if let Some(v) = a.value(x, "", long)? {
+                let (t, _) =
+                    super::parse_date(&v).ok_or_else(|| fatal(format!("invalid date: {v}")))?;
+                if is_since {
+                    since = Some(t);
+                } else {
+                    until = Some(t);
+                }
+                return Ok(true);
+            }
         }
         if x.len() > 1 && x.starts_with('-') && x[1..].chars().all(|c| c.is_ascii_digit()) {
             max = x[1..].parse().ok();
@@ -2097,6 +2118,12 @@ fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     if !greps.is_empty() {
         commits.retain(|(_, c)| greps.iter().any(|p| c.message.contains(p.as_str())));
     }
+    if since.is_some() || until.is_some() {
+        commits.retain(|(_, c)| {
+            let t = parse_ident(&c.committer).time;
+            since.is_none_or(|s| t >= s) && until.is_none_or(|u| t <= u)
+        });
+    }
     let commits: Vec<(Id, Commit)> = commits
         .into_iter()
         .skip(skip)
@@ -2122,7 +2149,9 @@ fn print_commits(g: &mut Git, commits: &[(Id, Commit)], o: &LogOpts, sp: &[Strin
     for (k, (id, c)) in commits.iter().enumerate() {
         let last = k + 1 == n;
         let mut text = pretty(g, id, c, o, &decor);
-        if custom && !separator {
+        // An empty format (`--format=`) prints no line at all.
+        let blank_format = custom && o.pretty.split_once(':').is_some_and(|(_, f)| f.is_empty());
+        if custom && !separator && !blank_format {
             text.push('\n');
         }
         let mut diff_out = Vec::new();
@@ -2159,7 +2188,7 @@ fn print_commits(g: &mut Git, commits: &[(Id, Commit)], o: &LogOpts, sp: &[Strin
         }
         g.say(&text);
         if !diff_out.is_empty() {
-            if !oneline {
+            if !oneline && !blank_format {
                 g.say("\n");
             }
             g.out.extend_from_slice(&diff_out);
@@ -2309,10 +2338,17 @@ fn rev_parse(g: &mut Git, args: Vec<String>) -> R<i32> {
             "--absolute-git-dir" | "--git-common-dir" => {
                 out.push_str(&format!("{}\n", g.repo.git_dir.display()))
             }
-            "--is-inside-work-tree" => out.push_str("true\n"),
-            "--is-inside-git-dir" | "--is-bare-repository" | "--is-shallow-repository" => {
-                out.push_str("false\n")
+            "--is-inside-work-tree" => {
+                let cwd = std::env::current_dir().unwrap_or_default();
+                let in_git_dir = cwd.starts_with(&g.repo.git_dir);
+                out.push_str(if in_git_dir { "false\n" } else { "true\n" });
             }
+            "--is-inside-git-dir" => {
+                let cwd = std::env::current_dir().unwrap_or_default();
+                let inside = cwd.starts_with(&g.repo.git_dir);
+                out.push_str(if inside { "true\n" } else { "false\n" });
+            }
+            "--is-bare-repository" | "--is-shallow-repository" => out.push_str("false\n"),
             "--show-prefix" => out.push_str(&format!("{}\n", g.prefix)),
             "--show-cdup" => {
                 let ups = g.prefix.matches('/').count();
@@ -2842,31 +2878,8 @@ fn move_tree(g: &mut Git, target: &Files, force: bool) -> R<Vec<Delta>> {
 /// Writes a blob to the working tree and records it in the index.
 pub(super) fn write_file(g: &Git, index: &mut Index, path: &str, (mode, id): &(u32, Id)) -> R<()> {
     let full = g.work_path(path);
-    if let Some(d) = full.parent() {
-        if d.is_file() {
-            let _ = std::fs::remove_file(d);
-        }
-        std::fs::create_dir_all(d).map_err(|e| io_fail(d, e))?;
-    }
-    if full.is_dir() && !full.is_symlink() {
-        let _ = std::fs::remove_dir_all(&full);
-    }
     let data = g.repo.read(id)?.1;
-    let _ = std::fs::remove_file(&full);
-    if *mode == 0o120000 {
-        let target = String::from_utf8_lossy(&data).into_owned();
-        crate::archive::symlink(&target, &full).map_err(|e| {
-            fatal(format!(
-                "unable to create symlink '{path}': {}",
-                guest_support::cli::reason(&e)
-            ))
-        })?;
-    } else {
-        std::fs::write(&full, &data).map_err(|e| io_fail(&full, e))?;
-        if *mode == 0o100755 {
-            let _ = guest_support::set_file_mode(&full.to_string_lossy(), 0o755);
-        }
-    }
+    write_file_data(&full, *mode, &data)?;
     let stat = std::fs::symlink_metadata(&full)
         .map(|m| Stat::of(&m))
         .unwrap_or_default();
@@ -2878,6 +2891,39 @@ pub(super) fn write_file(g: &Git, index: &mut Index, path: &str, (mode, id): &(u
             stat,
         },
     );
+    Ok(())
+}
+
+/// Puts `data` at `full` as a file of git's `mode` (a symlink for 120000, executable for
+/// 100755), replacing a directory or file in the way and making its parents.
+pub(super) fn write_file_data(full: &Path, mode: u32, data: &[u8]) -> R<()> {
+    if let Some(d) = full.parent()
+        && !d.as_os_str().is_empty()
+    {
+        if d.is_file() {
+            let _ = std::fs::remove_file(d);
+        }
+        std::fs::create_dir_all(d).map_err(|e| io_fail(d, e))?;
+    }
+    if full.is_dir() && !full.is_symlink() {
+        let _ = std::fs::remove_dir_all(full);
+    }
+    let _ = std::fs::remove_file(full);
+    if mode == 0o120000 {
+        let target = String::from_utf8_lossy(data).into_owned();
+        crate::archive::symlink(&target, full).map_err(|e| {
+            fatal(format!(
+                "unable to create symlink '{}': {}",
+                full.display(),
+                guest_support::cli::reason(&e)
+            ))
+        })?;
+    } else {
+        std::fs::write(full, data).map_err(|e| io_fail(full, e))?;
+        if mode == 0o100755 {
+            let _ = guest_support::set_file_mode(&full.to_string_lossy(), 0o755);
+        }
+    }
     Ok(())
 }
 
@@ -3036,6 +3082,7 @@ fn checkout(g: &mut Git, args: Vec<String>) -> R<i32> {
         || (rest.len() > 1 && new_branch.is_none())
         || (rest.len() == 1 && new_branch.is_none() && g.resolve(&rest[0]).is_none())
     {
+        let dashdash = after.is_some();
         let (source, paths) = match after {
             Some(p) => (rest.first().cloned(), p),
             None => {
@@ -3070,7 +3117,8 @@ fn checkout(g: &mut Git, args: Vec<String>) -> R<i32> {
             )));
         }
         let n = restore_paths(g, source.as_deref(), &paths, source.is_some(), true)?;
-        if !quiet {
+        // Git counts the paths only when they were not after `--`.
+        if !quiet && !dashdash {
             g.flush();
             eprintln!(
                 "Updated {n} path{} from {}",
@@ -3774,5 +3822,149 @@ fn hash_object_cmd(args: Vec<String>, overrides: &[(String, String)]) -> R<i32> 
         };
         println!("{}", hex(&id));
     }
+    Ok(0)
+}
+
+/// `git diff --no-index A B`: two paths, in or out of a repository, as a git patch; exit 1
+/// when they differ.
+fn diff_no_index(args: Vec<String>) -> R<i32> {
+    let mut o = DiffOpts::new();
+    let mut paths = Vec::new();
+    for a in args {
+        if a == "--no-index" || a == "--" || diff_option(&a, &mut o) {
+            continue;
+        }
+        if a.starts_with('-') && a.len() > 1 {
+            return Err(unknown_option(&a));
+        }
+        paths.push(a);
+    }
+    if paths.len() != 2 {
+        return Err(usage(
+            "usage: git diff --no-index [<options>] <path> <path>".into(),
+        ));
+    }
+    let side = |p: &str| -> R<Option<(u32, Vec<u8>)>> {
+        if p == "/dev/null" {
+            return Ok(None);
+        }
+        read_work_file(Path::new(p), true)
+            .map(Some)
+            .map_err(|_| Fail {
+                msg: format!("error: Could not access '{p}'"),
+                code: 1,
+            })
+    };
+    let (a, b) = (side(&paths[0])?, side(&paths[1])?);
+    if a.as_ref().map(|x| &x.1) == b.as_ref().map(|x| &x.1)
+        && a.as_ref().map(|x| x.0) == b.as_ref().map(|x| x.0)
+    {
+        return Ok(0);
+    }
+    let name = |p: &str| p.trim_start_matches("./").to_string();
+    let old = a.as_ref().map(|(m, d)| (*m, hash_object("blob", d)));
+    let new = b.as_ref().map(|(m, d)| (*m, hash_object("blob", d)));
+    let d = Delta {
+        path: if b.is_some() {
+            name(&paths[1])
+        } else {
+            name(&paths[0])
+        },
+        from: (a.is_some() && b.is_some()).then(|| name(&paths[0])),
+        old,
+        new,
+    };
+    let mut show = o.show;
+    show.plain_names = true;
+    let mut out = Vec::new();
+    let empty = Vec::new();
+    let short = |id: &Id| hex(id)[..7].to_string();
+    diff::patch_with(
+        &d,
+        a.as_ref().map_or(&empty, |x| &x.1),
+        b.as_ref().map_or(&empty, |x| &x.1),
+        &short,
+        &show,
+        &mut out,
+    );
+    if !o.quiet {
+        use std::io::Write;
+        let _ = std::io::stdout().write_all(&out);
+    }
+    Ok(1)
+}
+
+/// `git describe`: the nearest tag (annotated, or any with `--tags`) from a commit, as
+/// `TAG`, or `TAG-N-gID` N commits later; `--always` falls back to the id, `--dirty`
+/// marks local changes.
+fn describe(g: &mut Git, args: Vec<String>) -> R<i32> {
+    let (mut tags, mut always, mut long, mut dirty, mut abbrev) =
+        (false, false, false, None::<String>, None::<usize>);
+    let mut revs = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "--tags" => tags = true,
+            "--always" => always = true,
+            "--long" => long = true,
+            "--dirty" => dirty = Some("-dirty".into()),
+            s if s.starts_with("--dirty=") => dirty = Some(s[8..].to_string()),
+            s if s.starts_with("--abbrev=") => abbrev = s[9..].parse().ok(),
+            "--first-parent" | "--exact-match" => {}
+            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
+            _ => revs.push(a),
+        }
+    }
+    let rev = revs.first().map_or("HEAD", String::as_str);
+    let (id, _) = g.commit_of(rev)?;
+    // Per commit: (annotated, name); an annotated tag wins over a lightweight one.
+    let mut named: BTreeMap<Id, (bool, String)> = BTreeMap::new();
+    let mut lightweight = false;
+    for (name, tid) in g.repo.refs("refs/tags/") {
+        let annotated = g.repo.read(&tid).map(|x| x.0 == Kind::Tag).unwrap_or(false);
+        if !annotated {
+            lightweight = true;
+        }
+        if (annotated || tags)
+            && let Some(c) = g.peel(&tid)
+        {
+            let short = name.trim_start_matches("refs/tags/").to_string();
+            let e = named.entry(c).or_insert((annotated, short.clone()));
+            if annotated && !e.0 {
+                *e = (true, short);
+            }
+        }
+    }
+    let short = |g: &Git, x: &Id| match abbrev {
+        Some(n) => g.repo.abbrev_len(x, n),
+        None => g.repo.abbrev(x),
+    };
+    let history = walk(g, &[id], &[], false)?;
+    let found = history.iter().find(|(c, _)| named.contains_key(c));
+    let mut text = match found {
+        Some((c, _)) => {
+            let tag = named[c].1.clone();
+            let depth = walk(g, &[id], &[*c], false)?.len();
+            if depth == 0 && !long {
+                tag
+            } else {
+                format!("{tag}-{depth}-g{}", short(g, &id))
+            }
+        }
+        None if always => short(g, &id),
+        None if named.is_empty() && lightweight && !tags => {
+            return Err(fatal(format!(
+                "No annotated tags can describe '{}'.\nHowever, there were unannotated tags: try --tags.",
+                hex(&id)
+            )));
+        }
+        None => return Err(fatal("No names found, cannot describe anything.".into())),
+    };
+    if let Some(mark) = dirty {
+        let st = state(g, false)?;
+        if !st.staged.is_empty() || !st.unstaged.is_empty() {
+            text.push_str(&mark);
+        }
+    }
+    g.say(&format!("{text}\n"));
     Ok(0)
 }

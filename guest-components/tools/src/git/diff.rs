@@ -174,6 +174,8 @@ pub struct Show {
     pub context: usize,
     pub src_prefix: String,
     pub dst_prefix: String,
+    /// Two unrelated paths (`diff --no-index`): no rename lines between their names.
+    pub plain_names: bool,
 }
 
 impl Default for Show {
@@ -182,6 +184,7 @@ impl Default for Show {
             context: 3,
             src_prefix: "a/".into(),
             dst_prefix: "b/".into(),
+            plain_names: false,
         }
     }
 }
@@ -241,6 +244,28 @@ fn mode_s(m: u32) -> String {
 
 /// One file's patch, as `git diff` writes it.
 pub fn patch(g: &Git, d: &Delta, src: Source, how: &Show, out: &mut Vec<u8>) {
+    let same = d.old.map(|o| o.1) == d.new.map(|n| n.1);
+    let (a, b) = if same {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            content(g, d.old, d.old_path(), Source::Objects),
+            content(g, d.new, &d.path, src),
+        )
+    };
+    let abbrev = |id: &Id| g.repo.abbrev(id);
+    patch_with(d, &a, &b, &abbrev, how, out);
+}
+
+/// A patch from contents already at hand; `abbrev` shortens object ids.
+pub fn patch_with(
+    d: &Delta,
+    a: &[u8],
+    b: &[u8],
+    short: &dyn Fn(&Id) -> String,
+    how: &Show,
+    out: &mut Vec<u8>,
+) {
     let (a_path, b_path) = (d.old_path(), d.path.as_str());
     let a_name = quote_path(&format!("{}{a_path}", how.src_prefix), false);
     let b_name = quote_path(&format!("{}{b_path}", how.dst_prefix), false);
@@ -249,7 +274,7 @@ pub fn patch(g: &Git, d: &Delta, src: Source, how: &Show, out: &mut Vec<u8>) {
         if *id == NULL_ID {
             "0000000".to_string()
         } else {
-            g.repo.abbrev(id)
+            short(id)
         }
     };
     let (old, new) = (d.old.unwrap_or((0, NULL_ID)), d.new.unwrap_or((0, NULL_ID)));
@@ -267,7 +292,7 @@ pub fn patch(g: &Git, d: &Delta, src: Source, how: &Show, out: &mut Vec<u8>) {
             abbrev(&NULL_ID)
         )),
         (Some(o), Some(n)) => {
-            if d.from.is_some() {
+            if d.from.is_some() && !how.plain_names {
                 if o.1 == n.1 {
                     head.push_str("similarity index 100%\n");
                 }
@@ -303,9 +328,7 @@ pub fn patch(g: &Git, d: &Delta, src: Source, how: &Show, out: &mut Vec<u8>) {
     if old.1 == new.1 {
         return;
     }
-    let a = content(g, d.old, a_path, Source::Objects);
-    let b = content(g, d.new, b_path, src);
-    if is_binary(&a) || is_binary(&b) {
+    if is_binary(a) || is_binary(b) {
         let an = if d.old.is_none() {
             "/dev/null".into()
         } else {
@@ -319,8 +342,8 @@ pub fn patch(g: &Git, d: &Delta, src: Source, how: &Show, out: &mut Vec<u8>) {
         out.extend_from_slice(format!("Binary files {an} and {bn} differ\n").as_bytes());
         return;
     }
-    let (la, lb) = (lines(&a), lines(&b));
-    let cs = line_changes(&a, &b);
+    let (la, lb) = (lines(a), lines(b));
+    let cs = line_changes(a, b);
     if cs.is_empty() {
         return;
     }
@@ -340,11 +363,11 @@ pub fn patch(g: &Git, d: &Delta, src: Source, how: &Show, out: &mut Vec<u8>) {
         out,
         &Side {
             lines: &la,
-            no_newline_at_end: nl(&a),
+            no_newline_at_end: nl(a),
         },
         &Side {
             lines: &lb,
-            no_newline_at_end: nl(&b),
+            no_newline_at_end: nl(b),
         },
         &cs,
         &Unified {

@@ -5,8 +5,9 @@
 //! reads them too, and reading the pack files of a repository cloned elsewhere.
 //!
 //! Commands that need a network or a merge (`clone`, `fetch`, `pull`, `push`, `merge`,
-//! `rebase`, `apply`, ...) say that this git lacks them; nothing pretends to have run.
+//! `rebase`, ...) say that this git lacks them; nothing pretends to have run.
 
+mod apply;
 mod cmds;
 mod diff;
 mod ignore;
@@ -60,12 +61,10 @@ const MISSING: &[&str] = &[
     "submodule",
     "worktree",
     "am",
-    "apply",
     "format-patch",
     "gc",
     "fsck",
     "blame",
-    "describe",
     "reflog",
     "shortlog",
     "notes",
@@ -443,6 +442,32 @@ pub fn parse_date(s: &str) -> Option<(i64, String)> {
             sign * (h * 3600 + m * 60),
         ))
     };
+    // `2 weeks ago`, `yesterday`, `now`: from the current time.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    match s {
+        "now" => return Some((now, "+0000".into())),
+        "yesterday" => return Some((now - 86400, "+0000".into())),
+        _ => {}
+    }
+    let words: Vec<&str> = s.split_whitespace().collect();
+    if words.len() == 3
+        && words[2] == "ago"
+        && let Ok(n) = words[0].parse::<i64>()
+    {
+        let unit = match words[1].trim_end_matches('s') {
+            "second" => 1,
+            "minute" => 60,
+            "hour" => 3600,
+            "day" => 86400,
+            "week" => 7 * 86400,
+            "month" => 30 * 86400,
+            "year" => 365 * 86400,
+            _ => return None,
+        };
+        return Some((now - n * unit, "+0000".into()));
+    }
     let raw = s.strip_prefix('@').unwrap_or(s);
     let mut it = raw.split_whitespace();
     if let Some(first) = it.next()
