@@ -440,7 +440,8 @@ fn tempfile_dir(prefix: &str) -> std::path::PathBuf {
 }
 
 /// Copies `tests/fixtures/git-packed` (a repository git 2.47 made, committed, tagged and
-/// packed with `git gc --aggressive`: packed refs, a delta, an index with extensions) into a
+/// packed with `git gc --aggressive`: packed refs, a delta, an index with extensions; then
+/// given an `origin` remote whose `main` is one commit behind, as a clone would have) into a
 /// fresh workspace, its `dotgit` back to `.git`.
 fn packed_repo() -> (std::path::PathBuf, std::path::PathBuf) {
     fn copy(from: &std::path::Path, to: &std::path::Path) {
@@ -491,7 +492,7 @@ Date:   Tue Nov 14 22:13:20 2023 +0000
  README.md | 1 -
  1 file changed, 1 deletion(-)
 
-commit 7aa53add36b6be775bd20abdc3569cdb4608a135 (tag: v1)
+commit 7aa53add36b6be775bd20abdc3569cdb4608a135 (tag: v1, origin/main)
 Author: Dev <dev@example.com>
 Date:   Tue Nov 14 22:13:20 2023 +0000
 
@@ -511,6 +512,9 @@ Date:   Tue Nov 14 22:13:20 2023 +0000
  app.py    | 160 {graph}
  2 files changed, 161 insertions(+)
 On branch main
+Your branch is ahead of 'origin/main' by 1 commit.
+  (use \"git push\" to publish your local commits)
+
 nothing to commit, working tree clean
 import os
 
@@ -530,7 +534,7 @@ index 63a4d44..09b38e5 100644
  def f42(x):
 7aa53add36b6be775bd20abdc3569cdb4608a135
 b46e6ccba1f6b974cd83ff1194be25647ad8e67f
-* main b46e6cc third
+* main b46e6cc [ahead 1] third
  app.py | 1 +
  1 file changed, 1 insertion(+)
 6d96514 fourth

@@ -115,6 +115,7 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "diff" if args.iter().any(|a| a == "--no-index") => diff_no_index(args),
         "diff" => with_repo(diff_cmd),
         "describe" => with_repo(describe),
+        "remote" => with_repo(super::remote::remote),
         "apply" => super::apply::apply(args),
         "log" => with_repo(log),
         "show" => with_repo(show),
@@ -1199,6 +1200,7 @@ pub(super) fn print_long_status(
     footer: bool,
 ) {
     let mut s = branch_line(g);
+    s.push_str(&super::remote::tracking_long(g).unwrap_or_default());
     if st.head.is_none() {
         s.push_str(if for_commit {
             "\nInitial commit\n\n"
@@ -1323,7 +1325,11 @@ fn status(g: &mut Git, args: Vec<String>) -> R<i32> {
     if show_branch {
         let b = match (g.repo.branch(), st.head) {
             (Some(b), None) => format!("## No commits yet on {b}\n"),
-            (Some(b), Some(_)) => format!("## {b}\n"),
+            (Some(b), Some(h)) => match super::remote::tracking_short(g, &b, Some(h))? {
+                Some((up, counts)) if counts.is_empty() => format!("## {b}...{up}\n"),
+                Some((up, counts)) => format!("## {b}...{up} [{counts}]\n"),
+                None => format!("## {b}\n"),
+            },
             (None, _) => "## HEAD (no branch)\n".into(),
         };
         g.say(&b);
@@ -1601,8 +1607,8 @@ struct LogOpts {
 }
 
 /// Names to show beside commits (`--decorate`), in git's order: `HEAD` (joined with its
-/// branch, `HEAD -> main`), then tags, then other branches, each group in reverse name
-/// order.
+/// branch, `HEAD -> main`), then tags, remote-tracking refs and other branches, each group
+/// in reverse name order.
 fn decorations(g: &Git) -> BTreeMap<Id, Vec<String>> {
     let mut m: BTreeMap<Id, Vec<String>> = BTreeMap::new();
     let head = g.repo.head();
@@ -1612,6 +1618,9 @@ fn decorations(g: &Git) -> BTreeMap<Id, Vec<String>> {
         m.entry(id)
             .or_default()
             .push(format!("tag: {}", name.trim_start_matches("refs/tags/")));
+    }
+    for (name, id, _) in super::remote::remote_refs(g).into_iter().rev() {
+        m.entry(id).or_default().push(name);
     }
     for (name, id) in g.repo.refs("refs/heads/").into_iter().rev() {
         let short = name.trim_start_matches("refs/heads/").to_string();
@@ -1877,7 +1886,12 @@ fn expand(g: &Git, id: &Id, c: &Commit, fmt: &str, date: &str, dec: &str) -> Str
 
 /// Commits reachable from `include` and not from `exclude`, newest committer date first
 /// (git's default order), following only first parents where asked.
-fn walk(g: &Git, include: &[Id], exclude: &[Id], first_parent: bool) -> R<Vec<(Id, Commit)>> {
+pub(super) fn walk(
+    g: &Git,
+    include: &[Id],
+    exclude: &[Id],
+    first_parent: bool,
+) -> R<Vec<(Id, Commit)>> {
     let mut hidden: BTreeSet<Id> = BTreeSet::new();
     let mut stack: Vec<Id> = exclude.to_vec();
     while let Some(id) = stack.pop() {
@@ -2438,6 +2452,8 @@ fn valid_ref_name(n: &str) -> bool {
 
 fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
     let mut a = Args::new(args);
+    // (local branches, remote-tracking ones)
+    let mut listing = (true, false);
     let (mut delete, mut force, mut rename, mut verbose, mut show_current, mut copy) =
         (false, false, false, 0, false, false);
     let mut names = Vec::new();
@@ -2458,7 +2474,9 @@ fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
             "-v" | "--verbose" => verbose += 1,
             "-vv" => verbose += 2,
             "--show-current" => show_current = true,
-            "-a" | "--all" | "-l" | "--list" | "-r" | "--remotes" | "--no-color" => {}
+            "-a" | "--all" => listing = (true, true),
+            "-r" | "--remotes" => listing = (false, true),
+            "-l" | "--list" | "--no-color" => {}
             s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
             _ => names.push(x),
         }
@@ -2573,38 +2591,80 @@ fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
         g.repo.set_ref(&r, &id)?;
         return Ok(0);
     }
-    // List.
-    let refs = g.repo.refs("refs/heads/");
-    let mut rows: Vec<(String, bool, Option<Id>)> = Vec::new();
-    if cur.is_none()
-        && let Some(h) = g.repo.head()
-    {
-        rows.push((
-            format!("(HEAD detached at {})", g.repo.abbrev(&h)),
-            true,
-            Some(h),
-        ));
-    }
-    for (name, id) in &refs {
-        let short = name.trim_start_matches("refs/heads/").to_string();
-        let is_cur = cur.as_deref() == Some(short.as_str());
-        rows.push((short, is_cur, Some(*id)));
-    }
-    let width = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
-    for (name, is_cur, id) in rows {
-        let mark = if is_cur { "* " } else { "  " };
-        if verbose > 0
-            && let Some(id) = id
+    // List: (shown name, current, tip, upstream bracket for -vv, symbolic target).
+    let mut rows: Vec<(String, bool, Option<Id>, Option<String>)> = Vec::new();
+    if listing.0 {
+        if cur.is_none()
+            && let Some(h) = g.repo.head()
         {
-            let c = g.repo.commit(&id)?;
-            g.say(&format!(
-                "{mark}{name:<width$} {} {}\n",
-                g.repo.abbrev(&id),
-                c.subject()
+            rows.push((
+                format!("(HEAD detached at {})", g.repo.abbrev(&h)),
+                true,
+                Some(h),
+                None,
             ));
-        } else {
-            g.say(&format!("{mark}{name}\n"));
         }
+        for (name, id) in g.repo.refs("refs/heads/") {
+            let short = name.trim_start_matches("refs/heads/").to_string();
+            let is_cur = cur.as_deref() == Some(short.as_str());
+            let bracket = match super::remote::tracking_short(g, &short, Some(id))? {
+                Some((up, c)) if verbose > 1 && c.is_empty() => Some(format!("[{up}] ")),
+                Some((up, c)) if verbose > 1 => Some(format!("[{up}: {c}] ")),
+                Some((_, c)) if verbose == 1 && !c.is_empty() => Some(format!("[{c}] ")),
+                _ => None,
+            };
+            rows.push((short, is_cur, Some(id), bracket));
+        }
+    }
+    let mut symbolic: Vec<(String, String)> = Vec::new();
+    if listing.1 {
+        let prefix = if listing.0 { "remotes/" } else { "" };
+        for (name, id, target) in super::remote::remote_refs(g) {
+            match target {
+                Some(t) => symbolic.push((format!("{prefix}{name}"), t)),
+                None => rows.push((format!("{prefix}{name}"), false, Some(id), None)),
+            }
+        }
+    }
+    let width = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .chain(symbolic.iter().map(|r| r.0.chars().count()))
+        .max()
+        .unwrap_or(0);
+    let mut lines: Vec<(String, String)> = Vec::new();
+    for (name, is_cur, id, bracket) in rows {
+        let mark = if is_cur { "* " } else { "  " };
+        let line = match id {
+            Some(id) if verbose > 0 => {
+                let c = g.repo.commit(&id)?;
+                format!(
+                    "{mark}{name:<width$} {} {}{}\n",
+                    g.repo.abbrev(&id),
+                    bracket.unwrap_or_default(),
+                    c.subject()
+                )
+            }
+            _ => format!("{mark}{name}\n"),
+        };
+        lines.push((name, line));
+    }
+    for (name, target) in symbolic {
+        lines.push((name.clone(), format!("  {name} -> {target}\n")));
+    }
+    // Local branches first (the detached line before them), then remote-tracking ones by
+    // name.
+    let local_count = lines
+        .iter()
+        .filter(|(n, _)| !n.starts_with("remotes/"))
+        .count();
+    if listing.0 && listing.1 {
+        lines[local_count..].sort_by(|a, b| a.0.cmp(&b.0));
+    } else if !listing.0 {
+        lines.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    for (_, l) in lines {
+        g.say(&l);
     }
     Ok(0)
 }
@@ -3157,6 +3217,40 @@ fn checkout(g: &mut Git, args: Vec<String>) -> R<i32> {
     }
 }
 
+/// `switch NAME` / `checkout NAME` where only one remote has a branch NAME: a new branch
+/// there, set to track it (git's `--guess`).
+fn track_remote(g: &mut Git, t: &str, quiet: bool) -> R<Option<i32>> {
+    let hits: Vec<(String, Id)> = super::remote::remote_refs(g)
+        .into_iter()
+        .filter(|(n, _, target)| target.is_none() && n.split_once('/').is_some_and(|(_, b)| b == t))
+        .map(|(n, id, _)| (n, id))
+        .collect();
+    let [(name, _)] = hits.as_slice() else {
+        return Ok(None);
+    };
+    let remote = name.split_once('/').unwrap().0.to_string();
+    let code = switch_to(
+        g,
+        Some(name),
+        Target::NewBranch(t.to_string(), false),
+        false,
+        true,
+    )?;
+    let config = g.repo.git_dir.join("config");
+    store::set_config(&config, &format!("branch.{t}.remote"), Some(&remote))?;
+    store::set_config(
+        &config,
+        &format!("branch.{t}.merge"),
+        Some(&format!("refs/heads/{t}")),
+    )?;
+    if !quiet {
+        g.say(&format!("branch '{t}' set up to track '{name}'.\n"));
+        g.flush();
+        eprintln!("Switched to a new branch '{t}'");
+    }
+    Ok(Some(code))
+}
+
 fn switch_like(
     g: &mut Git,
     t: &str,
@@ -3167,6 +3261,12 @@ fn switch_like(
 ) -> R<i32> {
     if !detach && g.repo.ref_id(&format!("refs/heads/{t}")).is_some() {
         return switch_to(g, Some(t), Target::Branch(t.to_string()), force, quiet);
+    }
+    if !detach
+        && g.resolve(t).is_none()
+        && let Some(r) = track_remote(g, t, quiet)?
+    {
+        return Ok(r);
     }
     if !detach && g.repo.head().is_none() && g.repo.branch().as_deref() == Some(t) {
         return switch_to(g, None, Target::Branch(t.to_string()), force, quiet);
@@ -3233,6 +3333,9 @@ fn switch(g: &mut Git, args: Vec<String>) -> R<i32> {
         return switch_to(g, Some(&t), Target::Detach, force, quiet);
     }
     if g.repo.ref_id(&format!("refs/heads/{t}")).is_none() {
+        if let Some(r) = track_remote(g, &t, quiet)? {
+            return Ok(r);
+        }
         if g.resolve(&t).is_some() {
             return Err(fatal(format!(
                 "a branch is expected, got commit '{t}'\nhint: If you want to detach HEAD at the commit, try again with the --detach option."

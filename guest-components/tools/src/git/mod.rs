@@ -11,6 +11,7 @@ mod apply;
 mod cmds;
 mod diff;
 mod ignore;
+mod remote;
 mod store;
 mod worktree;
 
@@ -52,7 +53,6 @@ const MISSING: &[&str] = &[
     "fetch",
     "pull",
     "push",
-    "remote",
     "merge",
     "rebase",
     "cherry-pick",
