@@ -116,6 +116,9 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "diff" => with_repo(diff_cmd),
         "describe" => with_repo(describe),
         "remote" => with_repo(super::remote::remote),
+        "merge" => with_repo(super::merge::merge),
+        "cherry-pick" => with_repo(|g, a| super::merge::pick(g, a, false)),
+        "revert" => with_repo(|g, a| super::merge::pick(g, a, true)),
         "apply" => super::apply::apply(args),
         "log" => with_repo(log),
         "show" => with_repo(show),
@@ -480,7 +483,8 @@ pub(super) fn state(g: &Git, want_untracked: bool) -> R<State> {
     let head = g.repo.head();
     let head_files = g.head_files()?;
     let mut index = g.repo.read_index()?;
-    let staged = diff::compare(&head_files, &index.files(), true);
+    let mut staged = diff::compare(&head_files, &index.files(), true);
+    staged.retain(|d| !index.conflicts.contains_key(&d.path));
     let mut refresh = Vec::new();
     let unstaged = diff::worktree_changes(g, &index.entries, &mut refresh);
     if !refresh.is_empty() {
@@ -494,12 +498,12 @@ pub(super) fn state(g: &Git, want_untracked: bool) -> R<State> {
     let mut untracked = Vec::new();
     if want_untracked {
         let mut ig = Ignore::new(&g.repo);
-        let entries = &index.entries;
+        let (entries, conflicts) = (&index.entries, &index.conflicts);
         ignore::untracked(
             &g.repo.work,
             "",
             &mut ig,
-            &|p| entries.contains_key(p),
+            &|p| entries.contains_key(p) || conflicts.contains_key(p),
             &mut untracked,
         );
     }
@@ -557,6 +561,8 @@ pub(super) fn stage_file(g: &Git, index: &mut Index, path: &str) -> R<()> {
     index
         .entries
         .insert(path.to_string(), IndexEntry { mode, id, stat });
+    // Adding a path marks its conflict resolved.
+    index.conflicts.remove(path);
     Ok(())
 }
 
@@ -621,6 +627,12 @@ fn add(g: &mut Git, args: Vec<String>) -> R<i32> {
             names.push((d.path.clone(), d.new.is_none()));
         }
     }
+    for p in index.conflicts.keys() {
+        if matches(&sp, p) {
+            let gone = std::fs::symlink_metadata(g.work_path(p)).is_err();
+            names.push((p.clone(), gone));
+        }
+    }
     if !update {
         for p in &st.untracked {
             if matches(&sp, p) {
@@ -653,6 +665,7 @@ fn add(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
         if *removed {
             index.entries.remove(p);
+            index.conflicts.remove(p);
         } else {
             stage_file(g, &mut index, p)?;
         }
@@ -978,6 +991,28 @@ fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
     }
     let mut st = state(g, true)?;
+    if !st.index.conflicts.is_empty() {
+        for p in st.index.conflicts.keys() {
+            g.say(&format!("U\t{p}\n"));
+        }
+        return Err(Fail {
+            msg: "error: Committing is not possible because you have unmerged files.\nhint: Fix them up in the work tree, and then use 'git add/rm <file>'\nhint: as appropriate to mark resolution and make a commit.\nfatal: Exiting because of an unresolved conflict.".into(),
+            code: 128,
+        });
+    }
+    // Concluding a merge: its other parent and, without -m, its prepared message.
+    let merging = std::fs::read_to_string(g.repo.git_dir.join("MERGE_HEAD"))
+        .ok()
+        .and_then(|s| store::parse_hex(s.trim()));
+    let picking = ["CHERRY_PICK_HEAD", "REVERT_HEAD"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(g.repo.git_dir.join(f)).ok())
+        .and_then(|s| store::parse_hex(s.trim()));
+    if (merging.is_some() || picking.is_some()) && msgs.is_empty() {
+        let m = std::fs::read_to_string(g.repo.git_dir.join("MERGE_MSG")).unwrap_or_default();
+        msgs.push(cleanup(&m, true));
+        allow_empty = true;
+    }
     let parent_commit = match st.head {
         Some(h) => Some(g.repo.commit(&h)?),
         None => None,
@@ -1056,8 +1091,16 @@ fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
         });
     }
     let committer = ident(&g.repo, "COMMITTER")?;
+    let picked_author = match picking {
+        Some(p) if std::fs::metadata(g.repo.git_dir.join("CHERRY_PICK_HEAD")).is_ok() => {
+            Some(g.repo.commit(&p)?.author)
+        }
+        _ => None,
+    };
     let mut author = if amend && author_arg.is_none() {
         parent_commit.as_ref().unwrap().author.clone()
+    } else if let Some(a) = picked_author {
+        a
     } else {
         ident(&g.repo, "AUTHOR")?
     };
@@ -1102,7 +1145,7 @@ fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
     let parents = if amend {
         parent_commit.as_ref().unwrap().parents.clone()
     } else {
-        st.head.into_iter().collect()
+        st.head.into_iter().chain(merging).collect()
     };
     let c = Commit {
         tree,
@@ -1114,8 +1157,14 @@ fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
     let id = g.repo.write(Kind::Commit, &c.encode())?;
     g.repo.write_index(&st.index)?;
     g.repo.set_head(&id)?;
+    super::merge::clear_merge_state(g);
+    for f in ["CHERRY_PICK_HEAD", "REVERT_HEAD"] {
+        let _ = std::fs::remove_file(g.repo.git_dir.join(f));
+    }
     let kind = if amend {
         "commit (amend)"
+    } else if merging.is_some() {
+        "commit (merge)"
     } else if parents.is_empty() {
         "commit (initial)"
     } else {
@@ -1146,15 +1195,17 @@ fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
     if (ai.name, ai.email) != (ci.name, ci.email) {
         g.say(&format!(" Author: {} <{}>\n", ai.name, ai.email));
     }
-    if amend || date_arg.is_some() {
+    if amend || date_arg.is_some() || picking.is_some() {
         g.say(&format!(
             " Date: {}\n",
             format_date(ai.time, ai.tz, "default")
         ));
     }
     let mut out = Vec::new();
-    diff::shortstat(g, &changes, Source::Objects, &mut out);
-    diff::summary(&changes, &mut out);
+    if merging.is_none() {
+        diff::shortstat(g, &changes, Source::Objects, &mut out);
+        diff::summary(&changes, &mut out);
+    }
     g.out.extend_from_slice(&out);
     Ok(0)
 }
@@ -1181,6 +1232,24 @@ pub(super) fn branch_line(g: &Git) -> String {
     }
 }
 
+/// Git's words and short-format letters for an unmerged path, from which of its base,
+/// ours and theirs exist.
+fn unmerged_label(stages: &[Option<(u32, Id)>; 3]) -> (&'static str, &'static str) {
+    match (
+        stages[0].is_some(),
+        stages[1].is_some(),
+        stages[2].is_some(),
+    ) {
+        (true, true, true) => ("both modified:", "UU"),
+        (false, true, true) => ("both added:", "AA"),
+        (true, true, false) => ("deleted by them:", "UD"),
+        (true, false, true) => ("deleted by us:", "DU"),
+        (false, true, false) => ("added by us:", "AU"),
+        (false, false, true) => ("added by them:", "UA"),
+        _ => ("both deleted:", "DD"),
+    }
+}
+
 /// How untracked files show in the long format.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Untracked {
@@ -1201,6 +1270,28 @@ pub(super) fn print_long_status(
 ) {
     let mut s = branch_line(g);
     s.push_str(&super::remote::tracking_long(g).unwrap_or_default());
+    let merging = g.repo.git_dir.join("MERGE_HEAD").exists();
+    if merging && !st.index.conflicts.is_empty() {
+        s.push_str("You have unmerged paths.\n  (fix conflicts and run \"git commit\")\n  (use \"git merge --abort\" to abort the merge)\n\n");
+    } else if merging {
+        s.push_str("All conflicts fixed but you are still merging.\n  (use \"git commit\" to conclude merge)\n\n");
+    }
+    for (file, verb, doing) in [
+        ("CHERRY_PICK_HEAD", "cherry-pick", "cherry-picking"),
+        ("REVERT_HEAD", "revert", "reverting"),
+    ] {
+        if let Some(id) = std::fs::read_to_string(g.repo.git_dir.join(file))
+            .ok()
+            .and_then(|t| store::parse_hex(t.trim()))
+        {
+            let short = g.repo.abbrev(&id);
+            if st.index.conflicts.is_empty() {
+                s.push_str(&format!("You are currently {doing} commit {short}.\n  (all conflicts fixed: run \"git {verb} --continue\")\n  (use \"git {verb} --skip\" to skip this patch)\n  (use \"git {verb} --abort\" to cancel the {verb} operation)\n\n"));
+            } else {
+                s.push_str(&format!("You are currently {doing} commit {short}.\n  (fix conflicts and run \"git {verb} --continue\")\n  (use \"git {verb} --skip\" to skip this patch)\n  (use \"git {verb} --abort\" to cancel the {verb} operation)\n\n"));
+            }
+        }
+    }
     if st.head.is_none() {
         s.push_str(if for_commit {
             "\nInitial commit\n\n"
@@ -1210,7 +1301,9 @@ pub(super) fn print_long_status(
     }
     if !st.staged.is_empty() {
         s.push_str("Changes to be committed:\n");
-        if st.head.is_some() {
+        if merging {
+            // Git gives no hint while a merge is being concluded.
+        } else if st.head.is_some() {
             s.push_str("  (use \"git restore --staged <file>...\" to unstage)\n");
         } else {
             s.push_str("  (use \"git rm --cached <file>...\" to unstage)\n");
@@ -1225,6 +1318,17 @@ pub(super) fn print_long_status(
                 None => quote_path(&g.relative(&d.path), false),
             };
             s.push_str(&format!("\t{}{p}\n", label(d)));
+        }
+        s.push('\n');
+    }
+    if !st.index.conflicts.is_empty() {
+        s.push_str("Unmerged paths:\n  (use \"git add <file>...\" to mark resolution)\n");
+        for (p, stages) in &st.index.conflicts {
+            let (label, _) = unmerged_label(stages);
+            s.push_str(&format!(
+                "\t{label:<17}{}\n",
+                quote_path(&g.relative(p), false)
+            ));
         }
         s.push('\n');
     }
@@ -1261,7 +1365,7 @@ pub(super) fn print_long_status(
         s.push_str("Untracked files not listed (use -u option to show untracked files)\n");
     }
     if st.staged.is_empty() && footer {
-        if !st.unstaged.is_empty() {
+        if !st.unstaged.is_empty() || !st.index.conflicts.is_empty() {
             s.push_str("no changes added to commit (use \"git add\" and/or \"git commit -a\")\n");
         } else if !shown.is_empty() {
             s.push_str(
@@ -1341,6 +1445,11 @@ fn status(g: &mut Git, args: Vec<String>) -> R<i32> {
     for d in &st.unstaged {
         let y = if d.new.is_none() { 'D' } else { d.letter() };
         rows.entry(d.path.clone()).or_insert((' ', ' ', None)).1 = y;
+    }
+    for (p, stages) in &st.index.conflicts {
+        let (_, xy) = unmerged_label(stages);
+        let mut c = xy.chars();
+        rows.insert(p.clone(), (c.next().unwrap(), c.next().unwrap(), None));
     }
     for (p, (x, y, from)) in &rows {
         let shown = match from {
@@ -1460,6 +1569,7 @@ fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (opts, after) = split_dashdash(&args);
     let mut o = DiffOpts::new();
     let mut cached = false;
+    let mut filter: Option<String> = None;
     let mut revs: Vec<String> = Vec::new();
     let mut paths = after.clone().unwrap_or_default();
     for a in opts {
@@ -1468,6 +1578,7 @@ fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
         match a.as_str() {
             "--cached" | "--staged" => cached = true,
+            s if s.starts_with("--diff-filter=") => filter = Some(s[14..].to_string()),
             s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
             _ => {
                 if after.is_none() && !paths.is_empty() {
@@ -1562,6 +1673,27 @@ fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
     };
     ds.retain(|d| matches(&sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(&sp, f)));
+    if let Some(f) = &filter {
+        // Upper-case letters keep those kinds, lower-case ones drop them; `U` is the paths
+        // a merge left unresolved.
+        let (keep, drop): (String, String) = f.chars().partition(|c| c.is_ascii_uppercase());
+        ds.retain(|d| {
+            let l = d.letter();
+            (keep.is_empty() || keep.contains(l)) && !drop.to_ascii_uppercase().contains(l)
+        });
+        if keep.contains('U') {
+            let index = g.repo.read_index()?;
+            for p in index.conflicts.keys().filter(|p| matches(&sp, p)) {
+                ds.push(Delta {
+                    path: p.clone(),
+                    from: None,
+                    old: None,
+                    new: None,
+                });
+            }
+            ds.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+    }
     if !o.quiet {
         let mut out = Vec::new();
         diff::write(g, &ds, src, &o.output(true), &o.show, &mut out);
@@ -2454,6 +2586,8 @@ fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
     let mut a = Args::new(args);
     // (local branches, remote-tracking ones)
     let mut listing = (true, false);
+    // --merged / --no-merged, and the commit they are about (HEAD by default).
+    let mut merged: Option<(bool, Option<String>)> = None;
     let (mut delete, mut force, mut rename, mut verbose, mut show_current, mut copy) =
         (false, false, false, 0, false, false);
     let mut names = Vec::new();
@@ -2474,6 +2608,11 @@ fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
             "-v" | "--verbose" => verbose += 1,
             "-vv" => verbose += 2,
             "--show-current" => show_current = true,
+            "--merged" | "--no-merged" => merged = Some((x == "--merged", None)),
+            s if s.starts_with("--merged=") || s.starts_with("--no-merged=") => {
+                let (flag, rev) = s.split_once('=').unwrap();
+                merged = Some((flag == "--merged", Some(rev.to_string())));
+            }
             "-a" | "--all" => listing = (true, true),
             "-r" | "--remotes" => listing = (false, true),
             "-l" | "--list" | "--no-color" => {}
@@ -2604,7 +2743,31 @@ fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
                 None,
             ));
         }
+        let reachable: Option<(bool, BTreeSet<Id>)> = match &merged {
+            Some((want, rev)) => {
+                let tip = match rev {
+                    Some(r) => g.commit_of(r)?.0,
+                    None => g
+                        .repo
+                        .head()
+                        .ok_or_else(|| fatal("malformed object name HEAD".into()))?,
+                };
+                Some((
+                    *want,
+                    walk(g, &[tip], &[], false)?
+                        .into_iter()
+                        .map(|(id, _)| id)
+                        .collect(),
+                ))
+            }
+            None => None,
+        };
         for (name, id) in g.repo.refs("refs/heads/") {
+            if let Some((want, set)) = &reachable
+                && set.contains(&id) != *want
+            {
+                continue;
+            }
             let short = name.trim_start_matches("refs/heads/").to_string();
             let is_cur = cur.as_deref() == Some(short.as_str());
             let bracket = match super::remote::tracking_short(g, &short, Some(id))? {
@@ -2842,6 +3005,20 @@ fn symbolic_ref(g: &mut Git, args: Vec<String>) -> R<i32> {
 /// change or an untracked file would be lost.
 fn move_tree(g: &mut Git, target: &Files, force: bool) -> R<Vec<Delta>> {
     let st = state(g, true)?;
+    if !st.index.conflicts.is_empty() {
+        return Err(Fail {
+            msg: format!(
+                "error: you need to resolve your current index first\n{}",
+                st.index
+                    .conflicts
+                    .keys()
+                    .map(|p| format!("{p}: needs merge"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+            code: 1,
+        });
+    }
     let cur = &st.head_files;
     let mut index = st.index;
     let mut dirty = Vec::new();
@@ -3424,9 +3601,7 @@ fn restore_paths(
         match from.get(&p) {
             Some(t) => {
                 if worktree {
-                    let mut scratch = Index {
-                        entries: BTreeMap::new(),
-                    };
+                    let mut scratch = Index::default();
                     write_file(g, &mut scratch, &p, t)?;
                     if staged || source.is_some() {
                         index
@@ -3576,12 +3751,18 @@ fn reset(g: &mut Git, args: Vec<String>) -> R<i32> {
         "soft" => {}
         "mixed" => {
             let mut index = g.repo.read_index()?;
+            index.conflicts.clear();
             set_entries(&mut index, &files, &[]);
             g.repo.write_index(&index)?;
         }
         _ => {
             let st = state(g, false)?;
             let mut index = st.index;
+            for p in std::mem::take(&mut index.conflicts).into_keys() {
+                if !files.contains_key(&p) {
+                    let _ = std::fs::remove_file(g.work_path(&p));
+                }
+            }
             let keep = mode == "keep";
             for (p, t) in &files {
                 if index.entries.get(p).map(|e| (e.mode, e.id)) != Some(*t)
@@ -3606,6 +3787,9 @@ fn reset(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
     }
     let before = g.repo.head();
+    if mode != "soft" {
+        super::merge::clear_merge_state(g);
+    }
     g.repo.set_head(&target)?;
     if let Ok(who) = ident(&g.repo, "COMMITTER") {
         let to = rev.as_deref().unwrap_or("HEAD");

@@ -4,13 +4,14 @@
 //! `ls-files`, `cat-file` and friends), reading and writing repositories in git's own formats so that a real git
 //! reads them too, and reading the pack files of a repository cloned elsewhere.
 //!
-//! Commands that need a network or a merge (`clone`, `fetch`, `pull`, `push`, `merge`,
+//! Commands that need a network or a history rewrite (`clone`, `fetch`, `pull`, `push`,
 //! `rebase`, ...) say that this git lacks them; nothing pretends to have run.
 
 mod apply;
 mod cmds;
 mod diff;
 mod ignore;
+mod merge;
 mod remote;
 mod store;
 mod worktree;
@@ -53,10 +54,7 @@ const MISSING: &[&str] = &[
     "fetch",
     "pull",
     "push",
-    "merge",
     "rebase",
-    "cherry-pick",
-    "revert",
     "bisect",
     "submodule",
     "worktree",

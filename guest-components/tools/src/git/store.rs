@@ -657,6 +657,7 @@ impl Repo {
         }
         let count = be32(&data[8..]) as usize;
         let mut entries = BTreeMap::new();
+        let mut conflicts: BTreeMap<String, [Option<(u32, Id)>; 3]> = BTreeMap::new();
         let mut i = 12;
         for _ in 0..count {
             let f = |k: usize| -> R<u32> {
@@ -694,21 +695,44 @@ impl Repo {
             if stage == 0 {
                 entries.insert(path, IndexEntry { mode, id, stat });
             } else {
-                return Err(fatal(
-                    "the index has unresolved merge conflicts, which this git does not handle"
-                        .into(),
-                ));
+                conflicts.entry(path).or_insert([None; 3])[stage as usize - 1] = Some((mode, id));
             }
         }
-        Ok(Index { entries })
+        Ok(Index { entries, conflicts })
     }
 
     pub fn write_index(&self, index: &Index) -> R<()> {
         let mut data = Vec::new();
         data.extend_from_slice(b"DIRC");
         data.extend_from_slice(&2u32.to_be_bytes());
-        data.extend_from_slice(&(index.entries.len() as u32).to_be_bytes());
-        for (path, e) in &index.entries {
+        // Entries by path, then stage: a resolved path at stage 0, an unresolved one at
+        // the stages it has.
+        let mut all: Vec<(&String, u16, &IndexEntry)> = Vec::new();
+        let conflict_entries: Vec<(&String, u16, IndexEntry)> = index
+            .conflicts
+            .iter()
+            .filter(|(p, _)| !index.entries.contains_key(*p))
+            .flat_map(|(p, stages)| {
+                stages.iter().enumerate().filter_map(move |(k, s)| {
+                    s.map(|(mode, id)| {
+                        (
+                            p,
+                            k as u16 + 1,
+                            IndexEntry {
+                                mode,
+                                id,
+                                stat: Stat::default(),
+                            },
+                        )
+                    })
+                })
+            })
+            .collect();
+        all.extend(index.entries.iter().map(|(p, e)| (p, 0, e)));
+        all.extend(conflict_entries.iter().map(|(p, k, e)| (*p, *k, e)));
+        all.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()).then(a.1.cmp(&b.1)));
+        data.extend_from_slice(&(all.len() as u32).to_be_bytes());
+        for (path, stage, e) in all {
             let start = data.len();
             let s = &e.stat;
             for v in [
@@ -718,7 +742,7 @@ impl Repo {
                 data.extend_from_slice(&v.to_be_bytes());
             }
             data.extend_from_slice(&e.id);
-            data.extend_from_slice(&(path.len().min(0xfff) as u16).to_be_bytes());
+            data.extend_from_slice(&((path.len().min(0xfff) as u16) | (stage << 12)).to_be_bytes());
             data.extend_from_slice(path.as_bytes());
             let len = data.len() - start;
             let padded = (len + 8) & !7;
@@ -841,6 +865,8 @@ pub struct IndexEntry {
 #[derive(Default)]
 pub struct Index {
     pub entries: BTreeMap<String, IndexEntry>,
+    /// Paths a merge left unresolved: their base, ours and theirs (index stages 1-3).
+    pub conflicts: BTreeMap<String, [Option<(u32, Id)>; 3]>,
 }
 
 impl Index {

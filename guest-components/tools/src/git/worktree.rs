@@ -510,6 +510,7 @@ fn push(g: &mut Git, args: Vec<String>, save: bool) -> R<i32> {
 fn reset_to(g: &Git, st: &State, target: &Files) -> R<()> {
     let mut index = Index {
         entries: st.index.entries.clone(),
+        ..Index::default()
     };
     let dirty: BTreeSet<&String> = st.unstaged.iter().map(|d| &d.path).collect();
     for (p, t) in target {
@@ -601,6 +602,7 @@ fn apply(g: &mut Git, id: &Id, quiet: bool) -> R<()> {
     }
     let mut index = Index {
         entries: st.index.entries.clone(),
+        conflicts: st.index.conflicts.clone(),
     };
     let mut any = false;
     for p in &changed {
