@@ -550,7 +550,8 @@ b46e6cc third
 
 /// Damaged or hostile repository files end the one git command with git's `fatal:` and
 /// status 128, never a trap: a truncated pack, an index that is not one, a loose object
-/// that is not zlib, a pack entry claiming a 4 GiB object.
+/// that is not zlib, a pack entry claiming a 4 GiB object, a tree or a patch naming a path
+/// outside the working tree.
 #[tokio::test]
 async fn git_refuses_damaged_repositories_cleanly() {
     let (root, ws) = packed_repo();
@@ -587,5 +588,31 @@ async fn git_refuses_damaged_repositories_cleanly() {
     assert_eq!(out.stdout, "status=128\ncat=128\n", "{out:?}");
     assert!(out.stderr.contains("fatal: index file corrupt"), "{out:?}");
     assert!(out.stderr.contains("is corrupt"), "{out:?}");
+
+    // A tree naming `../escaped` (written by hand, as a hostile repository would hold it)
+    // and a patch to `../patched` are refused; nothing lands outside the working tree.
+    let hostile = r#"git init -q evil && cd evil && python3 -c '
+import hashlib, os, zlib
+def put(kind, data):
+    raw = kind.encode() + b" " + str(len(data)).encode() + b"\0" + data
+    h = hashlib.sha1(raw).hexdigest()
+    os.makedirs(".git/objects/" + h[:2], exist_ok=True)
+    open(".git/objects/" + h[:2] + "/" + h[2:], "wb").write(zlib.compress(raw))
+    return h
+blob = put("blob", b"owned\n")
+tree = put("tree", b"100644 ../escaped\0" + bytes.fromhex(blob))
+commit = put("commit", ("tree " + tree + "\nauthor a <a> 0 +0000\ncommitter a <a> 0 +0000\n\nx\n").encode())
+print(commit)
+' > id; git reset --hard $(cat id); echo reset=$?; git checkout $(cat id) -- . ; echo checkout=$?
+printf 'diff --git a/../patched b/../patched\nnew file mode 100644\n--- /dev/null\n+++ b/../patched\n@@ -0,0 +1 @@\n+owned\n' > p.diff; git apply p.diff; echo apply=$?; ls .. "#;
+    let out = sh_in(&ws, hostile).await;
+    assert!(out.stdout.contains("reset=128\n"), "{out:?}");
+    assert!(out.stdout.contains("apply=128\n"), "{out:?}");
+    assert!(out.stderr.contains("invalid path '../escaped'"), "{out:?}");
+    assert!(
+        !out.stdout.contains("escaped\n") && !out.stdout.contains("patched\n"),
+        "{out:?}"
+    );
+    assert!(!ws.join("escaped").exists() && !ws.join("patched").exists());
     let _ = std::fs::remove_dir_all(&root);
 }

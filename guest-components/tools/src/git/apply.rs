@@ -311,6 +311,14 @@ pub fn apply(args: Vec<String>) -> R<i32> {
             (f.old.clone(), f.new.clone())
         };
         let shown = new.clone().or(old.clone()).unwrap_or_default();
+        for p in old.iter().chain(new.iter()) {
+            if !super::store::safe_path(p) {
+                return Err(Fail {
+                    msg: format!("error: invalid path '{p}'"),
+                    code: 128,
+                });
+            }
+        }
         if verbose {
             eprintln!("Checking patch {shown}...");
         }

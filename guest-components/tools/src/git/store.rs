@@ -584,6 +584,12 @@ impl Repo {
         out: &mut BTreeMap<String, (u32, Id)>,
     ) -> R<()> {
         for e in self.tree(tree)? {
+            if !safe_name(&e.name) {
+                return Err(Fail {
+                    msg: format!("error: invalid path '{prefix}{}'", e.name),
+                    code: 128,
+                });
+            }
             let path = format!("{prefix}{}", e.name);
             if e.mode == 0o40000 {
                 self.flatten_into(&e.id, &format!("{path}/"), out)?;
@@ -755,6 +761,17 @@ impl Repo {
         std::fs::write(&tmp, data).map_err(|e| io_fail(&tmp, e))?;
         std::fs::rename(&tmp, &p).map_err(|e| io_fail(&p, e))
     }
+}
+
+/// A tree entry name git would check out: not empty, `.`, `..` or `.git` (in any case), and
+/// without a slash. A hostile repository's other names are refused, as git refuses them.
+pub fn safe_name(name: &str) -> bool {
+    !matches!(name, "" | "." | "..") && !name.eq_ignore_ascii_case(".git") && !name.contains('/')
+}
+
+/// A path from a patch or the command line that stays inside the working tree.
+pub fn safe_path(path: &str) -> bool {
+    !path.starts_with('/') && path.split('/').all(safe_name)
 }
 
 fn bad_tree() -> Fail {
