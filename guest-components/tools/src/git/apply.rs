@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::cmds::write_file_data;
+use super::checkout::write_file_data;
 use super::store::{Kind, read_work_file};
 use super::{Fail, R, discover, fatal};
 

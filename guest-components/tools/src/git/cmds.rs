@@ -6,8 +6,11 @@ use std::path::Path;
 
 use guest_support::cli::glob;
 
+use super::checkout::*;
 use super::diff::{self, Delta, Files, Listing, Output, Show, Source};
+use super::history::*;
 use super::ignore::{self, Ignore};
+use super::refs::*;
 use super::store::{
     self, Commit, Config, Id, Index, IndexEntry, Kind, Stat, hash_object, hex, io_fail,
     parse_ident, read_work_file,
@@ -48,7 +51,7 @@ pull, push) and no merge or rebase.
 
 /// Bundled short options (`-qb NAME`, `-am MSG`, `-rf`) split into one per argument, for
 /// the letters each command knows; a letter that takes a value must come last.
-fn unbundle(cmd: &str, args: Vec<String>) -> Vec<String> {
+pub(super) fn unbundle(cmd: &str, args: Vec<String>) -> Vec<String> {
     let (flags, valued) = match cmd {
         "checkout" => ("qf", "bB"),
         "switch" => ("qfd", "cC"),
@@ -164,21 +167,21 @@ pub(super) fn split_dashdash(args: &[String]) -> (Vec<String>, Option<Vec<String
 
 /// Options of the form `-x`, `--long`, `--long=value` and `-xVALUE`; returns the value of
 /// an option that takes one (from the same or the next argument).
-struct Args {
-    items: Vec<String>,
-    i: usize,
+pub(super) struct Args {
+    pub(super) items: Vec<String>,
+    pub(super) i: usize,
 }
 
 impl Args {
-    fn new(items: Vec<String>) -> Args {
+    pub(super) fn new(items: Vec<String>) -> Args {
         Args { items, i: 0 }
     }
-    fn next(&mut self) -> Option<String> {
+    pub(super) fn next(&mut self) -> Option<String> {
         let a = self.items.get(self.i).cloned();
         self.i += 1;
         a
     }
-    fn value(&mut self, a: &str, short: &str, long: &str) -> R<Option<String>> {
+    pub(super) fn value(&mut self, a: &str, short: &str, long: &str) -> R<Option<String>> {
         if a == short || a == long {
             return self.next().map(Some).ok_or_else(|| {
                 usage(format!(
@@ -210,7 +213,7 @@ pub(super) fn unknown_option(a: &str) -> Fail {
 
 // ---------------------------------------------------------------- init, config
 
-fn init(args: Vec<String>) -> R<i32> {
+pub(super) fn init(args: Vec<String>) -> R<i32> {
     let mut a = Args::new(args);
     let (mut quiet, mut branch, mut dir) = (false, None, None);
     while let Some(x) = a.next() {
@@ -295,7 +298,7 @@ fn init(args: Vec<String>) -> R<i32> {
     Ok(0)
 }
 
-fn normalize(p: &Path) -> std::path::PathBuf {
+pub(super) fn normalize(p: &Path) -> std::path::PathBuf {
     let mut out = std::path::PathBuf::from("/");
     for c in p.components() {
         match c {
@@ -309,7 +312,7 @@ fn normalize(p: &Path) -> std::path::PathBuf {
     out
 }
 
-fn config(args: Vec<String>, overrides: &[(String, String)]) -> R<i32> {
+pub(super) fn config(args: Vec<String>, overrides: &[(String, String)]) -> R<i32> {
     let mut args = args;
     // git 2.46's subcommands: `git config get|set|unset|list ...`.
     let sub = match args.first().map(String::as_str) {
@@ -568,7 +571,7 @@ pub(super) fn stage_file(g: &Git, index: &mut Index, path: &str) -> R<()> {
 
 // ---------------------------------------------------------------- add, rm, mv
 
-fn add(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn add(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (opts, after) = split_dashdash(&args);
     let (mut all, mut update, mut force, mut verbose, mut dry) =
         (false, false, false, false, false);
@@ -686,7 +689,7 @@ fn add(g: &mut Git, args: Vec<String>) -> R<i32> {
     Ok(0)
 }
 
-fn ancestors_ignored(ig: &Ignore, path: &str) -> bool {
+pub(super) fn ancestors_ignored(ig: &Ignore, path: &str) -> bool {
     let mut at = 0;
     while let Some(i) = path[at..].find('/') {
         if ig.ignored(&path[..at + i], true) {
@@ -697,7 +700,7 @@ fn ancestors_ignored(ig: &Ignore, path: &str) -> bool {
     false
 }
 
-fn walk_all(g: &Git, dir: &str, out: &mut Vec<(String, bool)>) {
+pub(super) fn walk_all(g: &Git, dir: &str, out: &mut Vec<(String, bool)>) {
     let Ok(rd) = std::fs::read_dir(g.work_path(dir)) else {
         return;
     };
@@ -719,7 +722,7 @@ fn walk_all(g: &Git, dir: &str, out: &mut Vec<(String, bool)>) {
     }
 }
 
-fn rm(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn rm(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (opts, after) = split_dashdash(&args);
     let (mut cached, mut recursive, mut force, mut quiet) = (false, false, false, false);
     let mut paths = after.unwrap_or_default();
@@ -823,7 +826,7 @@ pub(super) fn remove_empty_parents(g: &Git, path: &str) {
     }
 }
 
-fn mv(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn mv(g: &mut Git, args: Vec<String>) -> R<i32> {
     let mut paths = Vec::new();
     let (mut force, mut verbose) = (false, false);
     for a in args {
@@ -934,7 +937,7 @@ pub(super) fn cleanup(msg: &str, strip_comments: bool) -> String {
     }
 }
 
-fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
     let mut a = Args::new(args);
     let mut msgs: Vec<String> = Vec::new();
     let (mut all, mut quiet, mut allow_empty, mut amend, mut no_edit, mut signoff) =
@@ -1212,7 +1215,7 @@ fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
 
 // ---------------------------------------------------------------- status
 
-fn label(d: &Delta) -> &'static str {
+pub(super) fn label(d: &Delta) -> &'static str {
     match d.letter() {
         'A' => "new file:   ",
         'D' => "deleted:    ",
@@ -1234,7 +1237,7 @@ pub(super) fn branch_line(g: &Git) -> String {
 
 /// Git's words and short-format letters for an unmerged path, from which of its base,
 /// ours and theirs exist.
-fn unmerged_label(stages: &[Option<(u32, Id)>; 3]) -> (&'static str, &'static str) {
+pub(super) fn unmerged_label(stages: &[Option<(u32, Id)>; 3]) -> (&'static str, &'static str) {
     match (
         stages[0].is_some(),
         stages[1].is_some(),
@@ -1382,7 +1385,7 @@ pub(super) fn print_long_status(
     g.say(&s);
 }
 
-fn status(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn status(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (opts, after) = split_dashdash(&args);
     let (mut short, mut porcelain, mut show_branch, mut untracked_mode) =
         (false, false, false, "normal".to_string());
@@ -1471,18 +1474,18 @@ fn status(g: &mut Git, args: Vec<String>) -> R<i32> {
 
 // ---------------------------------------------------------------- diff
 
-struct DiffOpts {
-    out: Output,
+pub(super) struct DiffOpts {
+    pub(super) out: Output,
     /// A format option was given (otherwise the command's default applies).
-    chosen: bool,
-    no_patch: bool,
-    show: Show,
-    quiet: bool,
-    exit_code: bool,
+    pub(super) chosen: bool,
+    pub(super) no_patch: bool,
+    pub(super) show: Show,
+    pub(super) quiet: bool,
+    pub(super) exit_code: bool,
 }
 
 impl DiffOpts {
-    fn new() -> DiffOpts {
+    pub(super) fn new() -> DiffOpts {
         DiffOpts {
             out: Output::default(),
             chosen: false,
@@ -1494,7 +1497,7 @@ impl DiffOpts {
     }
 
     /// What to print, given the command's default (a patch for `diff` and `show`).
-    fn output(&self, default_patch: bool) -> Output {
+    pub(super) fn output(&self, default_patch: bool) -> Output {
         if self.no_patch {
             return Output {
                 patch: false,
@@ -1512,7 +1515,7 @@ impl DiffOpts {
 }
 
 /// Options shared by `diff`, `log` and `show`; returns whether `a` was one.
-fn diff_option(a: &str, o: &mut DiffOpts) -> bool {
+pub(super) fn diff_option(a: &str, o: &mut DiffOpts) -> bool {
     let listing = match a {
         "--stat" => Some(Listing::Stat),
         a if a.starts_with("--stat=") => Some(Listing::Stat),
@@ -1565,7 +1568,7 @@ fn diff_option(a: &str, o: &mut DiffOpts) -> bool {
     true
 }
 
-fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (opts, after) = split_dashdash(&args);
     let mut o = DiffOpts::new();
     let mut cached = false;
@@ -1702,7 +1705,7 @@ fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
     Ok(if o.exit_code && !ds.is_empty() { 1 } else { 0 })
 }
 
-fn finish_mixed_diff(g: &mut Git, ds: Vec<(Delta, Source)>, o: &DiffOpts) -> R<i32> {
+pub(super) fn finish_mixed_diff(g: &mut Git, ds: Vec<(Delta, Source)>, o: &DiffOpts) -> R<i32> {
     if !o.quiet {
         let mut out = Vec::new();
         let work: BTreeSet<String> = ds
@@ -1725,2111 +1728,9 @@ fn finish_mixed_diff(g: &mut Git, ds: Vec<(Delta, Source)>, o: &DiffOpts) -> R<i
     Ok(if o.exit_code && !ds.is_empty() { 1 } else { 0 })
 }
 
-// ---------------------------------------------------------------- log, show
-
-struct LogOpts {
-    diff: DiffOpts,
-    /// `show` prints a patch unless told otherwise; `log` does not.
-    default_patch: bool,
-    pretty: String,
-    abbrev_commit: bool,
-    date: String,
-    decorate: bool,
-    graph: bool,
-}
-
-/// Names to show beside commits (`--decorate`), in git's order: `HEAD` (joined with its
-/// branch, `HEAD -> main`), then tags, remote-tracking refs and other branches, each group
-/// in reverse name order.
-fn decorations(g: &Git) -> BTreeMap<Id, Vec<String>> {
-    let mut m: BTreeMap<Id, Vec<String>> = BTreeMap::new();
-    let head = g.repo.head();
-    let cur = g.repo.branch();
-    for (name, id) in g.repo.refs("refs/tags/").into_iter().rev() {
-        let id = g.peel(&id).unwrap_or(id);
-        m.entry(id)
-            .or_default()
-            .push(format!("tag: {}", name.trim_start_matches("refs/tags/")));
-    }
-    for (name, id, _) in super::remote::remote_refs(g).into_iter().rev() {
-        m.entry(id).or_default().push(name);
-    }
-    for (name, id) in g.repo.refs("refs/heads/").into_iter().rev() {
-        let short = name.trim_start_matches("refs/heads/").to_string();
-        if cur.as_deref() != Some(short.as_str()) {
-            m.entry(id).or_default().push(short);
-        }
-    }
-    if let Some(h) = head {
-        let first = match &cur {
-            Some(b) => format!("HEAD -> {b}"),
-            None => "HEAD".into(),
-        };
-        m.entry(h).or_default().insert(0, first);
-    }
-    m
-}
-
-fn indent_message(msg: &str) -> String {
-    let mut out = String::new();
-    let lines: Vec<&str> = msg.trim_end_matches('\n').lines().collect();
-    let start = lines
-        .iter()
-        .position(|l| !l.trim().is_empty())
-        .unwrap_or(lines.len());
-    for l in &lines[start..] {
-        out.push_str(&format!("    {l}\n"));
-    }
-    out
-}
-
-/// One commit in `pretty` form; `format:` placeholders as git expands them.
-fn pretty(g: &Git, id: &Id, c: &Commit, o: &LogOpts, decor: &BTreeMap<Id, Vec<String>>) -> String {
-    let short = |x: &Id| g.repo.abbrev(x);
-    let dec = |with_paren: bool| -> String {
-        match decor.get(id) {
-            Some(v) if !v.is_empty() => {
-                if with_paren {
-                    format!(" ({})", v.join(", "))
-                } else {
-                    v.join(", ")
-                }
-            }
-            _ => String::new(),
-        }
-    };
-    let a = parse_ident(&c.author);
-    let cm = parse_ident(&c.committer);
-    let shown_id = if o.abbrev_commit { short(id) } else { hex(id) };
-    let decorate = if o.decorate { dec(true) } else { String::new() };
-    let p = o.pretty.as_str();
-    if let Some(fmt) = p
-        .strip_prefix("format:")
-        .or_else(|| p.strip_prefix("tformat:"))
-    {
-        return expand(g, id, c, fmt, &o.date, &dec(true));
-    }
-    match p {
-        "oneline" => format!("{shown_id}{decorate} {}\n", c.subject()),
-        "short" => {
-            let mut s = format!("commit {shown_id}{decorate}\n");
-            if c.parents.len() > 1 {
-                s.push_str(&format!(
-                    "Merge: {}\n",
-                    c.parents.iter().map(short).collect::<Vec<_>>().join(" ")
-                ));
-            }
-            s.push_str(&format!(
-                "Author: {} <{}>\n\n    {}\n",
-                a.name,
-                a.email,
-                c.subject()
-            ));
-            s
-        }
-        "full" | "fuller" => {
-            let mut s = format!("commit {shown_id}{decorate}\n");
-            if c.parents.len() > 1 {
-                s.push_str(&format!(
-                    "Merge: {}\n",
-                    c.parents.iter().map(short).collect::<Vec<_>>().join(" ")
-                ));
-            }
-            if p == "full" {
-                s.push_str(&format!(
-                    "Author: {} <{}>\nCommit: {} <{}>\n",
-                    a.name, a.email, cm.name, cm.email
-                ));
-            } else {
-                s.push_str(&format!(
-                    "Author:     {} <{}>\nAuthorDate: {}\nCommit:     {} <{}>\nCommitDate: {}\n",
-                    a.name,
-                    a.email,
-                    format_date(a.time, a.tz, &o.date),
-                    cm.name,
-                    cm.email,
-                    format_date(cm.time, cm.tz, &o.date)
-                ));
-            }
-            s.push('\n');
-            s.push_str(&indent_message(&c.message));
-            s
-        }
-        _ => {
-            let mut s = format!("commit {shown_id}{decorate}\n");
-            if c.parents.len() > 1 {
-                s.push_str(&format!(
-                    "Merge: {}\n",
-                    c.parents.iter().map(short).collect::<Vec<_>>().join(" ")
-                ));
-            }
-            s.push_str(&format!(
-                "Author: {} <{}>\nDate:   {}\n\n",
-                a.name,
-                a.email,
-                format_date(a.time, a.tz, &o.date)
-            ));
-            s.push_str(&indent_message(&c.message));
-            s
-        }
-    }
-}
-
-fn expand(g: &Git, id: &Id, c: &Commit, fmt: &str, date: &str, dec: &str) -> String {
-    let a = parse_ident(&c.author);
-    let cm = parse_ident(&c.committer);
-    let mut out = String::new();
-    let chars: Vec<char> = fmt.chars().collect();
-    let mut i = 0;
-    let rel = |t: i64| -> String {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let d = (now - t).max(0);
-        let (n, unit) = match d {
-            0..=89 => (d, "second"),
-            90..=5399 => ((d + 30) / 60, "minute"),
-            5400..=129599 => ((d + 1800) / 3600, "hour"),
-            129600..=1209599 => ((d + 43200) / 86400, "day"),
-            1209600..=5183999 => ((d + 302400) / 604800, "week"),
-            5184000..=31535999 => ((d + 1296000) / 2592000, "month"),
-            _ => ((d + 15768000) / 31536000, "year"),
-        };
-        format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
-    };
-    while i < chars.len() {
-        let ch = chars[i];
-        if ch != '%' {
-            out.push(ch);
-            i += 1;
-            continue;
-        }
-        let rest: String = chars[i + 1..].iter().take(2).collect();
-        let two = |k: &str| rest.starts_with(k);
-        let (text, used) = if two("H") {
-            (hex(id), 1)
-        } else if two("h") {
-            (g.repo.abbrev(id), 1)
-        } else if two("T") {
-            (hex(&c.tree), 1)
-        } else if two("t") {
-            (g.repo.abbrev(&c.tree), 1)
-        } else if two("P") {
-            (c.parents.iter().map(hex).collect::<Vec<_>>().join(" "), 1)
-        } else if two("p") {
-            (
-                c.parents
-                    .iter()
-                    .map(|p| g.repo.abbrev(p))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                1,
-            )
-        } else if two("an") || two("aN") {
-            (a.name.to_string(), 2)
-        } else if two("ae") || two("aE") {
-            (a.email.to_string(), 2)
-        } else if two("al") {
-            (a.email.split('@').next().unwrap_or("").to_string(), 2)
-        } else if two("ad") {
-            (format_date(a.time, a.tz, date), 2)
-        } else if two("aD") {
-            (format_date(a.time, a.tz, "rfc"), 2)
-        } else if two("at") {
-            (a.time.to_string(), 2)
-        } else if two("ai") {
-            (format_date(a.time, a.tz, "iso"), 2)
-        } else if two("aI") {
-            (format_date(a.time, a.tz, "iso-strict"), 2)
-        } else if two("as") {
-            (format_date(a.time, a.tz, "short"), 2)
-        } else if two("ar") {
-            (rel(a.time), 2)
-        } else if two("cn") || two("cN") {
-            (cm.name.to_string(), 2)
-        } else if two("ce") || two("cE") {
-            (cm.email.to_string(), 2)
-        } else if two("cd") {
-            (format_date(cm.time, cm.tz, date), 2)
-        } else if two("cD") {
-            (format_date(cm.time, cm.tz, "rfc"), 2)
-        } else if two("ct") {
-            (cm.time.to_string(), 2)
-        } else if two("ci") {
-            (format_date(cm.time, cm.tz, "iso"), 2)
-        } else if two("cI") {
-            (format_date(cm.time, cm.tz, "iso-strict"), 2)
-        } else if two("cs") {
-            (format_date(cm.time, cm.tz, "short"), 2)
-        } else if two("cr") {
-            (rel(cm.time), 2)
-        } else if two("s") {
-            (c.subject(), 1)
-        } else if two("f") {
-            let s: String = c
-                .subject()
-                .chars()
-                .map(|ch| {
-                    if ch.is_ascii_alphanumeric() || ch == '.' || ch == '_' {
-                        ch
-                    } else {
-                        '-'
-                    }
-                })
-                .collect();
-            let mut t = String::new();
-            for ch in s.chars() {
-                if !(ch == '-' && t.ends_with('-')) {
-                    t.push(ch);
-                }
-            }
-            (t.trim_matches(['-', '.']).to_string(), 1)
-        } else if two("b") {
-            (c.body(), 1)
-        } else if two("B") {
-            (c.message.clone(), 1)
-        } else if two("n") {
-            ("\n".into(), 1)
-        } else if two("%") {
-            ("%".into(), 1)
-        } else if two("d") {
-            (dec.to_string(), 1)
-        } else if two("D") {
-            (
-                dec.trim_start_matches(" (")
-                    .trim_end_matches(')')
-                    .to_string(),
-                1,
-            )
-        } else if two("x") {
-            let hexd: String = chars[i + 2..].iter().take(2).collect();
-            match u8::from_str_radix(&hexd, 16) {
-                Ok(b) => ((b as char).to_string(), 3),
-                Err(_) => ("%x".into(), 1),
-            }
-        } else {
-            ("%".into(), 0)
-        };
-        out.push_str(&text);
-        i += 1 + used;
-    }
-    out
-}
-
-/// Commits reachable from `include` and not from `exclude`, newest committer date first
-/// (git's default order), following only first parents where asked.
-pub(super) fn walk(
-    g: &Git,
-    include: &[Id],
-    exclude: &[Id],
-    first_parent: bool,
-) -> R<Vec<(Id, Commit)>> {
-    let mut hidden: BTreeSet<Id> = BTreeSet::new();
-    let mut stack: Vec<Id> = exclude.to_vec();
-    while let Some(id) = stack.pop() {
-        if hidden.insert(id) {
-            stack.extend(g.repo.commit(&id)?.parents);
-        }
-    }
-    let mut seen: BTreeSet<Id> = BTreeSet::new();
-    let mut queue: Vec<(i64, usize, Id, Commit)> = Vec::new();
-    let mut order = 0usize;
-    for id in include {
-        if !hidden.contains(id) && seen.insert(*id) {
-            let c = g.repo.commit(id)?;
-            queue.push((parse_ident(&c.committer).time, usize::MAX - order, *id, c));
-            order += 1;
-        }
-    }
-    let mut out = Vec::new();
-    while !queue.is_empty() {
-        let best = (0..queue.len())
-            .max_by_key(|&i| (queue[i].0, queue[i].1))
-            .unwrap();
-        let (_, _, id, c) = queue.swap_remove(best);
-        let parents = if first_parent {
-            c.parents.iter().take(1).copied().collect::<Vec<_>>()
-        } else {
-            c.parents.clone()
-        };
-        for p in parents {
-            if !hidden.contains(&p) && seen.insert(p) {
-                let pc = g.repo.commit(&p)?;
-                queue.push((parse_ident(&pc.committer).time, usize::MAX - order, p, pc));
-                order += 1;
-            }
-        }
-        out.push((id, c));
-    }
-    Ok(out)
-}
-
-pub(super) fn commit_changes(g: &Git, c: &Commit) -> R<Vec<Delta>> {
-    let base = match c.parents.first() {
-        Some(p) => g.repo.flatten(&g.repo.commit(p)?.tree)?,
-        None => Files::new(),
-    };
-    Ok(diff::compare(&base, &g.repo.flatten(&c.tree)?, true))
-}
-
-fn parse_log_opts(
-    g: &Git,
-    args: &[String],
-    o: &mut LogOpts,
-    extra: &mut dyn FnMut(&str, &mut Args) -> R<bool>,
-) -> R<(Vec<String>, Vec<String>)> {
-    let (opts, after) = split_dashdash(args);
-    let mut revs = Vec::new();
-    let mut paths = after.clone().unwrap_or_default();
-    let mut a = Args::new(opts);
-    while let Some(x) = a.next() {
-        if diff_option(&x, &mut o.diff) {
-            continue;
-        }
-        if extra(&x, &mut a)? {
-            continue;
-        }
-        if let Some(v) = x
-            .strip_prefix("--pretty=")
-            .or_else(|| x.strip_prefix("--format="))
-        {
-            o.pretty = match v {
-                "oneline" | "short" | "medium" | "full" | "fuller" => v.to_string(),
-                v if v.starts_with("format:") || v.starts_with("tformat:") => v.to_string(),
-                v if x.starts_with("--format=") || v.contains('%') => format!("tformat:{v}"),
-                v => return Err(fatal(format!("invalid --pretty format: {v}"))),
-            };
-            if o.pretty == "oneline" {
-                o.abbrev_commit = false;
-            }
-            continue;
-        }
-        if let Some(v) = x.strip_prefix("--date=") {
-            o.date = match v {
-                "local" | "default" => "default".into(),
-                v => v.to_string(),
-            };
-            continue;
-        }
-        match x.as_str() {
-            "--oneline" => {
-                o.pretty = "oneline".into();
-                o.abbrev_commit = true;
-            }
-            "--pretty" => o.pretty = "medium".into(),
-            "--abbrev-commit" => o.abbrev_commit = true,
-            "--no-abbrev-commit" => o.abbrev_commit = false,
-            "--decorate" | "--decorate=short" | "--decorate=full" => o.decorate = true,
-            "--no-decorate" | "--decorate=no" => o.decorate = false,
-            "--graph" => o.graph = true,
-            "--no-color" | "--color=never" | "--color=auto" | "--no-merges" | "--topo-order"
-            | "--date-order" | "--no-walk" | "--follow" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => {
-                if after.is_none()
-                    && (x.contains("..")
-                        || x.starts_with('^')
-                        || g.resolve(&x).is_some()
-                        || x.contains(':'))
-                {
-                    revs.push(x);
-                } else if after.is_none() && g.work_path(&g.repo_path(&x)?).exists() {
-                    paths.push(x);
-                } else if after.is_none() {
-                    return Err(super::bad_revision(&x));
-                } else {
-                    revs.push(x);
-                }
-            }
-        }
-    }
-    Ok((revs, paths))
-}
-
-fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut o = LogOpts {
-        diff: DiffOpts::new(),
-        default_patch: false,
-        pretty: "medium".into(),
-        abbrev_commit: false,
-        date: "default".into(),
-        decorate: false,
-        graph: false,
-    };
-    let mut max: Option<usize> = None;
-    let (mut reverse, mut all, mut first_parent, mut skip) = (false, false, false, 0usize);
-    let mut authors: Vec<String> = Vec::new();
-    let mut greps: Vec<String> = Vec::new();
-    let (mut since, mut until) = (None::<i64>, None::<i64>);
-    let (revs, paths) = parse_log_opts(g, &args, &mut o, &mut |x, a| {
-        if let Some(v) = a.value(x, "-n", "--max-count")? {
-            max = Some(
-                v.parse()
-                    .map_err(|_| fatal(format!("'{v}': not an integer")))?,
-            );
-            return Ok(true);
-        }
-        if let Some(v) = a.value(x, "", "--skip")? {
-            skip = v.parse().unwrap_or(0);
-            return Ok(true);
-        }
-        if let Some(v) = a.value(x, "", "--author")? {
-            authors.push(v);
-            return Ok(true);
-        }
-        if let Some(v) = a.value(x, "", "--grep")? {
-            greps.push(v);
-            return Ok(true);
-        }
-        for (long, is_since) in [
-            ("--since", true),
-            ("--after", true),
-            ("--until", false),
-            ("--before", false),
-        ] {
-            if let Some(v) = a.value(x, "", long)? {
-                let (t, _) =
-                    super::parse_date(&v).ok_or_else(|| fatal(format!("invalid date: {v}")))?;
-                if is_since {
-                    since = Some(t);
-                } else {
-                    until = Some(t);
-                }
-                return Ok(true);
-            }
-        }
-        if x.len() > 1 && x.starts_with('-') && x[1..].chars().all(|c| c.is_ascii_digit()) {
-            max = x[1..].parse().ok();
-            return Ok(true);
-        }
-        match x {
-            "--reverse" => reverse = true,
-            "--all" | "--branches" => all = true,
-            "--first-parent" => first_parent = true,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    let sp = specs(g, &paths)?;
-    let mut include = Vec::new();
-    let mut exclude = Vec::new();
-    let mut named = false;
-    for r in &revs {
-        if let Some((a, b)) = r.split_once("..") {
-            let b = b.trim_start_matches('.');
-            let a = if a.is_empty() { "HEAD" } else { a };
-            let b = if b.is_empty() { "HEAD" } else { b };
-            exclude.push(g.commit_of(a)?.0);
-            include.push(g.commit_of(b)?.0);
-        } else if let Some(x) = r.strip_prefix('^') {
-            exclude.push(g.commit_of(x)?.0);
-        } else {
-            include.push(g.commit_of(r)?.0);
-        }
-        named = true;
-    }
-    if all {
-        for id in g.repo.refs("refs/heads/").values() {
-            include.push(*id);
-        }
-        include.extend(g.repo.head());
-        named = true;
-    }
-    if !named {
-        match g.repo.head() {
-            Some(h) => include.push(h),
-            None => {
-                return Err(fatal(format!(
-                    "your current branch '{}' does not have any commits yet",
-                    g.repo.branch().unwrap_or_else(|| "HEAD".into())
-                )));
-            }
-        }
-    }
-    let mut commits = walk(g, &include, &exclude, first_parent)?;
-    if !sp.is_empty() {
-        let mut kept = Vec::new();
-        for (id, c) in commits {
-            if commit_changes(g, &c)?.iter().any(|d| {
-                matches(&sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(&sp, f))
-            }) {
-                kept.push((id, c));
-            }
-        }
-        commits = kept;
-    }
-    if !authors.is_empty() {
-        commits.retain(|(_, c)| authors.iter().any(|a| c.author.contains(a.as_str())));
-    }
-    if !greps.is_empty() {
-        commits.retain(|(_, c)| greps.iter().any(|p| c.message.contains(p.as_str())));
-    }
-    if since.is_some() || until.is_some() {
-        commits.retain(|(_, c)| {
-            let t = parse_ident(&c.committer).time;
-            since.is_none_or(|s| t >= s) && until.is_none_or(|u| t <= u)
-        });
-    }
-    let commits: Vec<(Id, Commit)> = commits
-        .into_iter()
-        .skip(skip)
-        .take(max.unwrap_or(usize::MAX))
-        .collect();
-    let mut commits = commits;
-    if reverse {
-        commits.reverse();
-    }
-    print_commits(g, &commits, &o, &sp)
-}
-
-fn print_commits(g: &mut Git, commits: &[(Id, Commit)], o: &LogOpts, sp: &[String]) -> R<i32> {
-    let decor = if o.decorate {
-        decorations(g)
-    } else {
-        BTreeMap::new()
-    };
-    let separator = o.pretty.starts_with("format:");
-    let custom = separator || o.pretty.starts_with("tformat:");
-    let oneline = o.pretty == "oneline";
-    let n = commits.len();
-    for (k, (id, c)) in commits.iter().enumerate() {
-        let last = k + 1 == n;
-        let mut text = pretty(g, id, c, o, &decor);
-        // An empty format (`--format=`) prints no line at all.
-        let blank_format = custom && o.pretty.split_once(':').is_some_and(|(_, f)| f.is_empty());
-        if custom && !separator && !blank_format {
-            text.push('\n');
-        }
-        let mut diff_out = Vec::new();
-        let what = o.diff.output(o.default_patch);
-        if !what.is_empty() && c.parents.len() <= 1 {
-            let mut ds = commit_changes(g, c)?;
-            if !sp.is_empty() {
-                ds.retain(|d| {
-                    matches(sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(sp, f))
-                });
-            }
-            diff::write(g, &ds, Source::Objects, &what, &o.diff.show, &mut diff_out);
-        }
-        if o.graph {
-            // Linear history: `* ` before each commit's first line, `| ` before the rest.
-            let mut g_text = String::new();
-            for (i, l) in text.lines().enumerate() {
-                let pre = if i == 0 {
-                    "* "
-                } else if last {
-                    "  "
-                } else {
-                    "| "
-                };
-                g_text.push_str(format!("{pre}{l}").trim_end());
-                g_text.push('\n');
-            }
-            if !oneline && !custom && !last {
-                g_text.push_str("|\n");
-            }
-            g.say(&g_text);
-            g.out.extend_from_slice(&diff_out);
-            continue;
-        }
-        g.say(&text);
-        if !diff_out.is_empty() {
-            if !oneline && !blank_format {
-                g.say("\n");
-            }
-            g.out.extend_from_slice(&diff_out);
-        }
-        if !last && ((!oneline && !custom) || separator) {
-            g.say("\n");
-        }
-    }
-    Ok(0)
-}
-
-fn show(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut o = LogOpts {
-        diff: DiffOpts::new(),
-        default_patch: true,
-        pretty: "medium".into(),
-        abbrev_commit: false,
-        date: "default".into(),
-        decorate: false,
-        graph: false,
-    };
-    let (revs, paths) = parse_log_opts(g, &args, &mut o, &mut |_, _| Ok(false))?;
-    let sp = specs(g, &paths)?;
-    let revs = if revs.is_empty() {
-        vec!["HEAD".to_string()]
-    } else {
-        revs
-    };
-    for (k, r) in revs.iter().enumerate() {
-        if k > 0 {
-            g.say("\n");
-        }
-        if let Some((rev, path)) = r.split_once(':') {
-            let tree = if rev.is_empty() {
-                // `:path` is the index's copy.
-                let index = g.repo.read_index()?;
-                let p = g.repo_path(path).unwrap_or_default();
-                let e = index.entries.get(&p).ok_or_else(|| {
-                    fatal(format!(
-                        "path '{p}' does not exist (neither on disk nor in the index)"
-                    ))
-                })?;
-                let data = g.repo.read(&e.id)?.1;
-                g.out.extend_from_slice(&data);
-                continue;
-            } else {
-                g.commit_of(rev)?.1.tree
-            };
-            let path = path.trim_start_matches("./");
-            let path = if path.starts_with("./") || path.starts_with("../") {
-                g.repo_path(path)?
-            } else {
-                path.trim_end_matches('/').to_string()
-            };
-            let files = g.repo.flatten(&tree)?;
-            if let Some((_, id)) = files.get(&path) {
-                let data = g.repo.read(id)?.1;
-                g.out.extend_from_slice(&data);
-                continue;
-            }
-            let dir_prefix = if path.is_empty() {
-                String::new()
-            } else {
-                format!("{path}/")
-            };
-            let mut names: Vec<String> = files
-                .keys()
-                .filter_map(|p| p.strip_prefix(dir_prefix.as_str()))
-                .map(|rest| match rest.split_once('/') {
-                    Some((d, _)) => format!("{d}/"),
-                    None => rest.to_string(),
-                })
-                .collect();
-            names.dedup();
-            if names.is_empty() {
-                return Err(fatal(format!("path '{path}' does not exist in '{rev}'")));
-            }
-            g.say(&format!("tree {r}\n\n"));
-            for n in names {
-                g.say(&format!("{n}\n"));
-            }
-            continue;
-        }
-        let id = g.resolve(r).ok_or_else(|| super::bad_revision(r))?;
-        let (kind, data) = g.repo.read(&id)?;
-        match kind {
-            Kind::Blob => g.out.extend_from_slice(&data),
-            Kind::Tree => {
-                g.say(&format!("tree {r}\n\n"));
-                for e in g.repo.tree(&id)? {
-                    let slash = if e.mode == 0o40000 { "/" } else { "" };
-                    g.say(&format!("{}{slash}\n", e.name));
-                }
-            }
-            Kind::Tag => {
-                let s = String::from_utf8_lossy(&data).into_owned();
-                let (head, msg) = s.split_once("\n\n").unwrap_or((&s, ""));
-                let tagger = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("tagger "))
-                    .unwrap_or("");
-                let name = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("tag "))
-                    .unwrap_or(r);
-                let t = parse_ident(tagger);
-                g.say(&format!(
-                    "tag {name}\nTagger: {} <{}>\nDate:   {}\n\n{}\n\n",
-                    t.name,
-                    t.email,
-                    format_date(t.time, t.tz, "default"),
-                    msg.trim_end()
-                ));
-                let cid = g.peel(&id).ok_or_else(|| super::bad_revision(r))?;
-                let c = g.repo.commit(&cid)?;
-                print_commits(g, &[(cid, c)], &o, &sp)?;
-            }
-            Kind::Commit => {
-                let c = g.repo.commit(&id)?;
-                print_commits(g, &[(id, c)], &o, &sp)?;
-            }
-        }
-    }
-    Ok(0)
-}
-
-// ---------------------------------------------------------------- rev-parse
-
-fn rev_parse(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut short: Option<usize> = None;
-    let mut verify = false;
-    let mut quiet = false;
-    let mut abbrev_ref = false;
-    let mut out = String::new();
-    let mut failed: Option<String> = None;
-    for a in &args {
-        match a.as_str() {
-            "--show-toplevel" => out.push_str(&format!("{}\n", g.repo.work.display())),
-            "--git-dir" => {
-                let gd = &g.repo.git_dir;
-                if g.prefix.is_empty() && gd == &g.repo.work.join(".git") {
-                    out.push_str(".git\n");
-                } else {
-                    out.push_str(&format!("{}\n", gd.display()));
-                }
-            }
-            "--absolute-git-dir" | "--git-common-dir" => {
-                out.push_str(&format!("{}\n", g.repo.git_dir.display()))
-            }
-            "--is-inside-work-tree" => {
-                let cwd = std::env::current_dir().unwrap_or_default();
-                let in_git_dir = cwd.starts_with(&g.repo.git_dir);
-                out.push_str(if in_git_dir { "false\n" } else { "true\n" });
-            }
-            "--is-inside-git-dir" => {
-                let cwd = std::env::current_dir().unwrap_or_default();
-                let inside = cwd.starts_with(&g.repo.git_dir);
-                out.push_str(if inside { "true\n" } else { "false\n" });
-            }
-            "--is-bare-repository" | "--is-shallow-repository" => out.push_str("false\n"),
-            "--show-prefix" => out.push_str(&format!("{}\n", g.prefix)),
-            "--show-cdup" => {
-                let ups = g.prefix.matches('/').count();
-                out.push_str(&format!("{}\n", "../".repeat(ups)));
-            }
-            "--short" => short = Some(0),
-            "--verify" => verify = true,
-            "-q" | "--quiet" => quiet = true,
-            "--abbrev-ref" | "--abbrev-ref=strict" | "--abbrev-ref=loose" => abbrev_ref = true,
-            "--symbolic-full-name" => abbrev_ref = false,
-            "--" => {}
-            s if s.starts_with("--short=") => short = s[8..].parse().ok(),
-            s if s.starts_with('-') && s.len() > 1 => out.push_str(&format!("{s}\n")),
-            rev => {
-                if abbrev_ref {
-                    let name = if rev == "HEAD" || rev == "@" {
-                        g.repo.branch().unwrap_or_else(|| "HEAD".into())
-                    } else if g.resolve(rev).is_some() {
-                        rev.to_string()
-                    } else {
-                        failed = Some(rev.into());
-                        break;
-                    };
-                    if rev == "HEAD" && g.repo.head().is_none() {
-                        failed = Some(rev.into());
-                        break;
-                    }
-                    out.push_str(&format!("{name}\n"));
-                    continue;
-                }
-                let (name, peel) = match rev
-                    .strip_suffix("^{commit}")
-                    .or_else(|| rev.strip_suffix("^{}"))
-                {
-                    Some(n) => (n, true),
-                    None => (rev, false),
-                };
-                let id = g
-                    .resolve(name)
-                    .and_then(|id| if peel { g.peel(&id) } else { Some(id) });
-                match id {
-                    Some(id) => match short {
-                        Some(n) => out.push_str(&format!("{}\n", g.repo.abbrev_len(&id, n))),
-                        None => out.push_str(&format!("{}\n", hex(&id))),
-                    },
-                    None => {
-                        failed = Some(rev.into());
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    if let Some(rev) = failed {
-        if verify || short.is_some() {
-            g.say(&out);
-            if quiet {
-                return Ok(1);
-            }
-            return Err(fatal("Needed a single revision".into()));
-        }
-        out.push_str(&format!("{rev}\n"));
-        g.say(&out);
-        return Err(super::bad_revision(&rev));
-    }
-    g.say(&out);
-    Ok(0)
-}
-
-// ---------------------------------------------------------------- branch, tag
-
-fn valid_ref_name(n: &str) -> bool {
-    !n.is_empty()
-        && !n.starts_with('-')
-        && !n.starts_with('/')
-        && !n.ends_with('/')
-        && !n.ends_with(".lock")
-        && !n.ends_with('.')
-        && !n.contains("..")
-        && !n.contains("@{")
-        && !n.contains("//")
-        && n != "@"
-        && !n
-            .chars()
-            .any(|c| c.is_ascii_control() || " ~^:?*[\\".contains(c))
-}
-
-fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut a = Args::new(args);
-    // (local branches, remote-tracking ones)
-    let mut listing = (true, false);
-    // --merged / --no-merged, and the commit they are about (HEAD by default).
-    let mut merged: Option<(bool, Option<String>)> = None;
-    let (mut delete, mut force, mut rename, mut verbose, mut show_current, mut copy) =
-        (false, false, false, 0, false, false);
-    let mut names = Vec::new();
-    while let Some(x) = a.next() {
-        match x.as_str() {
-            "-d" | "--delete" => delete = true,
-            "-D" => {
-                delete = true;
-                force = true;
-            }
-            "-f" | "--force" => force = true,
-            "-m" | "--move" => rename = true,
-            "-M" => {
-                rename = true;
-                force = true;
-            }
-            "-c" | "--copy" => copy = true,
-            "-v" | "--verbose" => verbose += 1,
-            "-vv" => verbose += 2,
-            "--show-current" => show_current = true,
-            "--merged" | "--no-merged" => merged = Some((x == "--merged", None)),
-            s if s.starts_with("--merged=") || s.starts_with("--no-merged=") => {
-                let (flag, rev) = s.split_once('=').unwrap();
-                merged = Some((flag == "--merged", Some(rev.to_string())));
-            }
-            "-a" | "--all" => listing = (true, true),
-            "-r" | "--remotes" => listing = (false, true),
-            "-l" | "--list" | "--no-color" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => names.push(x),
-        }
-    }
-    let cur = g.repo.branch();
-    if show_current {
-        if let Some(b) = cur {
-            g.say(&format!("{b}\n"));
-        }
-        return Ok(0);
-    }
-    if delete {
-        if names.is_empty() {
-            return Err(fatal("branch name required".into()));
-        }
-        let mut code = 0;
-        for n in names {
-            let r = format!("refs/heads/{n}");
-            let Some(id) = g.repo.ref_id(&r) else {
-                eprintln!("error: branch '{n}' not found");
-                code = 1;
-                continue;
-            };
-            if cur.as_deref() == Some(n.as_str()) {
-                eprintln!(
-                    "error: cannot delete branch '{n}' used by worktree at '{}'",
-                    g.repo.work.display()
-                );
-                code = 1;
-                continue;
-            }
-            if !force {
-                let head = g.repo.head();
-                let merged = match head {
-                    Some(h) => walk(g, &[h], &[], false)?.iter().any(|(c, _)| *c == id),
-                    None => false,
-                };
-                if !merged {
-                    eprintln!(
-                        "error: the branch '{n}' is not fully merged\nhint: If you are sure you want to delete it, run 'git branch -D {n}'\nhint: Disable this message with \"git config advice.forceDeleteBranch false\""
-                    );
-                    code = 1;
-                    continue;
-                }
-            }
-            g.repo.delete_ref(&r)?;
-            g.say(&format!(
-                "Deleted branch {n} (was {}).\n",
-                g.repo.abbrev(&id)
-            ));
-        }
-        return Ok(code);
-    }
-    if rename || copy {
-        let (old, new) = match names.len() {
-            1 => (
-                cur.clone().ok_or_else(|| {
-                    fatal("cannot rename the current branch while not on any".into())
-                })?,
-                names[0].clone(),
-            ),
-            2 => (names[0].clone(), names[1].clone()),
-            _ => return Err(fatal("too many arguments for a rename operation".into())),
-        };
-        if !valid_ref_name(&new) {
-            return Err(fatal(format!("'{new}' is not a valid branch name")));
-        }
-        let new_ref = format!("refs/heads/{new}");
-        if g.repo.ref_id(&new_ref).is_some() && !force && old != new {
-            return Err(fatal(format!("a branch named '{new}' already exists")));
-        }
-        let old_ref = format!("refs/heads/{old}");
-        match g.repo.ref_id(&old_ref) {
-            Some(id) => {
-                g.repo.set_ref(&new_ref, &id)?;
-                if !copy && old != new {
-                    g.repo.delete_ref(&old_ref)?;
-                }
-            }
-            None if cur.as_deref() == Some(old.as_str()) && g.repo.head().is_none() => {}
-            None => {
-                return Err(error(format!(
-                    "refname refs/heads/{old} not found\nfatal: branch rename failed"
-                )));
-            }
-        }
-        if !copy && cur.as_deref() == Some(old.as_str()) {
-            let p = g.repo.git_dir.join("HEAD");
-            std::fs::write(&p, format!("ref: {new_ref}\n")).map_err(|e| io_fail(&p, e))?;
-        }
-        return Ok(0);
-    }
-    if let Some(n) = names.first() {
-        if !valid_ref_name(n) {
-            return Err(fatal(format!("'{n}' is not a valid branch name")));
-        }
-        let r = format!("refs/heads/{n}");
-        if g.repo.ref_id(&r).is_some() && !force {
-            return Err(fatal(format!("a branch named '{n}' already exists")));
-        }
-        let start = names.get(1).map_or("HEAD", String::as_str);
-        let id = match g.resolve(start).and_then(|i| g.peel(&i)) {
-            Some(id) => id,
-            None if start == "HEAD" => {
-                return Err(fatal(format!(
-                    "not a valid object name: '{}'",
-                    cur.unwrap_or_else(|| "HEAD".into())
-                )));
-            }
-            None => return Err(fatal(format!("not a valid object name: '{start}'"))),
-        };
-        g.repo.set_ref(&r, &id)?;
-        return Ok(0);
-    }
-    // List: (shown name, current, tip, upstream bracket for -vv, symbolic target).
-    let mut rows: Vec<(String, bool, Option<Id>, Option<String>)> = Vec::new();
-    if listing.0 {
-        if cur.is_none()
-            && let Some(h) = g.repo.head()
-        {
-            rows.push((
-                format!("(HEAD detached at {})", g.repo.abbrev(&h)),
-                true,
-                Some(h),
-                None,
-            ));
-        }
-        let reachable: Option<(bool, BTreeSet<Id>)> = match &merged {
-            Some((want, rev)) => {
-                let tip = match rev {
-                    Some(r) => g.commit_of(r)?.0,
-                    None => g
-                        .repo
-                        .head()
-                        .ok_or_else(|| fatal("malformed object name HEAD".into()))?,
-                };
-                Some((
-                    *want,
-                    walk(g, &[tip], &[], false)?
-                        .into_iter()
-                        .map(|(id, _)| id)
-                        .collect(),
-                ))
-            }
-            None => None,
-        };
-        for (name, id) in g.repo.refs("refs/heads/") {
-            if let Some((want, set)) = &reachable
-                && set.contains(&id) != *want
-            {
-                continue;
-            }
-            let short = name.trim_start_matches("refs/heads/").to_string();
-            let is_cur = cur.as_deref() == Some(short.as_str());
-            let bracket = match super::remote::tracking_short(g, &short, Some(id))? {
-                Some((up, c)) if verbose > 1 && c.is_empty() => Some(format!("[{up}] ")),
-                Some((up, c)) if verbose > 1 => Some(format!("[{up}: {c}] ")),
-                Some((_, c)) if verbose == 1 && !c.is_empty() => Some(format!("[{c}] ")),
-                _ => None,
-            };
-            rows.push((short, is_cur, Some(id), bracket));
-        }
-    }
-    let mut symbolic: Vec<(String, String)> = Vec::new();
-    if listing.1 {
-        let prefix = if listing.0 { "remotes/" } else { "" };
-        for (name, id, target) in super::remote::remote_refs(g) {
-            match target {
-                Some(t) => symbolic.push((format!("{prefix}{name}"), t)),
-                None => rows.push((format!("{prefix}{name}"), false, Some(id), None)),
-            }
-        }
-    }
-    let width = rows
-        .iter()
-        .map(|r| r.0.chars().count())
-        .chain(symbolic.iter().map(|r| r.0.chars().count()))
-        .max()
-        .unwrap_or(0);
-    let mut lines: Vec<(String, String)> = Vec::new();
-    for (name, is_cur, id, bracket) in rows {
-        let mark = if is_cur { "* " } else { "  " };
-        let line = match id {
-            Some(id) if verbose > 0 => {
-                let c = g.repo.commit(&id)?;
-                format!(
-                    "{mark}{name:<width$} {} {}{}\n",
-                    g.repo.abbrev(&id),
-                    bracket.unwrap_or_default(),
-                    c.subject()
-                )
-            }
-            _ => format!("{mark}{name}\n"),
-        };
-        lines.push((name, line));
-    }
-    for (name, target) in symbolic {
-        lines.push((name.clone(), format!("  {name} -> {target}\n")));
-    }
-    // Local branches first (the detached line before them), then remote-tracking ones by
-    // name.
-    let local_count = lines
-        .iter()
-        .filter(|(n, _)| !n.starts_with("remotes/"))
-        .count();
-    if listing.0 && listing.1 {
-        lines[local_count..].sort_by(|a, b| a.0.cmp(&b.0));
-    } else if !listing.0 {
-        lines.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-    for (_, l) in lines {
-        g.say(&l);
-    }
-    Ok(0)
-}
-
-fn tag(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut a = Args::new(args);
-    let (mut delete, mut annotate, mut force, mut list) = (false, false, false, false);
-    let mut msgs = Vec::new();
-    let mut names = Vec::new();
-    while let Some(x) = a.next() {
-        if let Some(v) = a.value(&x, "-m", "--message")? {
-            msgs.push(v);
-            annotate = true;
-            continue;
-        }
-        match x.as_str() {
-            "-d" | "--delete" => delete = true,
-            "-a" | "--annotate" => annotate = true,
-            "-f" | "--force" => force = true,
-            "-l" | "--list" => list = true,
-            "-n" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => names.push(x),
-        }
-    }
-    if delete {
-        for n in &names {
-            let r = format!("refs/tags/{n}");
-            match g.repo.ref_id(&r) {
-                Some(id) => {
-                    g.repo.delete_ref(&r)?;
-                    g.say(&format!("Deleted tag '{n}' (was {})\n", g.repo.abbrev(&id)));
-                }
-                None => return Err(error(format!("tag '{n}' not found."))),
-            }
-        }
-        return Ok(0);
-    }
-    if names.is_empty() || list {
-        for name in g.repo.refs("refs/tags/").keys() {
-            let short = name.trim_start_matches("refs/tags/");
-            if names.is_empty() || names.iter().any(|p| glob(p, short)) {
-                g.say(&format!("{short}\n"));
-            }
-        }
-        return Ok(0);
-    }
-    let n = &names[0];
-    if !valid_ref_name(n) {
-        return Err(fatal(format!("'{n}' is not a valid tag name.")));
-    }
-    let r = format!("refs/tags/{n}");
-    if g.repo.ref_id(&r).is_some() && !force {
-        return Err(fatal(format!("tag '{n}' already exists")));
-    }
-    let target = names.get(1).map_or("HEAD", String::as_str);
-    let id = g
-        .resolve(target)
-        .ok_or_else(|| fatal(format!("Failed to resolve '{target}' as a valid ref.")))?;
-    let id = if annotate {
-        if msgs.is_empty() {
-            return Err(Fail {
-                msg: "error: Terminal is dumb, but EDITOR unset\nPlease supply the message using either -m or -F option.".into(),
-                code: 1,
-            });
-        }
-        let tagger = ident(&g.repo, "COMMITTER")?;
-        let kind = g.repo.read(&id)?.0;
-        let body = format!(
-            "object {}\ntype {}\ntag {n}\ntagger {tagger}\n\n{}",
-            hex(&id),
-            kind.name(),
-            cleanup(&msgs.join("\n\n"), false)
-        );
-        g.repo.write(Kind::Tag, body.as_bytes())?
-    } else {
-        id
-    };
-    g.repo.set_ref(&r, &id)?;
-    Ok(0)
-}
-
-fn check_ignore(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let quiet = args.iter().any(|a| a == "-q" || a == "--quiet");
-    let paths: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    if paths.is_empty() {
-        return Err(fatal("no path specified".into()));
-    }
-    let index = g.repo.read_index()?;
-    let mut any = false;
-    for arg in paths {
-        let p = g.repo_path(arg)?;
-        // Rules of every directory on the way down apply.
-        let mut ig = Ignore::new(&g.repo);
-        let mut at = 0;
-        while let Some(i) = p[at..].find('/') {
-            let dir = &p[..at + i + 1];
-            ig.add_file(&g.work_path(dir).join(".gitignore"), dir);
-            at += i + 1;
-        }
-        let is_dir = g.work_path(&p).is_dir();
-        if !index.entries.contains_key(&p) && (ig.ignored(&p, is_dir) || ancestors_ignored(&ig, &p))
-        {
-            any = true;
-            if !quiet {
-                g.say(&format!("{arg}\n"));
-            }
-        }
-    }
-    Ok(if any { 0 } else { 1 })
-}
-
-fn show_ref(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut any = false;
-    let mut all: Vec<(String, Id)> = Vec::new();
-    for prefix in ["refs/heads/", "refs/tags/", "refs/remotes/"] {
-        all.extend(g.repo.refs(prefix));
-    }
-    let (heads, tags) = (
-        args.iter().any(|a| a == "--heads" || a == "--branches"),
-        args.iter().any(|a| a == "--tags"),
-    );
-    let pats: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    for (name, id) in all {
-        if (heads || tags)
-            && !((heads && name.starts_with("refs/heads/"))
-                || (tags && name.starts_with("refs/tags/")))
-        {
-            continue;
-        }
-        if !pats.is_empty()
-            && !pats
-                .iter()
-                .any(|p| name == **p || name.ends_with(&format!("/{p}")))
-        {
-            continue;
-        }
-        any = true;
-        g.say(&format!("{} {name}\n", hex(&id)));
-    }
-    Ok(if any { 0 } else { 1 })
-}
-
-fn symbolic_ref(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let short = args.iter().any(|a| a == "--short");
-    let rest: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    match rest.as_slice() {
-        [name] if name.as_str() == "HEAD" => match g.repo.head_ref() {
-            Some(r) => {
-                let shown = if short {
-                    r.trim_start_matches("refs/heads/").to_string()
-                } else {
-                    r
-                };
-                g.say(&format!("{shown}\n"));
-                Ok(0)
-            }
-            None => Err(fatal("ref HEAD is not a symbolic ref".into())),
-        },
-        [name, target] if name.as_str() == "HEAD" && target.starts_with("refs/") => {
-            let p = g.repo.git_dir.join("HEAD");
-            std::fs::write(&p, format!("ref: {target}\n")).map_err(|e| io_fail(&p, e))?;
-            Ok(0)
-        }
-        _ => Err(usage(
-            "usage: git symbolic-ref [-q] [--short] HEAD [<ref>]".into(),
-        )),
-    }
-}
-
-// ---------------------------------------------------------------- checkout, switch, restore, reset
-
-/// Moves the index and working tree from HEAD's files to `target`'s, keeping local changes
-/// to files the two commits agree on, and refusing (before touching anything) when a local
-/// change or an untracked file would be lost.
-fn move_tree(g: &mut Git, target: &Files, force: bool) -> R<Vec<Delta>> {
-    let st = state(g, true)?;
-    if !st.index.conflicts.is_empty() {
-        return Err(Fail {
-            msg: format!(
-                "error: you need to resolve your current index first\n{}",
-                st.index
-                    .conflicts
-                    .keys()
-                    .map(|p| format!("{p}: needs merge"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ),
-            code: 1,
-        });
-    }
-    let cur = &st.head_files;
-    let mut index = st.index;
-    let mut dirty = Vec::new();
-    let mut untracked_hit = Vec::new();
-    let paths: BTreeSet<&String> = cur.keys().chain(target.keys()).collect();
-    for p in &paths {
-        let (c, t) = (cur.get(*p), target.get(*p));
-        if c == t {
-            continue;
-        }
-        let staged = index.entries.get(*p).map(|e| (e.mode, e.id)).as_ref() != c;
-        let unstaged = st.unstaged.iter().any(|d| &d.path == *p);
-        let index_is_target = index.entries.get(*p).map(|e| (e.mode, e.id)).as_ref() == t;
-        if (staged || unstaged) && !index_is_target && !force {
-            dirty.push((*p).clone());
-        }
-        if c.is_none() && !index.entries.contains_key(*p) && st.untracked.contains(p) && !force {
-            let same = read_work_file(&g.work_path(p), g.filemode())
-                .ok()
-                .is_some_and(|(_, d)| t.is_some_and(|t| hash_object("blob", &d) == t.1));
-            if !same {
-                untracked_hit.push((*p).clone());
-            }
-        }
-    }
-    if !dirty.is_empty() {
-        return Err(Fail {
-            msg: format!(
-                "error: Your local changes to the following files would be overwritten by checkout:\n{}\nPlease commit your changes or stash them before you switch branches.\nAborting",
-                dirty
-                    .iter()
-                    .map(|p| format!("\t{p}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ),
-            code: 1,
-        });
-    }
-    if !untracked_hit.is_empty() {
-        return Err(Fail {
-            msg: format!(
-                "error: The following untracked working tree files would be overwritten by checkout:\n{}\nPlease move or remove them before you switch branches.\nAborting",
-                untracked_hit
-                    .iter()
-                    .map(|p| format!("\t{p}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ),
-            code: 1,
-        });
-    }
-    for p in &paths {
-        let (c, t) = (cur.get(*p), target.get(*p));
-        if c == t && !force {
-            continue;
-        }
-        match t {
-            Some(t) => write_file(g, &mut index, p, t)?,
-            None => {
-                if index.entries.remove(*p).is_some() || force {
-                    let _ = std::fs::remove_file(g.work_path(p));
-                    remove_empty_parents(g, p);
-                }
-            }
-        }
-    }
-    if force {
-        // Staged files that neither commit has go too.
-        let extra: Vec<String> = index
-            .entries
-            .keys()
-            .filter(|p| !target.contains_key(*p))
-            .cloned()
-            .collect();
-        for p in extra {
-            index.entries.remove(&p);
-            let _ = std::fs::remove_file(g.work_path(&p));
-            remove_empty_parents(g, &p);
-        }
-    }
-    g.repo.write_index(&index)?;
-    // What stays modified, for the `M\tpath` lines.
-    let after = state(g, false)?;
-    let mut left = diff::compare(target, &after.index.files(), false);
-    for d in after.unstaged {
-        if !left.iter().any(|x| x.path == d.path) {
-            left.push(d);
-        }
-    }
-    left.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(left)
-}
-
-/// Writes a blob to the working tree and records it in the index.
-pub(super) fn write_file(g: &Git, index: &mut Index, path: &str, (mode, id): &(u32, Id)) -> R<()> {
-    let full = g.work_path(path);
-    let data = g.repo.read(id)?.1;
-    write_file_data(&full, *mode, &data)?;
-    let stat = std::fs::symlink_metadata(&full)
-        .map(|m| Stat::of(&m))
-        .unwrap_or_default();
-    index.entries.insert(
-        path.to_string(),
-        IndexEntry {
-            mode: *mode,
-            id: *id,
-            stat,
-        },
-    );
-    Ok(())
-}
-
-/// Puts `data` at `full` as a file of git's `mode` (a symlink for 120000, executable for
-/// 100755), replacing a directory or file in the way and making its parents.
-pub(super) fn write_file_data(full: &Path, mode: u32, data: &[u8]) -> R<()> {
-    if let Some(d) = full.parent()
-        && !d.as_os_str().is_empty()
-    {
-        if d.is_file() {
-            let _ = std::fs::remove_file(d);
-        }
-        std::fs::create_dir_all(d).map_err(|e| io_fail(d, e))?;
-    }
-    if full.is_dir() && !full.is_symlink() {
-        let _ = std::fs::remove_dir_all(full);
-    }
-    let _ = std::fs::remove_file(full);
-    if mode == 0o120000 {
-        let target = String::from_utf8_lossy(data).into_owned();
-        crate::archive::symlink(&target, full).map_err(|e| {
-            fatal(format!(
-                "unable to create symlink '{}': {}",
-                full.display(),
-                guest_support::cli::reason(&e)
-            ))
-        })?;
-    } else {
-        std::fs::write(full, data).map_err(|e| io_fail(full, e))?;
-        if mode == 0o100755 {
-            let _ = guest_support::set_file_mode(&full.to_string_lossy(), 0o755);
-        }
-    }
-    Ok(())
-}
-
-fn say_left(g: &mut Git, left: &[Delta]) {
-    for d in left {
-        let l = if d.new.is_none() { 'D' } else { d.letter() };
-        g.say(&format!("{l}\t{}\n", d.path));
-    }
-}
-
-enum Target {
-    Branch(String),
-    NewBranch(String, bool),
-    Detach,
-}
-
-fn switch_to(g: &mut Git, rev: Option<&str>, target: Target, force: bool, quiet: bool) -> R<i32> {
-    let cur_branch = g.repo.branch();
-    let id = match rev {
-        Some(r) => Some(
-            g.commit_of(r)
-                .map_err(|_| match &target {
-                    Target::NewBranch(..) => fatal(format!(
-                        "'{r}' is not a commit and a branch cannot be created from it"
-                    )),
-                    _ => fatal(format!("invalid reference: {r}")),
-                })?
-                .0,
-        ),
-        None => g.repo.head(),
-    };
-    if let Target::NewBranch(n, reset) = &target {
-        if !valid_ref_name(n) {
-            return Err(fatal(format!("'{n}' is not a valid branch name")));
-        }
-        if g.repo.ref_id(&format!("refs/heads/{n}")).is_some() && !reset {
-            return Err(fatal(format!("a branch named '{n}' already exists")));
-        }
-    }
-    let target_files = match id {
-        Some(id) => g.repo.flatten(&g.repo.commit(&id)?.tree)?,
-        None => Files::new(),
-    };
-    let left = if id == g.repo.head() && !force {
-        let st = state(g, false)?;
-        let mut l = st.staged.clone();
-        for d in st.unstaged {
-            if !l.iter().any(|x| x.path == d.path) {
-                l.push(d);
-            }
-        }
-        l.sort_by(|a, b| a.path.cmp(&b.path));
-        l
-    } else {
-        move_tree(g, &target_files, force)?
-    };
-    let head_path = g.repo.git_dir.join("HEAD");
-    let from = cur_branch
-        .clone()
-        .or_else(|| g.repo.head().map(|h| hex(&h)))
-        .unwrap_or_else(|| "HEAD".into());
-    let to = match &target {
-        Target::Branch(b) | Target::NewBranch(b, _) => b.clone(),
-        Target::Detach => rev.unwrap_or("HEAD").to_string(),
-    };
-    if let (Some(new), Ok(who)) = (id, ident(&g.repo, "COMMITTER")) {
-        g.repo.reflog(
-            g.repo.head(),
-            &new,
-            &who,
-            &format!("checkout: moving from {from} to {to}"),
-            false,
-        );
-    }
-    match &target {
-        Target::Branch(b) => {
-            std::fs::write(&head_path, format!("ref: refs/heads/{b}\n"))
-                .map_err(|e| io_fail(&head_path, e))?;
-            if !quiet {
-                say_left(g, &left);
-            }
-            if !quiet {
-                g.flush();
-                if cur_branch.as_deref() == Some(b.as_str()) {
-                    eprintln!("Already on '{b}'");
-                } else {
-                    eprintln!("Switched to branch '{b}'");
-                }
-            }
-        }
-        Target::NewBranch(n, reset) => {
-            if let Some(id) = id {
-                g.repo.set_ref(&format!("refs/heads/{n}"), &id)?;
-            }
-            std::fs::write(&head_path, format!("ref: refs/heads/{n}\n"))
-                .map_err(|e| io_fail(&head_path, e))?;
-            if !quiet {
-                say_left(g, &left);
-                g.flush();
-                if *reset && cur_branch.as_deref() == Some(n.as_str()) {
-                    eprintln!("Reset branch '{n}'");
-                } else if *reset {
-                    eprintln!("Switched to and reset branch '{n}'");
-                } else {
-                    eprintln!("Switched to a new branch '{n}'");
-                }
-            }
-        }
-        Target::Detach => {
-            let id = id.ok_or_else(|| fatal("You are on a branch yet to be born".into()))?;
-            let was_detached = cur_branch.is_none();
-            std::fs::write(&head_path, format!("{}\n", hex(&id)))
-                .map_err(|e| io_fail(&head_path, e))?;
-            if !quiet {
-                say_left(g, &left);
-                g.flush();
-                let c = g.repo.commit(&id)?;
-                if !was_detached {
-                    eprintln!(
-                        "Note: switching to '{}'.\n\nYou are in 'detached HEAD' state. You can look around, make experimental\nchanges and commit them, and you can discard any commits you make in this\nstate without impacting any branches by switching back to a branch.\n\nIf you want to create a new branch to retain commits you create, you may\ndo so (now or later) by using -c with the switch command. Example:\n\n  git switch -c <new-branch-name>\n\nOr undo this operation with:\n\n  git switch -\n\nTurn off this advice by setting config variable advice.detachedHead to false\n",
-                        rev.unwrap_or("HEAD")
-                    );
-                }
-                eprintln!("HEAD is now at {} {}", g.repo.abbrev(&id), c.subject());
-            }
-        }
-    }
-    Ok(0)
-}
-
-fn checkout(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let (opts, after) = split_dashdash(&args);
-    let mut a = Args::new(opts);
-    let (mut new_branch, mut force, mut quiet, mut detach) =
-        (None::<(String, bool)>, false, false, false);
-    let mut rest = Vec::new();
-    while let Some(x) = a.next() {
-        match x.as_str() {
-            "-b" | "-B" => {
-                let n = a.next().ok_or_else(|| {
-                    usage(format!("error: switch `{}' requires a value", &x[1..]))
-                })?;
-                new_branch = Some((n, x == "-B"));
-            }
-            "-f" | "--force" => force = true,
-            "-q" | "--quiet" => quiet = true,
-            "--detach" => detach = true,
-            "--no-track" | "--track" | "-t" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => rest.push(x),
-        }
-    }
-    previous_for_dash(g, &mut rest)?;
-    // Paths: `checkout [rev] -- paths`, or names that are not revisions.
-    if after.is_some()
-        || (rest.len() > 1 && new_branch.is_none())
-        || (rest.len() == 1 && new_branch.is_none() && g.resolve(&rest[0]).is_none())
-    {
-        let dashdash = after.is_some();
-        let (source, paths) = match after {
-            Some(p) => (rest.first().cloned(), p),
-            None => {
-                if g.resolve(&rest[0]).is_some() {
-                    (Some(rest[0].clone()), rest[1..].to_vec())
-                } else {
-                    (None, rest.clone())
-                }
-            }
-        };
-        if paths.is_empty() {
-            if let Some(s) = source {
-                return switch_like(g, &s, new_branch, force, quiet, detach);
-            }
-            return Ok(0);
-        }
-        let only = match rest.first() {
-            Some(r) if rest.len() == 1 && source.is_none() => Some(g.repo_path(r)?),
-            _ => None,
-        };
-        if let Some(spec) = only
-            && !g.work_path(&spec).exists()
-            && g.repo
-                .read_index()?
-                .entries
-                .keys()
-                .all(|p| !matches(std::slice::from_ref(&spec), p))
-        {
-            return Err(error(format!(
-                "pathspec '{}' did not match any file(s) known to git",
-                rest[0]
-            )));
-        }
-        let n = restore_paths(g, source.as_deref(), &paths, source.is_some(), true)?;
-        // Git counts the paths only when they were not after `--`.
-        if !quiet && !dashdash {
-            g.flush();
-            eprintln!(
-                "Updated {n} path{} from {}",
-                if n == 1 { "" } else { "s" },
-                if let Some(src) = source.as_deref() {
-                    g.repo.abbrev(&g.commit_of(src)?.1.tree)
-                } else {
-                    "the index".to_string()
-                }
-            );
-        }
-        return Ok(0);
-    }
-    let target = rest.first().cloned();
-    match (new_branch, target) {
-        (Some((n, reset)), start) => switch_to(
-            g,
-            start.as_deref(),
-            Target::NewBranch(n, reset),
-            force,
-            quiet,
-        ),
-        (None, Some(t)) => switch_like(g, &t, None, force, quiet, detach),
-        (None, None) => {
-            let st = state(g, false)?;
-            let mut l = st.staged.clone();
-            for d in st.unstaged {
-                if !l.iter().any(|x| x.path == d.path) {
-                    l.push(d);
-                }
-            }
-            l.sort_by(|a, b| a.path.cmp(&b.path));
-            say_left(g, &l);
-            Ok(0)
-        }
-    }
-}
-
-/// `switch NAME` / `checkout NAME` where only one remote has a branch NAME: a new branch
-/// there, set to track it (git's `--guess`).
-fn track_remote(g: &mut Git, t: &str, quiet: bool) -> R<Option<i32>> {
-    let hits: Vec<(String, Id)> = super::remote::remote_refs(g)
-        .into_iter()
-        .filter(|(n, _, target)| target.is_none() && n.split_once('/').is_some_and(|(_, b)| b == t))
-        .map(|(n, id, _)| (n, id))
-        .collect();
-    let [(name, _)] = hits.as_slice() else {
-        return Ok(None);
-    };
-    let remote = name.split_once('/').unwrap().0.to_string();
-    let code = switch_to(
-        g,
-        Some(name),
-        Target::NewBranch(t.to_string(), false),
-        false,
-        true,
-    )?;
-    let config = g.repo.git_dir.join("config");
-    store::set_config(&config, &format!("branch.{t}.remote"), Some(&remote))?;
-    store::set_config(
-        &config,
-        &format!("branch.{t}.merge"),
-        Some(&format!("refs/heads/{t}")),
-    )?;
-    if !quiet {
-        g.say(&format!("branch '{t}' set up to track '{name}'.\n"));
-        g.flush();
-        eprintln!("Switched to a new branch '{t}'");
-    }
-    Ok(Some(code))
-}
-
-fn switch_like(
-    g: &mut Git,
-    t: &str,
-    _nb: Option<(String, bool)>,
-    force: bool,
-    quiet: bool,
-    detach: bool,
-) -> R<i32> {
-    if !detach && g.repo.ref_id(&format!("refs/heads/{t}")).is_some() {
-        return switch_to(g, Some(t), Target::Branch(t.to_string()), force, quiet);
-    }
-    if !detach
-        && g.resolve(t).is_none()
-        && let Some(r) = track_remote(g, t, quiet)?
-    {
-        return Ok(r);
-    }
-    if !detach && g.repo.head().is_none() && g.repo.branch().as_deref() == Some(t) {
-        return switch_to(g, None, Target::Branch(t.to_string()), force, quiet);
-    }
-    if g.resolve(t).and_then(|i| g.peel(&i)).is_none() {
-        return Err(error(format!(
-            "pathspec '{t}' did not match any file(s) known to git"
-        )));
-    }
-    switch_to(g, Some(t), Target::Detach, force, quiet)
-}
-
-/// `-` names the branch (or commit) of the checkout before the last one.
-fn previous_for_dash(g: &Git, rest: &mut [String]) -> R<()> {
-    if let Some(first) = rest.first_mut()
-        && first == "-"
-    {
-        *first = g
-            .repo
-            .previous_checkout()
-            .ok_or_else(|| fatal("invalid reference: @{-1}".into()))?;
-    }
-    Ok(())
-}
-
-fn switch(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let mut a = Args::new(args);
-    let (mut create, mut force, mut quiet, mut detach) =
-        (None::<(String, bool)>, false, false, false);
-    let mut rest = Vec::new();
-    while let Some(x) = a.next() {
-        match x.as_str() {
-            "-c" | "-C" | "--create" | "--force-create" => {
-                let n = a.next().ok_or_else(|| {
-                    usage(format!(
-                        "error: switch `{}' requires a value",
-                        x.trim_start_matches('-')
-                    ))
-                })?;
-                create = Some((n, x == "-C" || x == "--force-create"));
-            }
-            "-f" | "--force" | "--discard-changes" => force = true,
-            "-q" | "--quiet" => quiet = true,
-            "-d" | "--detach" => detach = true,
-            "--no-track" | "--track" | "-t" | "--" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => rest.push(x),
-        }
-    }
-    previous_for_dash(g, &mut rest)?;
-    if let Some((n, reset)) = create {
-        return switch_to(
-            g,
-            rest.first().map(String::as_str),
-            Target::NewBranch(n, reset),
-            force,
-            quiet,
-        );
-    }
-    let Some(t) = rest.first().cloned() else {
-        return Err(fatal("missing branch or commit argument".into()));
-    };
-    if detach {
-        return switch_to(g, Some(&t), Target::Detach, force, quiet);
-    }
-    if g.repo.ref_id(&format!("refs/heads/{t}")).is_none() {
-        if let Some(r) = track_remote(g, &t, quiet)? {
-            return Ok(r);
-        }
-        if g.resolve(&t).is_some() {
-            return Err(fatal(format!(
-                "a branch is expected, got commit '{t}'\nhint: If you want to detach HEAD at the commit, try again with the --detach option."
-            )));
-        }
-        return Err(fatal(format!("invalid reference: {t}")));
-    }
-    switch_to(g, Some(&t), Target::Branch(t.clone()), force, quiet)
-}
-
-/// Points the index entry of `path` at a blob from a tree; its stat data goes unless the
-/// blob is the same, so the next look at the working tree compares content.
-fn set_entry(index: &mut Index, path: &str, (mode, id): &(u32, Id)) {
-    let stat = match index.entries.get(path) {
-        Some(e) if e.id == *id && e.mode == *mode => e.stat.clone(),
-        _ => Stat::default(),
-    };
-    index.entries.insert(
-        path.to_string(),
-        IndexEntry {
-            mode: *mode,
-            id: *id,
-            stat,
-        },
-    );
-}
-
-/// The index takes `from`'s version of every path `sp` matches, and loses those `from`
-/// lacks (`reset -- paths`, `restore --staged`).
-pub(super) fn set_entries(index: &mut Index, from: &Files, sp: &[String]) {
-    let all: BTreeSet<String> = from
-        .keys()
-        .chain(index.entries.keys())
-        .filter(|p| matches(sp, p))
-        .cloned()
-        .collect();
-    for p in all {
-        match from.get(&p) {
-            Some(t) => set_entry(index, &p, t),
-            None => {
-                index.entries.remove(&p);
-            }
-        }
-    }
-}
-
-/// Copies `paths` from a commit (or the index) to the index (`staged`) and/or the working
-/// tree; returns how many files were written.
-fn restore_paths(
-    g: &mut Git,
-    source: Option<&str>,
-    paths: &[String],
-    staged: bool,
-    worktree: bool,
-) -> R<usize> {
-    let sp = specs(g, paths)?;
-    let mut index = g.repo.read_index()?;
-    let from: Files = match source {
-        Some(r) => {
-            let (_, c) = g.commit_of(r)?;
-            g.repo.flatten(&c.tree)?
-        }
-        None if staged && !worktree => g.head_files()?,
-        None => index.files(),
-    };
-    for (arg, s) in paths.iter().zip(&sp) {
-        let hit = from.keys().any(|p| matches(std::slice::from_ref(s), p))
-            || index
-                .entries
-                .keys()
-                .any(|p| matches(std::slice::from_ref(s), p));
-        if !hit {
-            return Err(error(format!(
-                "pathspec '{arg}' did not match any file(s) known to git"
-            )));
-        }
-    }
-    let mut n = 0;
-    let targets: BTreeSet<String> = from
-        .keys()
-        .chain(index.entries.keys())
-        .filter(|p| matches(&sp, p))
-        .cloned()
-        .collect();
-    for p in targets {
-        match from.get(&p) {
-            Some(t) => {
-                if worktree {
-                    let mut scratch = Index::default();
-                    write_file(g, &mut scratch, &p, t)?;
-                    if staged || source.is_some() {
-                        index
-                            .entries
-                            .insert(p.clone(), scratch.entries.remove(&p).unwrap());
-                    } else if let Some(e) = index.entries.get_mut(&p) {
-                        e.stat = scratch.entries.remove(&p).unwrap().stat;
-                    }
-                } else {
-                    set_entry(&mut index, &p, t);
-                }
-                n += 1;
-            }
-            None => {
-                if staged || source.is_some() {
-                    index.entries.remove(&p);
-                    if worktree {
-                        let _ = std::fs::remove_file(g.work_path(&p));
-                    }
-                }
-            }
-        }
-    }
-    g.repo.write_index(&index)?;
-    Ok(n)
-}
-
-fn restore(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let (opts, after) = split_dashdash(&args);
-    let mut a = Args::new(opts);
-    let (mut staged, mut worktree, mut source) = (false, false, None::<String>);
-    let mut paths = after.unwrap_or_default();
-    while let Some(x) = a.next() {
-        if let Some(v) = a.value(&x, "-s", "--source")? {
-            source = Some(v);
-            continue;
-        }
-        match x.as_str() {
-            "-S" | "--staged" => staged = true,
-            "-W" | "--worktree" => worktree = true,
-            "-q" | "--quiet" | "--no-overlay" | "--overlay" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => paths.push(x),
-        }
-    }
-    if paths.is_empty() {
-        return Err(fatal("you must specify path(s) to restore".into()));
-    }
-    if !staged {
-        worktree = true;
-    }
-    let src = source
-        .clone()
-        .or_else(|| (staged && g.repo.head().is_some()).then(|| "HEAD".to_string()));
-    if staged && !worktree {
-        // Unstage: the index takes the source's version (or loses a file HEAD lacks).
-        let sp = specs(g, &paths)?;
-        let mut index = g.repo.read_index()?;
-        let from = match &src {
-            Some(r) => g.repo.flatten(&g.commit_of(r)?.1.tree)?,
-            None => Files::new(),
-        };
-        for (arg, s) in paths.iter().zip(&sp) {
-            if !from
-                .keys()
-                .chain(index.entries.keys())
-                .any(|p| matches(std::slice::from_ref(s), p))
-            {
-                return Err(error(format!(
-                    "pathspec '{arg}' did not match any file(s) known to git"
-                )));
-            }
-        }
-        set_entries(&mut index, &from, &sp);
-        g.repo.write_index(&index)?;
-        return Ok(0);
-    }
-    restore_paths(g, src.as_deref(), &paths, staged, worktree)?;
-    Ok(0)
-}
-
-fn reset(g: &mut Git, args: Vec<String>) -> R<i32> {
-    let (opts, after) = split_dashdash(&args);
-    let (mut mode, mut quiet) = ("mixed", false);
-    let mut rest = Vec::new();
-    for a in opts {
-        match a.as_str() {
-            "--soft" => mode = "soft",
-            "--mixed" => mode = "mixed",
-            "--hard" => mode = "hard",
-            "--keep" | "--merge" => mode = "keep",
-            "-q" | "--quiet" => quiet = true,
-            "--no-refresh" | "--refresh" => {}
-            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
-            _ => rest.push(a),
-        }
-    }
-    let mut paths = after.unwrap_or_default();
-    let rev = match rest.first() {
-        Some(r) if g.resolve(r).is_some() => {
-            let r = r.clone();
-            paths.extend(rest[1..].iter().cloned());
-            Some(r)
-        }
-        Some(_) => {
-            paths.extend(rest.iter().cloned());
-            None
-        }
-        None => None,
-    };
-    if !paths.is_empty() {
-        if mode != "mixed" {
-            return Err(fatal(format!("Cannot do {mode} reset with paths.")));
-        }
-        let sp = specs(g, &paths)?;
-        let from = match &rev {
-            Some(r) => g.repo.flatten(&g.commit_of(r)?.1.tree)?,
-            None => g.head_files()?,
-        };
-        let mut index = g.repo.read_index()?;
-        set_entries(&mut index, &from, &sp);
-        g.repo.write_index(&index)?;
-        if !quiet {
-            unstaged_after_reset(g)?;
-        }
-        return Ok(0);
-    }
-    let target = match &rev {
-        Some(r) => g.commit_of(r)?.0,
-        None => {
-            match g.repo.head() {
-                Some(h) => h,
-                None => {
-                    // Before the first commit, a reset empties the index.
-                    if mode == "mixed" {
-                        g.repo.write_index(&Index::default())?;
-                        return Ok(0);
-                    }
-                    return Err(fatal("ambiguous argument 'HEAD': unknown revision or path not in the working tree.".into()));
-                }
-            }
-        }
-    };
-    let c = g.repo.commit(&target)?;
-    let files = g.repo.flatten(&c.tree)?;
-    match mode {
-        "soft" => {}
-        "mixed" => {
-            let mut index = g.repo.read_index()?;
-            index.conflicts.clear();
-            set_entries(&mut index, &files, &[]);
-            g.repo.write_index(&index)?;
-        }
-        _ => {
-            let st = state(g, false)?;
-            let mut index = st.index;
-            for p in std::mem::take(&mut index.conflicts).into_keys() {
-                if !files.contains_key(&p) {
-                    let _ = std::fs::remove_file(g.work_path(&p));
-                }
-            }
-            let keep = mode == "keep";
-            for (p, t) in &files {
-                if index.entries.get(p).map(|e| (e.mode, e.id)) != Some(*t)
-                    || st.unstaged.iter().any(|d| &d.path == p)
-                {
-                    write_file(g, &mut index, p, t)?;
-                }
-            }
-            let extra: Vec<String> = index
-                .entries
-                .keys()
-                .filter(|p| !files.contains_key(*p))
-                .cloned()
-                .collect();
-            for p in extra {
-                index.entries.remove(&p);
-                let _ = std::fs::remove_file(g.work_path(&p));
-                remove_empty_parents(g, &p);
-            }
-            let _ = keep;
-            g.repo.write_index(&index)?;
-        }
-    }
-    let before = g.repo.head();
-    if mode != "soft" {
-        super::merge::clear_merge_state(g);
-    }
-    g.repo.set_head(&target)?;
-    if let Ok(who) = ident(&g.repo, "COMMITTER") {
-        let to = rev.as_deref().unwrap_or("HEAD");
-        g.repo.reflog(
-            before,
-            &target,
-            &who,
-            &format!("reset: moving to {to}"),
-            true,
-        );
-    }
-    if !quiet {
-        if mode == "hard" {
-            g.say(&format!(
-                "HEAD is now at {} {}\n",
-                g.repo.abbrev(&target),
-                c.subject()
-            ));
-        } else if mode == "mixed" {
-            unstaged_after_reset(g)?;
-        }
-    }
-    Ok(0)
-}
-
-fn unstaged_after_reset(g: &mut Git) -> R<()> {
-    let st = state(g, false)?;
-    if !st.unstaged.is_empty() {
-        g.say("Unstaged changes after reset:\n");
-        for d in &st.unstaged {
-            let l = if d.new.is_none() { 'D' } else { 'M' };
-            g.say(&format!("{l}\t{}\n", d.path));
-        }
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------- plumbing
 
-fn ls_files(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn ls_files(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (opts, after) = split_dashdash(&args);
     let (
         mut others,
@@ -3931,7 +1832,7 @@ fn ls_files(g: &mut Git, args: Vec<String>) -> R<i32> {
     Ok(0)
 }
 
-fn ls_tree(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn ls_tree(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (mut recursive, mut name_only, mut tree_only) = (false, false, false);
     let mut rest = Vec::new();
     for a in args {
@@ -4011,7 +1912,7 @@ fn ls_tree(g: &mut Git, args: Vec<String>) -> R<i32> {
     Ok(0)
 }
 
-fn cat_file(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn cat_file(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (flag, obj) = match args.as_slice() {
         [f, o] if f.starts_with('-') => (f.as_str(), o.clone()),
         [kind, o] => {
@@ -4067,7 +1968,7 @@ fn cat_file(g: &mut Git, args: Vec<String>) -> R<i32> {
     Ok(0)
 }
 
-fn hash_object_cmd(args: Vec<String>, overrides: &[(String, String)]) -> R<i32> {
+pub(super) fn hash_object_cmd(args: Vec<String>, overrides: &[(String, String)]) -> R<i32> {
     let write = args.iter().any(|a| a == "-w");
     let stdin = args.iter().any(|a| a == "--stdin");
     let mut datas = Vec::new();
@@ -4114,7 +2015,7 @@ fn hash_object_cmd(args: Vec<String>, overrides: &[(String, String)]) -> R<i32> 
 
 /// `git diff --no-index A B`: two paths, in or out of a repository, as a git patch; exit 1
 /// when they differ.
-fn diff_no_index(args: Vec<String>) -> R<i32> {
+pub(super) fn diff_no_index(args: Vec<String>) -> R<i32> {
     let mut o = DiffOpts::new();
     let mut paths = Vec::new();
     for a in args {
@@ -4184,7 +2085,7 @@ fn diff_no_index(args: Vec<String>) -> R<i32> {
 /// `git describe`: the nearest tag (annotated, or any with `--tags`) from a commit, as
 /// `TAG`, or `TAG-N-gID` N commits later; `--always` falls back to the id, `--dirty`
 /// marks local changes.
-fn describe(g: &mut Git, args: Vec<String>) -> R<i32> {
+pub(super) fn describe(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (mut tags, mut always, mut long, mut dirty, mut abbrev) =
         (false, false, false, None::<String>, None::<usize>);
     let mut revs = Vec::new();

@@ -7,8 +7,10 @@ use std::collections::BTreeSet;
 
 use guest_support::textdiff::{Change, changes};
 
-use super::cmds::{State, state, walk, write_file_data};
+use super::checkout::write_file_data;
+use super::cmds::{State, state};
 use super::diff::{self, Files, Listing, Output, Show, Source};
+use super::history::walk;
 use super::store::{Commit, Id, Index, IndexEntry, Kind, Stat, hex};
 use super::{Fail, Git, R, error, fatal, ident};
 
@@ -358,7 +360,7 @@ fn move_to(g: &Git, st: &State, from: &Files, to: &Files) -> R<()> {
     for p in from.keys().chain(to.keys()).collect::<BTreeSet<_>>() {
         match (from.get(p), to.get(p)) {
             (a, b) if a == b => {}
-            (_, Some(v)) => super::cmds::write_file(g, &mut index, p, v)?,
+            (_, Some(v)) => super::checkout::write_file(g, &mut index, p, v)?,
             (Some(_), None) => {
                 index.entries.remove(p);
                 let _ = std::fs::remove_file(g.work_path(p));
@@ -378,7 +380,7 @@ fn reset_hard(g: &Git, st: &State, target: &Files) -> R<()> {
         if same {
             index.entries.insert(p.clone(), st.index.entries[p].clone());
         } else {
-            super::cmds::write_file(g, &mut index, p, v)?;
+            super::checkout::write_file(g, &mut index, p, v)?;
         }
     }
     for p in st.index.entries.keys().chain(st.index.conflicts.keys()) {
@@ -522,7 +524,7 @@ pub fn apply_merged(g: &Git, st: &State, our_files: &Files, m: &Merged) -> R<()>
     }
     for (p, v) in &m.result {
         if our_files.get(p) != Some(v) {
-            super::cmds::write_file(g, &mut index, p, v)?;
+            super::checkout::write_file(g, &mut index, p, v)?;
         }
     }
     for (p, mode, data) in &m.written {

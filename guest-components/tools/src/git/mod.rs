@@ -8,10 +8,13 @@
 //! `rebase`, ...) say that this git lacks them; nothing pretends to have run.
 
 mod apply;
+mod checkout;
 mod cmds;
 mod diff;
+mod history;
 mod ignore;
 mod merge;
+mod refs;
 mod remote;
 mod store;
 mod worktree;

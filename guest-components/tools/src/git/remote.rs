@@ -45,8 +45,8 @@ pub fn upstream(g: &Git, branch: &str) -> Option<Upstream> {
 /// Commits on `a` and not `b`, and on `b` and not `a`.
 pub fn ahead_behind(g: &Git, a: &Id, b: &Id) -> R<(usize, usize)> {
     Ok((
-        super::cmds::walk(g, &[*a], &[*b], false)?.len(),
-        super::cmds::walk(g, &[*b], &[*a], false)?.len(),
+        super::history::walk(g, &[*a], &[*b], false)?.len(),
+        super::history::walk(g, &[*b], &[*a], false)?.len(),
     ))
 }
 

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeSet;
 
+use super::checkout::write_file;
 use super::cmds::{
     State, Untracked, matches, print_long_status, remove_empty_parents, specs, split_dashdash,
-    state, tracked_dirs, unknown_option, write_file,
+    state, tracked_dirs, unknown_option,
 };
 use super::diff::{self, Files, Listing, Output, Show, Source};
 use super::ignore::{self, Ignore};
