@@ -653,6 +653,18 @@ pub(super) fn add(g: &mut Git, args: Vec<String>) -> R<i32> {
             }
         }
     }
+    // A directory holding a repository of its own is not added (git would add a gitlink,
+    // a submodule, which this git does not keep).
+    names.retain(|(p, _)| {
+        let nested = p.ends_with('/');
+        if nested {
+            eprintln!(
+                "warning: skipping embedded git repository: {}\nhint: this git does not keep submodules",
+                p.trim_end_matches('/')
+            );
+        }
+        !nested
+    });
     names.sort();
     names.dedup();
     for (p, removed) in &names {
@@ -1063,7 +1075,24 @@ pub(super) fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
     } else {
         st.head_files.clone()
     };
-    let tree_files = st.index.files();
+    // `git commit PATHS` commits HEAD with only those paths as they are now (git's
+    // `--only`); the rest of the index stays staged for later.
+    let tree_files = if paths.is_empty() {
+        st.index.files()
+    } else {
+        let sp = specs(g, &paths)?;
+        let index_files = st.index.files();
+        let mut files = base_files.clone();
+        for p in base_files.keys().chain(index_files.keys()) {
+            if matches(&sp, p) {
+                match index_files.get(p) {
+                    Some(v) => files.insert(p.clone(), *v),
+                    None => files.remove(p),
+                };
+            }
+        }
+        files
+    };
     let changes = diff::compare(&base_files, &tree_files, true);
     if changes.is_empty() && !allow_empty {
         g.repo.write_index(&st.index).ok();

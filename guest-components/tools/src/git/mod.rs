@@ -549,7 +549,11 @@ pub fn format_date(t: i64, tz: &str, style: &str) -> String {
             let z = if tz == "+0000" {
                 "Z".to_string()
             } else {
-                format!("{}:{}", &tz[..3], &tz[3..])
+                format!(
+                    "{}:{}",
+                    tz.get(..3).unwrap_or("+00"),
+                    tz.get(3..).unwrap_or("00")
+                )
             };
             format!("{y:04}-{m:02}-{dd:02}T{h:02}:{mi:02}:{s:02}{z}")
         }

@@ -83,7 +83,10 @@ impl Pack {
                 be32(&self.idx[8 + 4 * (b - 1)..]) as usize
             }
         };
-        let (mut lo, mut hi) = (fan(id[0] as usize), fan(id[0] as usize + 1));
+        let (mut lo, mut hi) = (
+            fan(id[0] as usize).min(self.count),
+            fan(id[0] as usize + 1).min(self.count),
+        );
         while lo < hi {
             let mid = (lo + hi) / 2;
             match self.name(mid).cmp(&id[..]) {
@@ -101,7 +104,11 @@ impl Pack {
             o as usize
         } else {
             let big = base + 4 * self.count + 8 * (o & 0x7fff_ffff) as usize;
-            ((be32(&self.idx[big..]) as u64) << 32 | be32(&self.idx[big + 4..]) as u64) as usize
+            match self.idx.get(big..big + 8) {
+                Some(b) => ((be32(b) as u64) << 32 | be32(&b[4..]) as u64) as usize,
+                // Past the end of the pack: `unpack` then reports it corrupt.
+                None => usize::MAX,
+            }
         }
     }
 }
@@ -161,7 +168,11 @@ impl Repo {
                     && idx[..8] == [0xff, b't', b'O', b'c', 0, 0, 0, 2]
                 {
                     let count = be32(&idx[8 + 1020..]) as usize;
-                    out.push(Pack { idx, data, count });
+                    // Names, checksums and offsets must all be there (a short file is
+                    // skipped, its objects then missing, rather than read past its end).
+                    if idx.len() >= 8 + 1024 + 28 * count + 40 {
+                        out.push(Pack { idx, data, count });
+                    }
                 }
             }
             out
@@ -583,6 +594,10 @@ impl Repo {
         prefix: &str,
         out: &mut BTreeMap<String, (u32, Id)>,
     ) -> R<()> {
+        // Git's `core.maxTreeDepth` default: deeper trees are refused, not recursed into.
+        if prefix.matches('/').count() > 4096 {
+            return Err(fatal(format!("tree at '{prefix}' is nested too deeply")));
+        }
         for e in self.tree(tree)? {
             if !safe_name(&e.name) {
                 return Err(Fail {
@@ -684,12 +699,17 @@ impl Repo {
                 .ok_or_else(bad)?
                 .try_into()
                 .unwrap();
-            let flags = u16::from_be_bytes([data[i + 60], data[i + 61]]);
+            let flags = data
+                .get(i + 60..i + 62)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+                .ok_or_else(bad)?;
             let mut name_at = i + 62;
             if flags & 0x4000 != 0 {
                 name_at += 2;
             }
-            let nul = data[name_at..]
+            let nul = data
+                .get(name_at..)
+                .ok_or_else(bad)?
                 .iter()
                 .position(|&b| b == 0)
                 .ok_or_else(bad)?

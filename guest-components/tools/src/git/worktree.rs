@@ -325,7 +325,14 @@ pub fn stash(g: &mut Git, args: Vec<String>) -> R<i32> {
             let name_only = rest.iter().any(|a| a == "--name-only");
             let (_, id) = pick(g, rest.iter().find(|a| !a.starts_with('-')))?;
             let w = g.repo.commit(&id)?;
-            let base = g.repo.flatten(&g.repo.commit(&w.parents[0])?.tree)?;
+            let base =
+                g.repo.flatten(
+                    &g.repo
+                        .commit(w.parents.first().ok_or_else(|| {
+                            fatal("the stash entry is not a stash commit".into())
+                        })?)?
+                        .tree,
+                )?;
             let ds = diff::compare(&base, &g.repo.flatten(&w.tree)?, true);
             let what = Output {
                 listing: if patch {
@@ -539,7 +546,15 @@ fn reset_to(g: &Git, st: &State, target: &Files) -> R<()> {
 /// before anything is written.
 fn apply(g: &mut Git, id: &Id, quiet: bool) -> R<()> {
     let w = g.repo.commit(id)?;
-    let base = g.repo.flatten(&g.repo.commit(&w.parents[0])?.tree)?;
+    let base = g.repo.flatten(
+        &g.repo
+            .commit(
+                w.parents
+                    .first()
+                    .ok_or_else(|| fatal("the stash entry is not a stash commit".into()))?,
+            )?
+            .tree,
+    )?;
     let stashed = g.repo.flatten(&w.tree)?;
     let untracked = match w.parents.get(2) {
         Some(u) => g.repo.flatten(&g.repo.commit(u)?.tree)?,
