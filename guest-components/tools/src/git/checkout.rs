@@ -775,33 +775,7 @@ pub(super) fn reset(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
         _ => {
             let st = state(g, false)?;
-            let mut index = st.index;
-            for p in std::mem::take(&mut index.conflicts).into_keys() {
-                if !files.contains_key(&p) {
-                    let _ = std::fs::remove_file(g.work_path(&p));
-                }
-            }
-            let keep = mode == "keep";
-            for (p, t) in &files {
-                if index.entries.get(p).map(|e| (e.mode, e.id)) != Some(*t)
-                    || st.unstaged.iter().any(|d| &d.path == p)
-                {
-                    write_file(g, &mut index, p, t)?;
-                }
-            }
-            let extra: Vec<String> = index
-                .entries
-                .keys()
-                .filter(|p| !files.contains_key(*p))
-                .cloned()
-                .collect();
-            for p in extra {
-                index.entries.remove(&p);
-                let _ = std::fs::remove_file(g.work_path(&p));
-                remove_empty_parents(g, &p);
-            }
-            let _ = keep;
-            g.repo.write_index(&index)?;
+            reset_to(g, &st, &files)?;
         }
     }
     let before = g.repo.head();
@@ -843,4 +817,33 @@ pub(super) fn unstaged_after_reset(g: &mut Git) -> R<()> {
         }
     }
     Ok(())
+}
+
+/// Index and tracked files become exactly `target` (`reset --hard`, `stash`, `merge --abort`,
+/// `cherry-pick --abort`): changed or dirty files are written, files the target lacks go
+/// (conflicted ones included), and unchanged entries keep their stat data.
+pub(super) fn reset_to(g: &Git, st: &State, target: &Files) -> R<()> {
+    let mut index = Index {
+        entries: st.index.entries.clone(),
+        ..Index::default()
+    };
+    let dirty: BTreeSet<&String> = st.unstaged.iter().map(|d| &d.path).collect();
+    for (p, t) in target {
+        if index.entries.get(p).map(|e| (e.mode, e.id)) != Some(*t) || dirty.contains(p) {
+            write_file(g, &mut index, p, t)?;
+        }
+    }
+    let extra: Vec<String> = index
+        .entries
+        .keys()
+        .chain(st.index.conflicts.keys())
+        .filter(|p| !target.contains_key(*p))
+        .cloned()
+        .collect();
+    for p in extra {
+        index.entries.remove(&p);
+        let _ = std::fs::remove_file(g.work_path(&p));
+        remove_empty_parents(g, &p);
+    }
+    g.repo.write_index(&index)
 }

@@ -160,7 +160,7 @@ pub fn merge(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
         let head_files = g.head_files()?;
         let st = state(g, false)?;
-        reset_hard(g, &st, &head_files)?;
+        super::checkout::reset_to(g, &st, &head_files)?;
         clear_merge_state(g);
         return Ok(0);
     }
@@ -372,26 +372,6 @@ fn move_to(g: &Git, st: &State, from: &Files, to: &Files) -> R<()> {
     g.repo.write_index(&index)
 }
 
-fn reset_hard(g: &Git, st: &State, target: &Files) -> R<()> {
-    let mut index = Index::default();
-    for (p, v) in target {
-        let same = st.index.entries.get(p).map(|e| (e.mode, e.id)) == Some(*v)
-            && !st.unstaged.iter().any(|d| &d.path == p);
-        if same {
-            index.entries.insert(p.clone(), st.index.entries[p].clone());
-        } else {
-            super::checkout::write_file(g, &mut index, p, v)?;
-        }
-    }
-    for p in st.index.entries.keys().chain(st.index.conflicts.keys()) {
-        if !target.contains_key(p) {
-            let _ = std::fs::remove_file(g.work_path(p));
-            super::cmds::remove_empty_parents(g, p);
-        }
-    }
-    g.repo.write_index(&index)
-}
-
 pub fn clear_merge_state(g: &Git) {
     for f in ["MERGE_HEAD", "MERGE_MSG", "MERGE_MODE"] {
         let _ = std::fs::remove_file(g.repo.git_dir.join(f));
@@ -598,7 +578,7 @@ pub fn pick(g: &mut Git, args: Vec<String>, revert: bool) -> R<i32> {
                 if a != "--quit" {
                     let head_files = g.head_files()?;
                     let st = state(g, false)?;
-                    reset_hard(g, &st, &head_files)?;
+                    super::checkout::reset_to(g, &st, &head_files)?;
                 }
                 let _ = std::fs::remove_file(&head_file);
                 let _ = std::fs::remove_file(g.repo.git_dir.join("MERGE_MSG"));

@@ -2,10 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use super::checkout::write_file;
+use super::checkout::{reset_to, write_file};
 use super::cmds::{
-    State, Untracked, matches, print_long_status, remove_empty_parents, specs, split_dashdash,
-    state, tracked_dirs, unknown_option,
+    Untracked, matches, print_long_status, remove_empty_parents, specs, split_dashdash, state,
+    tracked_dirs, unknown_option,
 };
 use super::diff::{self, Files, Listing, Output, Show, Source};
 use super::ignore::{self, Ignore};
@@ -512,32 +512,6 @@ fn push(g: &mut Git, args: Vec<String>, save: bool) -> R<i32> {
         ));
     }
     Ok(0)
-}
-
-/// Index and tracked files become exactly `target`.
-fn reset_to(g: &Git, st: &State, target: &Files) -> R<()> {
-    let mut index = Index {
-        entries: st.index.entries.clone(),
-        ..Index::default()
-    };
-    let dirty: BTreeSet<&String> = st.unstaged.iter().map(|d| &d.path).collect();
-    for (p, t) in target {
-        if index.entries.get(p).map(|e| (e.mode, e.id)) != Some(*t) || dirty.contains(p) {
-            write_file(g, &mut index, p, t)?;
-        }
-    }
-    let extra: Vec<String> = index
-        .entries
-        .keys()
-        .filter(|p| !target.contains_key(*p))
-        .cloned()
-        .collect();
-    for p in extra {
-        index.entries.remove(&p);
-        let _ = std::fs::remove_file(g.work_path(&p));
-        remove_empty_parents(g, &p);
-    }
-    g.repo.write_index(&index)
 }
 
 /// Puts a stash's changes on the working tree: what the stash changed since its base,
