@@ -322,10 +322,19 @@ impl Shell {
                 },
             );
         }
-        let cwd = vars
-            .get("PWD")
-            .map(|v| v.value.clone())
-            .unwrap_or_else(|| "/".to_string());
+        // The directory the host started this shell in; an inherited PWD that names
+        // another (a parent that changed directory and kept its environment, as `make -C`
+        // or Python's `subprocess` with `cwd=` do) is not taken over it.
+        let cwd = guest_support::cwd();
+        vars.insert(
+            "PWD".into(),
+            Var {
+                value: cwd.clone(),
+                exported: true,
+                array: None,
+                nameref: None,
+            },
+        );
         for (k, v) in [
             ("IFS", " \t\n"),
             ("PS1", "$ "),
