@@ -1,7 +1,7 @@
 //! The multi-call program of the base image's larger tools, kept apart from `coreutils` so
 //! that a plain `ls` never loads a jq interpreter or a deflate codec: `jq`, `gzip`,
 //! `gunzip`, `zcat`, `bzip2`, `bunzip2`, `bzcat`, `xz`, `unxz`, `xzcat`, `lzma`, `unlzma`,
-//! `lzcat`, `tar`, `zip`, `unzip`, `bc` and `git`. `argv[0]` names the applet; `tools APPLET
+//! `lzcat`, `tar`, `zip`, `unzip`, `bc`, `git` and `make`. `argv[0]` names the applet; `tools APPLET
 //! ARGS...` works too.
 
 mod archive;
@@ -10,6 +10,7 @@ mod codec;
 mod git;
 mod jq;
 mod jq_assign;
+mod make;
 
 use archive::GzipMode;
 use codec::Codec;
@@ -28,6 +29,7 @@ fn main() {
         "jq" => jq::main(args),
         "git" => git::main(args),
         "bc" => bc::main(args),
+        "make" | "gmake" => make::main(args),
         "gzip" => archive::compressor(args, Codec::Gzip, GzipMode::Compress),
         "gunzip" => archive::compressor(args, Codec::Gzip, GzipMode::Decompress),
         "zcat" => archive::compressor(args, Codec::Gzip, GzipMode::Cat),
