@@ -1,5 +1,5 @@
 //! The `tools` program of the base image: jq, tar, gzip/gunzip/zcat, bzip2, xz/lzma,
-//! zip/unzip, git. Expected outputs are what jq 1.6, GNU tar 1.34, gzip 1.12, bzip2 1.0.8,
+//! zip/unzip, git, make. Expected outputs are what jq 1.6, GNU tar 1.34, gzip 1.12, bzip2 1.0.8,
 //! xz 5.4 and Info-ZIP 3.0/6.0 print for the same
 //! scripts; hostile archives are refused member by member and leave nothing outside.
 
@@ -616,4 +616,39 @@ printf 'diff --git a/../patched b/../patched\nnew file mode 100644\n--- /dev/nul
     );
     assert!(!ws.join("escaped").exists() && !ws.join("patched").exists());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Makefiles that never end in GNU make (a `$(call)` or `$(eval)` that reaches itself, two
+/// variables that name each other, a recipe that runs the same make again) end with
+/// make's error and status 2, never a trap and never a hang: expansion depth is bounded,
+/// and recursion meets the sandbox's process limit.
+#[tokio::test]
+async fn make_ends_runaway_makefiles_with_its_error() {
+    let ws = tempfile_dir("make-runaway");
+    for (name, text) in [
+        ("call.mk", "f = x$(call f)\nall:\n\t@echo $(call f)\n"),
+        (
+            "eval.mk",
+            "define r\n$$(eval $$(r))\nendef\n$(eval $(r))\nall: ; @echo hi\n",
+        ),
+        ("loop.mk", "A = $(B)\nB = $(A)\nall: ; @echo $(A)\n"),
+        ("again.mk", "all:\n\t@$(MAKE) -s -f again.mk\n"),
+    ] {
+        std::fs::write(ws.join(name), text).unwrap();
+    }
+    let out = sh_in(
+        &ws,
+        "for m in call eval loop again; do make -f $m.mk > /dev/null 2> $m.err; echo $m=$?; done; cat call.err eval.err loop.err; grep -c 'process limit of' again.err",
+    )
+    .await;
+    assert_eq!(
+        out.stdout,
+        "call=2\neval=2\nloop=2\nagain=2\n\
+         call.mk:3: *** expansion nested more than 200 deep (a $(call) or $(eval) that reaches itself?).  Stop.\n\
+         eval.mk:1: *** expansion nested more than 200 deep (a $(call) or $(eval) that reaches itself?).  Stop.\n\
+         loop.mk:3: *** Recursive variable 'A' references itself (eventually).  Stop.\n\
+         1\n",
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&ws);
 }

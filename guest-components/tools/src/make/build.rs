@@ -557,13 +557,15 @@ impl Make {
         let env = self.child_env()?;
         match guest_support::spawn(argv, env, Stdio::Inherit, Stdio::Inherit, Stdio::Inherit) {
             Ok(pid) => Ok(guest_support::process::wait(pid)),
-            Err(_) => {
-                eprintln!(
-                    "{}: {}: No such file or directory",
-                    self.name(),
-                    shell.trim()
-                );
-                Ok(127)
+            Err(e) => {
+                use guest_support::process::Error;
+                let (why, status) = match e {
+                    Error::NotFound(_) => ("No such file or directory".to_string(), 127),
+                    Error::Limit(m) | Error::Io(m) => (m, 126),
+                    Error::BadHandle => ("bad handle".to_string(), 126),
+                };
+                eprintln!("{}: {}: {why}", self.name(), shell.trim());
+                Ok(status)
             }
         }
     }

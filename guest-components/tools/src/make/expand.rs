@@ -7,6 +7,10 @@ use std::rc::Rc;
 use super::build::{fill_pattern, match_pattern};
 use super::{Make, Origin, R, Var, stop};
 
+/// How deep expansions may nest (each `$(call)`, `$(eval)` or recursive variable is a
+/// level).
+const MAX_DEPTH: u32 = 200;
+
 /// How many arguments a function splits its text into (the last takes the rest, commas
 /// and all); `0` for as many as there are.
 fn arity(name: &str) -> Option<usize> {
@@ -171,6 +175,22 @@ impl Make {
         if !s.contains('$') {
             return Ok(s.to_string());
         }
+        // A `$(call)` or `$(eval)` that reaches itself would otherwise run the stack out.
+        if self.depth >= MAX_DEPTH {
+            return stop(
+                self.loc.as_ref(),
+                format!(
+                    "expansion nested more than {MAX_DEPTH} deep (a $(call) or $(eval) that reaches itself?)"
+                ),
+            );
+        }
+        self.depth += 1;
+        let out = self.expand_refs(s);
+        self.depth -= 1;
+        out
+    }
+
+    fn expand_refs(&mut self, s: &str) -> R<String> {
         let mut out = String::with_capacity(s.len());
         let mut i = 0;
         while i < s.len() {

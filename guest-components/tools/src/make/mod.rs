@@ -160,6 +160,8 @@ pub(crate) struct Make {
     commands: u64,
     /// Recursive variables being expanded, to catch one that references itself.
     expanding: Vec<String>,
+    /// How deep expansions are nested now.
+    depth: u32,
     /// `-f` files and command-line assignments given to this make, for `MAKEFLAGS`.
     cmdline_vars: Vec<String>,
 }
@@ -251,6 +253,7 @@ impl Make {
             states: HashMap::new(),
             commands: 0,
             expanding: Vec::new(),
+            depth: 0,
             cmdline_vars: Vec::new(),
         }
     }
