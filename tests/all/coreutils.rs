@@ -235,6 +235,16 @@ const APPLETS: &[(&str, &str, &str)] = &[
         "a    bb\nccc  d\n",
     ),
     ("arch", "arch", "wasm32\n"),
+    (
+        "shasum",
+        "printf abc | shasum -a 256; printf abc | shasum; printf abc > f; shasum -a 512 f | cut -c1-16",
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  -\na9993e364706816aba3e25717850c26c9cd0d89d  -\nddaf35a193617aba\n",
+    ),
+    (
+        "uuidgen",
+        "uuidgen | grep -cE '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'; uuidgen -t | grep -cE '^[0-9a-f]{8}-[0-9a-f]{4}-1[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'; [ \"$(uuidgen)\" != \"$(uuidgen)\" ] && echo differ",
+        "1\n1\ndiffer\n",
+    ),
     ("uname", "uname; uname -m", "Linux\nwasm32\n"),
     ("nproc", "nproc", "1\n"),
     ("ps", "ps -o comm= -p 1", "sh\n"),

@@ -99,6 +99,8 @@ fn applet(name: &str) -> Option<Main> {
         "rmdir" => |a| uu_rmdir::uumain(own::without_trailing_slashes(a)),
         "sha256sum" => uu_sha256sum::uumain,
         "tac" => own::tac,
+        "shasum" => own::shasum,
+        "uuidgen" => own::uuidgen,
         "which" => inspect::which,
         "strings" => inspect::strings,
         "xxd" => inspect::xxd,

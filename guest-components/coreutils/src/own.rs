@@ -574,3 +574,111 @@ pub fn utf8_locale() -> bool {
             l.contains("utf-8") || l.contains("utf8")
         })
 }
+
+/// `shasum [-a 1|224|256|384|512] [OPTION]... [FILE]...`: Perl's `shasum` as the
+/// `sha*sum` of its algorithm (the same output, `-c`, `-b`, `--tag` and the rest).
+pub fn shasum(args: std::vec::IntoIter<OsString>) -> i32 {
+    let mut args: Vec<OsString> = args.collect();
+    if args.is_empty() {
+        args.push("shasum".into());
+    }
+    let argv0 = args.remove(0);
+    let mut algorithm = "1".to_string();
+    let mut rest = vec![argv0];
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy().into_owned();
+        i += 1;
+        if a == "--" {
+            rest.extend(args[i - 1..].iter().cloned());
+            break;
+        }
+        if a == "-a" || a == "--algorithm" {
+            match args.get(i) {
+                Some(v) => algorithm = v.to_string_lossy().into_owned(),
+                None => {
+                    eprintln!("shasum: option {a} requires an argument");
+                    return 1;
+                }
+            }
+            i += 1;
+        } else if let Some(v) = a.strip_prefix("--algorithm=") {
+            algorithm = v.to_string();
+        } else if let Some(v) = a.strip_prefix("-a").filter(|v| !v.is_empty()) {
+            algorithm = v.to_string();
+        } else {
+            rest.push(args[i - 1].clone());
+        }
+    }
+    let main: fn(std::vec::IntoIter<OsString>) -> i32 = match algorithm.as_str() {
+        "1" => uu_sha1sum::uumain,
+        "224" => uu_sha224sum::uumain,
+        "256" => uu_sha256sum::uumain,
+        "384" => uu_sha384sum::uumain,
+        "512" => uu_sha512sum::uumain,
+        _ => {
+            eprintln!("shasum: Unrecognized algorithm");
+            return 1;
+        }
+    };
+    main(rest.into_iter())
+}
+
+/// `uuidgen [-r|-t]`: a random (version 4) UUID, or with `-t` a time-based (version 1)
+/// one whose node is random, as util-linux makes when it has no MAC address to use.
+pub fn uuidgen(args: std::vec::IntoIter<OsString>) -> i32 {
+    let mut time = false;
+    for a in args.skip(1) {
+        match a.to_string_lossy().as_ref() {
+            "-r" | "--random" => time = false,
+            "-t" | "--time" => time = true,
+            "-h" | "--help" => {
+                println!(
+                    "Usage:\n uuidgen [options]\n\nOptions:\n -r, --random     generate random-based uuid\n -t, --time       generate time-based uuid"
+                );
+                return 0;
+            }
+            other => {
+                eprintln!(
+                    "uuidgen: invalid option -- '{}'",
+                    other.trim_start_matches('-')
+                );
+                return 1;
+            }
+        }
+    }
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        eprintln!("uuidgen: cannot read random bytes");
+        return 1;
+    }
+    if time {
+        // 100-nanosecond intervals since 1582-10-15, the start of the Gregorian calendar.
+        let since_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() / 100)
+            .unwrap_or_default() as u64;
+        let t = since_unix + 0x01B2_1DD2_1381_4000;
+        b[0..4].copy_from_slice(&((t & 0xffff_ffff) as u32).to_be_bytes());
+        b[4..6].copy_from_slice(&(((t >> 32) & 0xffff) as u16).to_be_bytes());
+        b[6..8].copy_from_slice(&((((t >> 48) & 0x0fff) as u16) | 0x1000).to_be_bytes());
+        // A random node has its multicast bit set (RFC 4122, 4.5).
+        b[10] |= 0x01;
+    } else {
+        b[6] = (b[6] & 0x0f) | 0x40;
+    }
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    println!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    );
+    0
+}
