@@ -210,6 +210,7 @@ fn build_python(root: &Path, target_dir: &Path) {
     for f in [
         src.join("main.py"),
         src.join("wasbox_pip.py"),
+        src.join("wasbox_sqlite3.py"),
         src.join("wasbox_compress.py"),
         src.join("wit/world.wit"),
         root.join("wit/sandbox/process.wit"),

@@ -38,6 +38,7 @@ except ImportError:
 import encodings.latin_1, encodings.ascii, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
 
 import wasbox_pip
+import wasbox_sqlite3
 from wit_world import exports
 from wit_world.imports import environment, process
 from wit_world.imports import exit as wasi_exit
@@ -869,6 +870,8 @@ def _main(argv):
     # The path it was started by when that was a symlink to it (a venv's bin/python): the
     # shell passes it as PYTHONEXECUTABLE, read once and not passed on.
     argv0 = os.environ.pop("PYTHONEXECUTABLE", "") or (argv[0] if argv else "")
+    if os.path.basename(argv0) == "sqlite3":
+        return wasbox_sqlite3.main(args)
     if os.path.basename(argv0) in ("pip", "pip3", "pip" + wasbox_pip.PY):
         _paths((), argv0)
         return wasbox_pip.main(args)

@@ -184,7 +184,7 @@ pub fn base_image() -> Image {
                 "python",
                 BASE_PYTHON.0,
                 BASE_PYTHON.1,
-                &["python3", "python", "pip", "pip3"],
+                &["python3", "python", "pip", "pip3", "sqlite3"],
             ),
         ],
     )
