@@ -619,8 +619,9 @@ printf 'diff --git a/../patched b/../patched\nnew file mode 100644\n--- /dev/nul
 }
 
 /// Makefiles that never end in GNU make (a `$(call)` or `$(eval)` that reaches itself, two
-/// variables that name each other, a recipe that runs the same make again) end with
-/// make's error and status 2, never a trap and never a hang: expansion depth is bounded,
+/// variables that name each other, a recipe that runs the same make again) or that would
+/// run the guest's stack out (a chain of 20,000 prerequisites) end with make's error and
+/// status 2, never a trap and never a hang: expansion and prerequisite depth are bounded,
 /// and recursion meets the sandbox's process limit.
 #[tokio::test]
 async fn make_ends_runaway_makefiles_with_its_error() {
@@ -636,17 +637,25 @@ async fn make_ends_runaway_makefiles_with_its_error() {
     ] {
         std::fs::write(ws.join(name), text).unwrap();
     }
+    // A chain of 20,000 prerequisites, deeper than the guest's stack would go.
+    let mut chain = String::from("t0: t1\n\t@echo top\n");
+    for i in 1..20_000 {
+        chain.push_str(&format!("t{i}: t{}\n", i + 1));
+    }
+    chain.push_str("t20000:\n\t@echo bottom\n");
+    std::fs::write(ws.join("chain.mk"), chain).unwrap();
     let out = sh_in(
         &ws,
-        "for m in call eval loop again; do make -f $m.mk > /dev/null 2> $m.err; echo $m=$?; done; cat call.err eval.err loop.err; grep -c 'process limit of' again.err",
+        "for m in call eval loop again chain; do make -f $m.mk > /dev/null 2> $m.err; echo $m=$?; done; cat call.err eval.err loop.err chain.err; grep -c 'process limit of' again.err",
     )
     .await;
     assert_eq!(
         out.stdout,
-        "call=2\neval=2\nloop=2\nagain=2\n\
+        "call=2\neval=2\nloop=2\nagain=2\nchain=2\n\
          call.mk:3: *** expansion nested more than 200 deep (a $(call) or $(eval) that reaches itself?).  Stop.\n\
          eval.mk:1: *** expansion nested more than 200 deep (a $(call) or $(eval) that reaches itself?).  Stop.\n\
          loop.mk:3: *** Recursive variable 'A' references itself (eventually).  Stop.\n\
+         make: *** prerequisites of 't2000' nested more than 2000 deep.  Stop.\n\
          1\n",
         "{out:?}"
     );

@@ -6,6 +6,9 @@ use std::time::SystemTime;
 
 use super::{Fail, Line, Make, Origin, R, Recipe, Var, stop};
 
+/// How deep a chain of prerequisites may go.
+const MAX_CHAIN: u32 = 2000;
+
 /// The stem of `name` under `pattern` (its first `%`), if it matches.
 pub(super) fn match_pattern(pattern: &str, name: &str) -> Option<String> {
     let (pre, post) = pattern.split_once('%')?;
@@ -155,8 +158,18 @@ impl Make {
             }
             None => {}
         }
+        // Each level is a few frames of the guest's stack: a chain of prerequisites deep
+        // enough to run it out ends with make's error instead.
+        if self.chain >= MAX_CHAIN {
+            return stop(
+                None,
+                format!("prerequisites of '{name}' nested more than {MAX_CHAIN} deep"),
+            );
+        }
         self.states.insert(name.to_string(), State::Running);
+        self.chain += 1;
         let result = self.update_now(name, parent);
+        self.chain -= 1;
         let done = match &result {
             Ok(o) => *o,
             Err(_) => Outcome::failed(),

@@ -162,6 +162,8 @@ pub(crate) struct Make {
     expanding: Vec<String>,
     /// How deep expansions are nested now.
     depth: u32,
+    /// How deep the prerequisite being made is.
+    chain: u32,
     /// `-f` files and command-line assignments given to this make, for `MAKEFLAGS`.
     cmdline_vars: Vec<String>,
 }
@@ -254,6 +256,7 @@ impl Make {
             commands: 0,
             expanding: Vec::new(),
             depth: 0,
+            chain: 0,
             cmdline_vars: Vec::new(),
         }
     }
