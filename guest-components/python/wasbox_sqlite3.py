@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 
 USAGE = """Usage: sqlite3 [OPTIONS] FILENAME [SQL...]
 FILENAME is the name of an SQLite database. A new database is created
@@ -109,6 +110,7 @@ class Shell:
         self.bail = False
         self.echo = False
         self.changes = False
+        self.timer = False
         self.widths = []
         self.out = sys.stdout
         self.once = False
@@ -287,6 +289,7 @@ class Shell:
                 continue
             if self.echo:
                 self.write(stmt.strip() + "\n")
+            began = (time.perf_counter(), time.process_time())
             try:
                 db = self.open()
                 cur = db.execute(stmt)
@@ -315,6 +318,10 @@ class Shell:
             finally:
                 if self.once:
                     self.close_output()
+                if self.timer:
+                    # The process's CPU time is not split into user and system here.
+                    self.write("Run Time: real %.3f user %.6f sys %.6f\n" % (
+                        time.perf_counter() - began[0], time.process_time() - began[1], 0.0))
             if not ok and self.bail:
                 break
         return ok
@@ -393,7 +400,7 @@ class Shell:
         elif cmd == "nullvalue" and rest:
             self.null = rest[0]
         elif cmd in ("bail", "echo", "changes", "timer") and rest:
-            setattr(self, cmd if cmd != "timer" else "_timer", onoff(rest[0]))
+            setattr(self, cmd, onoff(rest[0]))
         elif cmd == "width":
             self.widths = [int(w) for w in rest if w.lstrip("-").isdigit()]
         elif cmd == "print":

@@ -113,24 +113,19 @@ pub fn worktree_changes(
             continue;
         }
         let full = g.work_path(path);
-        let Ok(meta) = std::fs::symlink_metadata(&full) else {
-            out.push(Delta {
-                path: path.clone(),
-                from: None,
-                old: Some((e.mode, e.id)),
-                new: None,
-            });
-            continue;
+        // Gone, or a directory now: the tracked file is deleted.
+        let meta = match std::fs::symlink_metadata(&full) {
+            Ok(meta) if !meta.is_dir() => meta,
+            _ => {
+                out.push(Delta {
+                    path: path.clone(),
+                    from: None,
+                    old: Some((e.mode, e.id)),
+                    new: None,
+                });
+                continue;
+            }
         };
-        if meta.is_dir() {
-            out.push(Delta {
-                path: path.clone(),
-                from: None,
-                old: Some((e.mode, e.id)),
-                new: None,
-            });
-            continue;
-        }
         let st = Stat::of(&meta);
         let mode = super::store::file_mode(&full, &meta, filemode);
         let mode = if !filemode && mode != 0o120000 {

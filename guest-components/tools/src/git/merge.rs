@@ -223,14 +223,7 @@ pub fn merge(g: &mut Git, args: Vec<String>) -> R<i32> {
             );
         }
         if !quiet {
-            let mut out = Vec::new();
-            let o = Output {
-                listing: Some(Listing::Stat),
-                summary: true,
-                patch: false,
-            };
-            diff::write(g, &ds, Source::Objects, &o, &Show::default(), &mut out);
-            g.out.extend_from_slice(&out);
+            show_stat(g, &ds);
         }
         return Ok(0);
     }
@@ -315,16 +308,21 @@ pub fn merge(g: &mut Git, args: Vec<String>) -> R<i32> {
     if !quiet {
         g.say("Merge made by the 'ort' strategy.\n");
         let ds = diff::compare(&our_files, &result, true);
-        let mut out = Vec::new();
-        let o = Output {
-            listing: Some(Listing::Stat),
-            summary: true,
-            patch: false,
-        };
-        diff::write(g, &ds, Source::Objects, &o, &Show::default(), &mut out);
-        g.out.extend_from_slice(&out);
+        show_stat(g, &ds);
     }
     Ok(0)
+}
+
+/// The `--stat` and `--summary` a merge prints of what it changed.
+fn show_stat(g: &mut Git, ds: &[diff::Delta]) {
+    let mut out = Vec::new();
+    let o = Output {
+        listing: Some(Listing::Stat),
+        summary: true,
+        patch: false,
+    };
+    diff::write(g, ds, Source::Objects, &o, &Show::default(), &mut out);
+    g.out.extend_from_slice(&out);
 }
 
 /// Refuses, before anything changes, when a local change is to a file the merge changes.

@@ -427,8 +427,9 @@ impl Make {
             self.loc = Some(loc.clone());
             return Ok(());
         }
-        if let Some((_, rest)) = directive(t, &["vpath"]) {
-            let _ = rest;
+        // Directory search is not implemented (the README says so): a `vpath` line is
+        // read and has no effect.
+        if directive(t, &["vpath"]).is_some() {
             return Ok(());
         }
         // `override`, `export`, `unexport`, `private` in front of an assignment.
