@@ -95,6 +95,10 @@ def literal(v):
     return "'" + v.replace("'", "''") + "'"
 
 
+# Options that set a setting of the shell to their argument.
+VALUE_OPTIONS = {"separator": "sep", "newline": "rowsep", "nullvalue": "null"}
+
+
 class Quit(Exception):
     def __init__(self, code):
         self.code = code
@@ -608,18 +612,14 @@ def main(args):
                 sh.headers = True
             elif opt == "noheader":
                 sh.headers = False
-            elif opt in ("separator", "newline", "nullvalue", "cmd", "init"):
+            elif opt in VALUE_OPTIONS or opt in ("cmd", "init"):
                 if i >= len(args):
                     print("sqlite3: Error: missing argument to %s" % a, file=sys.stderr)
                     return 1
                 v = args[i]
                 i += 1
-                if opt == "separator":
-                    sh.sep = v
-                elif opt == "newline":
-                    sh.rowsep = v
-                elif opt == "nullvalue":
-                    sh.null = v
+                if opt in VALUE_OPTIONS:
+                    setattr(sh, VALUE_OPTIONS[opt], v)
                 elif opt == "cmd":
                     cmds.append(v)
                 else:
@@ -628,12 +628,8 @@ def main(args):
                             cmds.append(f.read())
                     except OSError:
                         pass
-            elif opt == "bail":
-                sh.bail = True
-            elif opt == "echo":
-                sh.echo = True
-            elif opt == "readonly":
-                sh.readonly = True
+            elif opt in ("bail", "echo", "readonly"):
+                setattr(sh, opt, True)
             elif opt in ("batch", "interactive", "safe", "nofollow", "memtrace", "stats"):
                 pass
             elif opt == "version":

@@ -99,17 +99,8 @@ pub(super) fn move_tree(g: &mut Git, target: &Files, force: bool) -> R<Vec<Delta
     }
     if force {
         // Staged files that neither commit has go too.
-        let extra: Vec<String> = index
-            .entries
-            .keys()
-            .filter(|p| !target.contains_key(*p))
-            .cloned()
-            .collect();
-        for p in extra {
-            index.entries.remove(&p);
-            let _ = std::fs::remove_file(g.work_path(&p));
-            remove_empty_parents(g, &p);
-        }
+        let staged: Vec<String> = index.entries.keys().cloned().collect();
+        remove_absent(g, &mut index, &staged, target);
     }
     g.repo.write_index(&index)?;
     // What stays modified, for the `M\tpath` lines.
@@ -833,17 +824,32 @@ pub(super) fn reset_to(g: &Git, st: &State, target: &Files) -> R<()> {
             write_file(g, &mut index, p, t)?;
         }
     }
-    let extra: Vec<String> = index
-        .entries
-        .keys()
-        .chain(st.index.conflicts.keys())
-        .filter(|p| !target.contains_key(*p))
-        .cloned()
-        .collect();
-    for p in extra {
-        index.entries.remove(&p);
-        let _ = std::fs::remove_file(g.work_path(&p));
-        remove_empty_parents(g, &p);
-    }
+    // The entries written above are all in the target, so the original ones stand for
+    // the index here.
+    remove_absent(
+        g,
+        &mut index,
+        st.index.entries.keys().chain(st.index.conflicts.keys()),
+        target,
+    );
     g.repo.write_index(&index)
+}
+
+/// Takes every path of `paths` that `target` lacks out of `index` and the working tree
+/// (with the directories that leaves empty).
+fn remove_absent<'a>(
+    g: &Git,
+    index: &mut Index,
+    paths: impl IntoIterator<Item = &'a String>,
+    target: &Files,
+) {
+    let absent: Vec<&String> = paths
+        .into_iter()
+        .filter(|p| !target.contains_key(*p))
+        .collect();
+    for p in absent {
+        index.entries.remove(p);
+        let _ = std::fs::remove_file(g.work_path(p));
+        remove_empty_parents(g, p);
+    }
 }

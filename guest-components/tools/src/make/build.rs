@@ -6,6 +6,9 @@ use std::time::SystemTime;
 
 use super::{Fail, Line, Make, Origin, R, Recipe, Var, stop};
 
+/// A child's whole environment.
+type Env = Vec<(String, String)>;
+
 /// How deep a chain of prerequisites may go.
 const MAX_CHAIN: u32 = 2000;
 
@@ -82,10 +85,6 @@ fn dedup(list: &[String]) -> Vec<String> {
 }
 
 impl Make {
-    fn special_names(&self, special: &str) -> Option<Vec<String>> {
-        self.targets.get(special).map(|t| t.prereqs.clone())
-    }
-
     fn is_phony(&self, name: &str) -> bool {
         self.targets
             .get(".PHONY")
@@ -95,8 +94,9 @@ impl Make {
     /// Whether special target `special` applies to `name`: listed, or present with no
     /// prerequisites (all targets).
     fn special_has(&self, special: &str, name: &str) -> bool {
-        self.special_names(special)
-            .is_some_and(|p| p.is_empty() || p.iter().any(|p| p == name))
+        self.targets
+            .get(special)
+            .is_some_and(|t| t.prereqs.is_empty() || t.prereqs.iter().any(|p| p == name))
     }
 
     /// Makes the goals in order; the exit status.
@@ -562,12 +562,8 @@ impl Make {
     /// Runs one command through `$(SHELL) $(.SHELLFLAGS)`; its exit status.
     fn shell(&mut self, cmd: &str) -> R<i32> {
         use guest_support::process::Stdio;
-        let shell = self.var_value("SHELL")?;
-        let flags = self.var_value(".SHELLFLAGS")?;
-        let mut argv = vec![shell.trim().to_string()];
-        argv.extend(flags.split_whitespace().map(String::from));
-        argv.push(cmd.to_string());
-        let env = self.child_env()?;
+        let (argv, env) = self.shell_command(cmd)?;
+        let shell = argv[0].clone();
         match guest_support::spawn(argv, env, Stdio::Inherit, Stdio::Inherit, Stdio::Inherit) {
             Ok(pid) => Ok(guest_support::process::wait(pid)),
             Err(e) => {
@@ -577,15 +573,26 @@ impl Make {
                     Error::Limit(m) | Error::Io(m) => (m, 126),
                     Error::BadHandle => ("bad handle".to_string(), 126),
                 };
-                eprintln!("{}: {}: {why}", self.name(), shell.trim());
+                eprintln!("{}: {shell}: {why}", self.name());
                 Ok(status)
             }
         }
     }
 
+    /// `$(SHELL) $(.SHELLFLAGS) CMD` and the environment to run it in (recipes and
+    /// `$(shell)` alike).
+    pub(super) fn shell_command(&mut self, cmd: &str) -> R<(Vec<String>, Env)> {
+        let shell = self.var_value("SHELL")?;
+        let flags = self.var_value(".SHELLFLAGS")?;
+        let mut argv = vec![shell.trim().to_string()];
+        argv.extend(flags.split_whitespace().map(String::from));
+        argv.push(cmd.to_string());
+        Ok((argv, self.child_env()?))
+    }
+
     /// The environment of a recipe: make's own, with exported variables at their values,
     /// `MAKELEVEL` one deeper and `MAKEFLAGS` for a sub-make.
-    pub(super) fn child_env(&mut self) -> R<Vec<(String, String)>> {
+    fn child_env(&mut self) -> R<Env> {
         let mut env: BTreeMap<String, String> = std::env::vars().collect();
         let mut names: Vec<String> = self.vars.keys().cloned().collect();
         for s in &self.scopes {

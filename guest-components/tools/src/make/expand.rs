@@ -99,27 +99,6 @@ fn suffix_at(w: &str) -> Option<usize> {
     (w[dot..].find('/').is_none()).then_some(dot)
 }
 
-/// `path` absolute and in normal form (no `.`, `..` or doubled `/`), without touching the
-/// file system.
-pub(super) fn abspath(path: &str) -> String {
-    let full = if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("{}/{path}", guest_support::cwd())
-    };
-    let mut parts: Vec<&str> = Vec::new();
-    for p in full.split('/') {
-        match p {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    format!("/{}", parts.join("/"))
-}
-
 impl Make {
     /// The variable `name` as the innermost scope sees it.
     pub(super) fn lookup(&self, name: &str) -> Option<&Var> {
@@ -338,12 +317,10 @@ impl Make {
             "firstword" => words(&arg(self, 0)?).next().unwrap_or_default().to_string(),
             "lastword" => words(&arg(self, 0)?).last().unwrap_or_default().to_string(),
             "dir" => join_owned(words(&arg(self, 0)?).map(dir_of)),
-            "notdir" => join(
-                words(&arg(self, 0)?)
-                    .map(notdir_of)
-                    .collect::<Vec<_>>()
-                    .into_iter(),
-            ),
+            "notdir" => {
+                let text = arg(self, 0)?;
+                join(words(&text).map(notdir_of))
+            }
             "suffix" => {
                 let text = arg(self, 0)?;
                 join(words(&text).filter_map(|w| suffix_at(w).map(|d| &w[d..])))
@@ -387,7 +364,7 @@ impl Make {
                         .map(|p| p.to_string_lossy().into_owned())
                 }))
             }
-            "abspath" => join_owned(words(&arg(self, 0)?).map(abspath)),
+            "abspath" => join_owned(words(&arg(self, 0)?).map(guest_support::normalize)),
             "error" => {
                 let msg = arg(self, 0)?;
                 return stop(self.loc.as_ref(), msg);
@@ -570,31 +547,23 @@ impl Make {
     /// ones dropped; `.SHELLSTATUS` is its exit status.
     pub(super) fn shell_output(&mut self, cmd: &str) -> R<String> {
         use guest_support::process::{self, Stdio};
-        let shell = self.var_value("SHELL")?;
-        let flags = self.var_value(".SHELLFLAGS")?;
-        let mut argv = vec![shell];
-        argv.extend(flags.split_whitespace().map(String::from));
-        argv.push(cmd.to_string());
-        let env = self.child_env()?;
+        let (argv, env) = self.shell_command(cmd)?;
         let (r, w) = process::pipe();
         let spawned =
             guest_support::spawn(argv, env, Stdio::Inherit, Stdio::Handle(w), Stdio::Inherit);
         process::close(w);
-        let status = match spawned {
+        let (text, status) = match spawned {
             Ok(pid) => {
                 let out = guest_support::read_to_end(r);
-                process::close(r);
-                let status = process::wait(pid);
-                let text = String::from_utf8_lossy(&out).into_owned();
-                self.set_status(status);
-                let text = text.trim_end_matches('\n');
-                return Ok(text.replace('\n', " "));
+                let text = String::from_utf8_lossy(&out);
+                let text = text.trim_end_matches('\n').replace('\n', " ");
+                (text, process::wait(pid))
             }
-            Err(_) => 127,
+            Err(_) => (String::new(), 127),
         };
         process::close(r);
         self.set_status(status);
-        Ok(String::new())
+        Ok(text)
     }
 
     fn set_status(&mut self, status: i32) {
@@ -624,86 +593,6 @@ pub(super) fn patsubst(from: &str, to: &str, text: &str) -> String {
             None => w.to_string(),
         }
     }))
-}
-
-/// Whether `name` matches the shell pattern `pat` (`*`, `?`, `[...]`).
-fn glob_match(pat: &[char], name: &[char]) -> bool {
-    let (mut p, mut n) = (0, 0);
-    let mut back: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pat.len() {
-            match pat[p] {
-                '*' => {
-                    back = Some((p, n));
-                    p += 1;
-                    continue;
-                }
-                '?' => {
-                    p += 1;
-                    n += 1;
-                    continue;
-                }
-                '[' => {
-                    if let Some((ok, len)) = class(&pat[p..], name[n])
-                        && ok
-                    {
-                        p += len;
-                        n += 1;
-                        continue;
-                    }
-                }
-                '\\' if p + 1 < pat.len() && pat[p + 1] == name[n] => {
-                    p += 2;
-                    n += 1;
-                    continue;
-                }
-                c if c == name[n] => {
-                    p += 1;
-                    n += 1;
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        match &mut back {
-            Some((bp, bn)) => {
-                *bn += 1;
-                p = *bp + 1;
-                n = *bn;
-            }
-            None => return false,
-        }
-    }
-    pat[p..].iter().all(|&c| c == '*')
-}
-
-/// A bracket expression at the start of `pat`: whether `c` is in it, and its length.
-fn class(pat: &[char], c: char) -> Option<(bool, usize)> {
-    let mut i = 1;
-    let negate = matches!(pat.get(1), Some('!') | Some('^'));
-    if negate {
-        i += 1;
-    }
-    let mut found = false;
-    let mut first = true;
-    while i < pat.len() {
-        if pat[i] == ']' && !first {
-            return Some((found != negate, i + 1));
-        }
-        first = false;
-        if i + 2 < pat.len() && pat[i + 1] == '-' && pat[i + 2] != ']' {
-            if pat[i] <= c && c <= pat[i + 2] {
-                found = true;
-            }
-            i += 3;
-        } else {
-            if pat[i] == c {
-                found = true;
-            }
-            i += 1;
-        }
-    }
-    None
 }
 
 /// `$(wildcard PATTERN)`: the existing files that match, sorted.
@@ -753,12 +642,11 @@ pub(super) fn glob(pattern: &str) -> Vec<String> {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
-            let pat: Vec<char> = part.chars().collect();
             let mut names: Vec<String> = entries
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| !n.starts_with('.') || part.starts_with('.'))
-                .filter(|n| glob_match(&pat, &n.chars().collect::<Vec<_>>()))
+                .filter(|n| guest_support::cli::glob(part, n))
                 .collect();
             names.sort();
             for n in names {

@@ -135,6 +135,35 @@ struct Opts {
     old_files: HashSet<String>,
 }
 
+impl Opts {
+    /// The switches a sub-make inherits, each with its letter (`-s` on the command line,
+    /// `s` in `MAKEFLAGS`), in the order `MAKEFLAGS` lists them.
+    fn switches(&mut self) -> [(char, &mut bool); 9] {
+        [
+            ('B', &mut self.always),
+            ('e', &mut self.env_overrides),
+            ('i', &mut self.ignore_errors),
+            ('k', &mut self.keep_going),
+            ('n', &mut self.dry_run),
+            ('q', &mut self.question),
+            ('s', &mut self.silent),
+            ('t', &mut self.touch),
+            ('w', &mut self.printing_dir),
+        ]
+    }
+
+    /// Turns on the switch of letter `c`; `false` when no switch has that letter.
+    fn set_switch(&mut self, c: char) -> bool {
+        match self.switches().into_iter().find(|(l, _)| *l == c) {
+            Some((_, on)) => {
+                *on = true;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 pub(crate) struct Make {
     vars: HashMap<String, Var>,
     /// Innermost last: `$(call)` arguments, `$(foreach)` variables, automatic and
@@ -571,6 +600,10 @@ impl Make {
             while k < chars.len() {
                 let c = chars[k];
                 k += 1;
+                // `-w` also asks for the directory lines (below).
+                if self.opts.set_switch(c) && c != 'w' {
+                    continue;
+                }
                 // The rest of this word, or the next argument.
                 let value = |k: &mut usize, i: &mut usize| -> R<String> {
                     let rest: String = chars[*k..].iter().collect();
@@ -591,7 +624,6 @@ impl Make {
                     }
                 };
                 match c {
-                    'B' => self.opts.always = true,
                     'C' => {
                         let d = value(&mut k, &mut i)?;
                         request.dir = Some(match request.dir.take() {
@@ -599,14 +631,12 @@ impl Make {
                             _ => d,
                         });
                     }
-                    'e' => self.opts.env_overrides = true,
                     'E' => request.evals.push(value(&mut k, &mut i)?),
                     'f' => request.files.push(value(&mut k, &mut i)?),
                     'h' => {
                         print!("{USAGE}");
                         return Ok(Some(0));
                     }
-                    'i' => self.opts.ignore_errors = true,
                     'I' => {
                         let d = value(&mut k, &mut i)?;
                         self.opts.includes.push(d);
@@ -621,17 +651,12 @@ impl Make {
                         }
                     }
                     'O' => k = chars.len(),
-                    'k' => self.opts.keep_going = true,
                     'S' => self.opts.keep_going = false,
-                    'n' => self.opts.dry_run = true,
                     'o' => {
                         let f = value(&mut k, &mut i)?;
                         self.opts.old_files.insert(f);
                     }
-                    'q' => self.opts.question = true,
                     'r' | 'R' | 'd' => {}
-                    's' => self.opts.silent = true,
-                    't' => self.opts.touch = true,
                     'v' => {
                         println!("{VERSION}");
                         return Ok(Some(0));
@@ -691,40 +716,21 @@ impl Make {
             };
             first = false;
             for c in letters.chars() {
-                match c {
-                    's' => self.opts.silent = true,
-                    'k' => self.opts.keep_going = true,
-                    'n' => self.opts.dry_run = true,
-                    'i' => self.opts.ignore_errors = true,
-                    'B' => self.opts.always = true,
-                    'e' => self.opts.env_overrides = true,
-                    'q' => self.opts.question = true,
-                    't' => self.opts.touch = true,
-                    _ => {}
-                }
+                self.opts.set_switch(c);
             }
         }
         Ok(assignments)
     }
 
     /// `MAKEFLAGS` for sub-makes: the flag letters, then `-- VAR=value ...`.
-    fn makeflags(&self) -> String {
-        let mut letters = String::new();
-        for (on, c) in [
-            (self.opts.always, 'B'),
-            (self.opts.env_overrides, 'e'),
-            (self.opts.ignore_errors, 'i'),
-            (self.opts.keep_going, 'k'),
-            (self.opts.dry_run, 'n'),
-            (self.opts.question, 'q'),
-            (self.opts.silent, 's'),
-            (self.opts.touch, 't'),
-            (self.opts.printing_dir, 'w'),
-        ] {
-            if on {
-                letters.push(c);
-            }
-        }
+    fn makeflags(&mut self) -> String {
+        let letters: String = self
+            .opts
+            .switches()
+            .into_iter()
+            .filter(|(_, on)| **on)
+            .map(|(c, _)| c)
+            .collect();
         let mut out = letters;
         if !self.cmdline_vars.is_empty() {
             out.push_str(" --");

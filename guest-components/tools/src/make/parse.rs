@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::{Fail, Line, Loc, Make, Origin, Pattern, R, TargetVar, Var, stop};
+use super::{Line, Loc, Make, Origin, Pattern, R, TargetVar, Var, stop};
 
 /// Positions of the bytes of `s` outside variable references and function calls.
 pub(super) fn top_level(s: &str) -> Vec<(usize, u8)> {
@@ -870,10 +870,4 @@ fn comparison(args: &str) -> Option<(&str, &str)> {
         return None;
     }
     Some((a, &rest[s2..e2]))
-}
-
-impl From<std::io::Error> for Fail {
-    fn from(e: std::io::Error) -> Fail {
-        Fail::Stop(None, super::reason(&e).to_string())
-    }
 }
