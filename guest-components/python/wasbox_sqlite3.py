@@ -291,7 +291,8 @@ class Shell:
         for stmt in self.statements(sql):
             if not stmt.strip() or stmt.strip() == ";":
                 continue
-            if self.echo:
+            # sqlite3 echoes what it reads (stdin, `.read`), not SQL given as an argument.
+            if self.echo and line is not None:
                 self.write(stmt.strip() + "\n")
             began = (time.perf_counter(), time.process_time())
             try:
@@ -564,6 +565,8 @@ class Shell:
         buf, start = "", 0
         for n, line in enumerate(text.splitlines(), 1):
             if not buf and line.lstrip().startswith("."):
+                if self.echo:
+                    self.write(line.strip() + "\n")
                 if not self.dot(line.strip()):
                     ok = False
                     if self.bail:
