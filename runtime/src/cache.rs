@@ -31,6 +31,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Engine, Result};
 
+use crate::strip;
+
 /// Compiled components on disk, or (without a directory) compiled in memory each time a
 /// runtime first needs them.
 #[derive(Clone, Debug)]
@@ -367,11 +369,15 @@ fn load_blocking(
     digest: Option<[u8; 32]>,
 ) -> Result<Component> {
     let Some(dir) = dir else {
-        return Component::new(engine, wasm).map_err(|e| e.context(format!("compiling `{name}`")));
+        let stripped = strip::without_names(wasm);
+        return Component::new(engine, stripped.as_deref().unwrap_or(wasm))
+            .map_err(|e| e.context(format!("compiling `{name}`")));
     };
-    // The entry's name: the program's digest and the engine's compatibility hash.
+    // The entry's name: the program's digest, how it is compiled (without its function
+    // names), and the engine's compatibility hash.
     let mut hasher = Sha256::new();
     hasher.update(digest.unwrap_or_else(|| Sha256::digest(wasm).into()));
+    hasher.update(b"without names");
     std::hash::Hash::hash(
         &engine.precompile_compatibility_hash(),
         &mut HashWriter(&mut hasher),
@@ -392,8 +398,9 @@ fn load_blocking(
         tracing::warn!(program = name, path = %path.display(), "compiling again: the cached component has no valid stamp");
     }
     let started = std::time::Instant::now();
+    let stripped = strip::without_names(wasm);
     let bytes = engine
-        .precompile_component(wasm)
+        .precompile_component(stripped.as_deref().unwrap_or(wasm))
         .map_err(|e| e.context(format!("compiling `{name}`")))?;
     tracing::info!(
         program = name,

@@ -51,6 +51,7 @@ mod sandbox;
 mod scratch;
 mod session;
 mod snapshot;
+mod strip;
 mod watch;
 
 pub use agent::term;
