@@ -24,6 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
@@ -431,7 +432,38 @@ fn store(dir: &CacheDir, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut stamp = tempfile::NamedTempFile::new_in(&dir.path)?;
     stamp.write_all(stamp_text(&dir.key, &file_name, &meta, &content).as_bytes())?;
     stamp.persist(stamp_path(path))?;
+    prune(dir, SystemTime::now());
     Ok(())
+}
+
+/// How long an entry may go unused before it is removed. Each build of `wasbox` (new
+/// programs or a new engine) compiles a set of entries of its own, some 130 MB, and without
+/// this the cache would grow with every upgrade.
+const MAX_IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Removes the entries (and their stamps) that no process has used for [`MAX_IDLE`]; run
+/// whenever an entry is stored, which is rare. Use is read from access times: loading an
+/// entry maps it and reads its stamp, which updates them (at most daily under the usual
+/// `relatime`). On a `noatime` mount an entry lives [`MAX_IDLE`] from its compile and is
+/// compiled again at its next use. A process still holding a removed entry keeps its map.
+fn prune(dir: &CacheDir, now: SystemTime) {
+    let Ok(entries) = std::fs::read_dir(&dir.path) else {
+        return;
+    };
+    let last_use = |p: &Path| std::fs::symlink_metadata(p).and_then(|m| m.accessed()).ok();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|x| x != "cwasm") {
+            continue;
+        }
+        let used = last_use(&path).max(last_use(&stamp_path(&path)));
+        if used.is_some_and(|t| now.duration_since(t).is_ok_and(|idle| idle > MAX_IDLE)) {
+            let _ = std::fs::remove_file(stamp_path(&path));
+            if std::fs::remove_file(&path).is_ok() {
+                tracing::info!(path = %path.display(), "removed a compiled component unused for 30 days");
+            }
+        }
+    }
 }
 
 /// Feeds `Hash` output into a SHA-256 hasher.
@@ -548,6 +580,37 @@ mod tests {
         assert_eq!(mode, 0o700);
         let key = std::fs::metadata(fresh.join(".key")).unwrap();
         assert_eq!((key.mode() & 0o777, key.len()), (0o600, 32));
+    }
+
+    #[test]
+    fn entries_unused_for_a_month_go_when_another_is_stored() {
+        let base = tempfile::tempdir().unwrap();
+        let cache = CompileCache::open(Some(base.path().join("c"))).unwrap();
+        let dir = cache.dir.as_ref().unwrap();
+        let (old, recent) = (
+            dir.path.join("old-0123.cwasm"),
+            dir.path.join("recent-0123.cwasm"),
+        );
+        store(dir, &old, b"old code").unwrap();
+        store(dir, &recent, b"recent code").unwrap();
+        let notes = dir.path.join("notes.txt");
+        std::fs::write(&notes, "not an entry").unwrap();
+        let long_ago = SystemTime::now() - MAX_IDLE - Duration::from_secs(3600);
+        let unused_since = |p: &Path, t: SystemTime| {
+            let f = File::options().write(true).open(p).unwrap();
+            f.set_times(std::fs::FileTimes::new().set_accessed(t))
+                .unwrap();
+        };
+        for p in [&old, &stamp_path(&old), &notes] {
+            unused_since(p, long_ago);
+        }
+        // An entry whose stamp was read lately (a load) is in use.
+        unused_since(&recent, long_ago);
+        store(dir, &dir.path.join("new-0123.cwasm"), b"new code").unwrap();
+        assert!(!old.exists() && !stamp_path(&old).exists());
+        assert!(recent.exists() && stamp_path(&recent).exists());
+        assert!(notes.exists(), "only entries are removed");
+        assert!(trusted(dir, &dir.path.join("new-0123.cwasm")));
     }
 
     #[test]
