@@ -370,12 +370,14 @@ fn load_blocking(
     digest: Option<[u8; 32]>,
 ) -> Result<Component> {
     let Some(dir) = dir else {
-        let stripped = strip::without_names(wasm);
-        return Component::new(engine, stripped.as_deref().unwrap_or(wasm))
-            .map_err(|e| e.context(format!("compiling `{name}`")));
+        let bytes = compile(name, wasm)?;
+        // SAFETY: `bytes` was just produced by `precompile_component` of the compiling
+        // engine, whose configuration is this engine's.
+        return unsafe { Component::deserialize(engine, &bytes) }
+            .map_err(|e| e.context(format!("loading compiled `{name}`")));
     };
     // The entry's name: the program's digest, how it is compiled (without its function
-    // names), and the engine's compatibility hash.
+    // names), the engine's compatibility hash and the CPU features code may use.
     let mut hasher = Sha256::new();
     hasher.update(digest.unwrap_or_else(|| Sha256::digest(wasm).into()));
     hasher.update(b"without names");
@@ -383,6 +385,7 @@ fn load_blocking(
         &engine.precompile_compatibility_hash(),
         &mut HashWriter(&mut hasher),
     );
+    hasher.update(crate::engine::host_cpu());
     let key = hex(&hasher.finalize());
     let path = dir.path.join(format!("{name}-{}.cwasm", &key[..32]));
 
@@ -398,9 +401,21 @@ fn load_blocking(
     } else if path.exists() {
         tracing::warn!(program = name, path = %path.display(), "compiling again: the cached component has no valid stamp");
     }
+    let bytes = compile(name, wasm)?;
+    if let Err(e) = store(dir, &path, &bytes) {
+        tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
+    }
+    // SAFETY: `bytes` was just produced by `precompile_component` of the compiling engine,
+    // whose configuration is this engine's.
+    unsafe { Component::deserialize(engine, &bytes) }
+        .map_err(|e| e.context(format!("loading compiled `{name}`")))
+}
+
+/// Compiles `wasm` (without its function names) with the process's compiling engine.
+fn compile(name: &str, wasm: &[u8]) -> Result<Vec<u8>> {
     let started = std::time::Instant::now();
     let stripped = strip::without_names(wasm);
-    let bytes = engine
+    let bytes = crate::engine::compiler()?
         .precompile_component(stripped.as_deref().unwrap_or(wasm))
         .map_err(|e| e.context(format!("compiling `{name}`")))?;
     tracing::info!(
@@ -408,12 +423,7 @@ fn load_blocking(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "compiled"
     );
-    if let Err(e) = store(dir, &path, &bytes) {
-        tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
-    }
-    // SAFETY: `bytes` was just produced by `precompile_component` on this very engine.
-    unsafe { Component::deserialize(engine, &bytes) }
-        .map_err(|e| e.context(format!("loading compiled `{name}`")))
+    Ok(bytes)
 }
 
 /// Writes an entry and its stamp, each atomically (a reader sees the old file or the whole

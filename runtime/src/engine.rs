@@ -1,8 +1,11 @@
-//! The one wasmtime engine of a runtime: pooling allocator, epoch interruption driven by a
-//! single ticker thread, async support. Compiled components are cached by `cache`.
+//! The wasmtime engines of a runtime: pooling allocator, epoch interruption driven by a
+//! single ticker thread, async support. They load compiled code only: compiling is done by
+//! one engine per process, set up on the first compile ([`compiler`]). Compiled components
+//! are cached by `cache`, so a start whose programs are all in the cache never sets a
+//! compiler up (cranelift's probe of the CPU and its tables: a tenth of a `wasbox run`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use wasmtime::Result;
 use wasmtime::error::Context as _;
@@ -10,8 +13,8 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use crate::limits::EPOCH_TICK;
 
-/// Where a store's instance lives. Both engines compile the same code (one compile cache
-/// entry serves both when their compatibility hashes agree).
+/// Where a store's instance lives. Both engines load the same compiled code (one compile
+/// cache entry serves both: their compatibility hashes agree).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
     /// The pooling allocator: slots kept warm and reused, the fastest start. Short jobs.
@@ -53,9 +56,47 @@ pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<[E
     Ok([pooled, on_demand])
 }
 
+/// The engine that compiles for the engines of every runtime in this process, made on its
+/// first use. Its code loads into them: they share one configuration (the same tunables and
+/// features; `Component::deserialize` checks both, and that the host has the CPU features
+/// the code was compiled for).
+pub(crate) fn compiler() -> Result<Engine> {
+    static COMPILER: OnceLock<Engine> = OnceLock::new();
+    if let Some(engine) = COMPILER.get() {
+        return Ok(engine.clone());
+    }
+    let mut config = config(InstanceAllocationStrategy::OnDemand);
+    config.enable_compiler(true);
+    let engine = Engine::new(&config).context("creating the compiling wasmtime engine")?;
+    Ok(COMPILER.get_or_init(|| engine).clone())
+}
+
+/// The CPU features compiled code may use that this host has (those cranelift looks for):
+/// part of a compile cache entry's name, so that machines of different CPUs sharing a cache
+/// keep an entry each instead of compiling over each other's.
+pub(crate) fn host_cpu() -> String {
+    let mut found = Vec::new();
+    macro_rules! detect {
+        ($detected:ident: $($feature:tt),*) => {
+            $(if std::arch::$detected!($feature) {
+                found.push($feature);
+            })*
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    detect!(is_x86_feature_detected: "cmpxchg16b", "sse3", "ssse3", "sse4.1", "sse4.2",
+        "popcnt", "avx", "avx2", "fma", "avxvnni", "avx512vnni", "bmi1", "bmi2",
+        "avx512bitalg", "avx512dq", "avx512f", "avx512vl", "avx512vbmi", "lzcnt");
+    #[cfg(target_arch = "aarch64")]
+    detect!(is_aarch64_feature_detected: "lse", "paca", "fp16", "dotprod", "i8mm");
+    format!("{} {}", std::env::consts::ARCH, found.join(","))
+}
+
 fn config(strategy: InstanceAllocationStrategy) -> Config {
     let mut config = Config::new();
     config
+        // Code is compiled by `compiler()`, whose engine turns this back on.
+        .enable_compiler(false)
         .wasm_component_model(true)
         .epoch_interruption(true)
         .allocation_strategy(strategy)
@@ -124,6 +165,34 @@ impl Drop for EpochTicker {
         if let Some(t) = self.thread.take() {
             t.thread().unpark();
             let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::component::Component;
+
+    /// The smallest component: its preamble (magic, version 0xd, layer 1) and nothing else.
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00";
+
+    #[test]
+    fn sandbox_engines_only_load_what_the_compiling_engine_compiled() {
+        for pool_slots in [0, 2] {
+            let engines = new_engines(64 << 20, pool_slots).unwrap();
+            let compiled = compiler()
+                .unwrap()
+                .precompile_component(EMPTY_COMPONENT)
+                .unwrap();
+            for engine in &engines {
+                // No compiler is set up for them: a start that finds its programs in the
+                // cache pays for none.
+                let err = Component::new(engine, EMPTY_COMPONENT).unwrap_err();
+                assert!(format!("{err:#}").contains("compil"), "{err:#}");
+                // SAFETY: just compiled by `compiler()`, for this configuration.
+                unsafe { Component::deserialize(engine, &compiled) }.unwrap();
+            }
         }
     }
 }
