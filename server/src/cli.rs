@@ -49,13 +49,6 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
-    if matches!(cli.command, Command::Run(_)) {
-        // A one-shot command touches a few MiB: a transparent huge page (mimalloc asks for
-        // them) costs it 2 MiB of zeroing per fault. Measured: 0.2-0.5 ms of a `wasbox run`
-        // of `sh -c 'echo hello'`. A server keeps them (jobs/s was within noise either way).
-        // SAFETY: prctl with integer arguments only; it cannot touch memory.
-        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-    }
     // `wasbox serve` sets its logger up from its configuration (format and level).
     if !matches!(cli.command, Command::Serve(_)) {
         crate::logging::init(None, false);
