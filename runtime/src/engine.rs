@@ -2,7 +2,7 @@
 //! single ticker thread, async support. They load compiled code only: compiling is done by
 //! one engine per process, set up on the first compile ([`compiler`]). Compiled components
 //! are cached by `cache`, so a start whose programs are all in the cache never sets a
-//! compiler up (cranelift's probe of the CPU and its tables: a tenth of a `wasbox run`).
+//! compiler up (cranelift's probe of the CPU and its tables: 0-3% of a `wasbox run`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -10,8 +10,8 @@ fn main() {
 /// The process's allocator: mimalloc, except in a one-shot `wasbox run`, which uses the C
 /// library's. mimalloc is the faster for a server's many threads, and its pages per size
 /// class cost a short process more page faults than it saves: with glibc's allocator a
-/// `wasbox run` of `sh -c 'echo hello'` faulted 590 pages instead of 690 and took 3.0 ms
-/// instead of 3.26 ms (`perf stat -r 200`). The choice is made once, before anything is
+/// `wasbox run` of `sh -c 'echo hello'` faulted 632 pages instead of 710 and took 3.06-3.13
+/// ms instead of 3.11-3.31 ms (`perf stat -r 200`, three rounds). The choice is made once, before anything is
 /// allocated ([`one_shot_set_up`]), and never changes: every block is freed by the
 /// allocator that made it.
 #[global_allocator]
@@ -105,7 +105,7 @@ unsafe impl GlobalAlloc for Allocator {
 /// - transparent huge pages are turned off for the process: a one-shot command touches a
 ///   few MiB, and a huge page costs it 2 MiB of zeroing per fault (mimalloc asks for them).
 ///   Before this ran ahead of std's runtime set-up, its first allocation still faulted a
-///   2 MiB page in: a tenth of a run of `sh -c 'echo hello'`.
+///   2 MiB page in: 6-8% of a run of `sh -c 'echo hello'` (alternating runs).
 ///
 /// `wasbox serve` keeps mimalloc and huge pages: its jobs a second were the same either way.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
