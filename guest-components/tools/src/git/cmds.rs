@@ -67,6 +67,7 @@ pub(super) fn unbundle(cmd: &str, args: Vec<String>) -> Vec<String> {
         "clean" => ("nfdxXq", ""),
         "grep" => ("nilvwcEFhHoqrIz", "e"),
         "restore" => ("SWq", "s"),
+        "blame" => ("selnfwMC", ""),
         _ => return args,
     };
     let mut out = Vec::new();
@@ -124,6 +125,7 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "revert" => with_repo(|g, a| super::merge::pick(g, a, true)),
         "apply" => super::apply::apply(args),
         "log" => with_repo(log),
+        "blame" => with_repo(super::blame::blame),
         "show" => with_repo(show),
         "rev-parse" => with_repo(rev_parse),
         "branch" => with_repo(branch),

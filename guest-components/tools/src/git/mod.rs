@@ -8,6 +8,7 @@
 //! `rebase`, ...) say that this git lacks them; nothing pretends to have run.
 
 mod apply;
+mod blame;
 mod checkout;
 mod cmds;
 mod diff;
@@ -65,7 +66,6 @@ const MISSING: &[&str] = &[
     "format-patch",
     "gc",
     "fsck",
-    "blame",
     "reflog",
     "shortlog",
     "notes",
