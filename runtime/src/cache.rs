@@ -370,11 +370,7 @@ fn load_blocking(
     digest: Option<[u8; 32]>,
 ) -> Result<Component> {
     let Some(dir) = dir else {
-        let bytes = compile(name, wasm)?;
-        // SAFETY: `bytes` was just produced by `precompile_component` of the compiling
-        // engine, whose configuration is this engine's.
-        return unsafe { Component::deserialize(engine, &bytes) }
-            .map_err(|e| e.context(format!("loading compiled `{name}`")));
+        return load_compiled(engine, name, &compile(name, wasm)?);
     };
     // The entry's name: the program's digest, how it is compiled (without its function
     // names), the engine's compatibility hash and the CPU features code may use.
@@ -405,9 +401,14 @@ fn load_blocking(
     if let Err(e) = store(dir, &path, &bytes) {
         tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
     }
-    // SAFETY: `bytes` was just produced by `precompile_component` of the compiling engine,
-    // whose configuration is this engine's.
-    unsafe { Component::deserialize(engine, &bytes) }
+    load_compiled(engine, name, &bytes)
+}
+
+/// Loads what [`compile`] just made into `engine`.
+fn load_compiled(engine: &Engine, name: &str, bytes: &[u8]) -> Result<Component> {
+    // SAFETY: `bytes` was produced by `precompile_component` of the compiling engine in this
+    // process, whose configuration is this engine's.
+    unsafe { Component::deserialize(engine, bytes) }
         .map_err(|e| e.context(format!("loading compiled `{name}`")))
 }
 

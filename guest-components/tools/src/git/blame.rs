@@ -19,6 +19,43 @@ struct Suspect {
     content: Vec<Vec<u8>>,
 }
 
+/// The commits with lines still to be placed, newest first: a commit is looked at once
+/// every child has handed its lines down (or again, should a child come later).
+#[derive(Default)]
+struct Suspects {
+    queue: BinaryHeap<(i64, Id)>,
+    waiting: BTreeMap<Id, Suspect>,
+}
+
+impl Suspects {
+    /// Hands `lines` (final line, line in `content`) to commit `id`.
+    fn add(&mut self, id: Id, commit: Commit, lines: Vec<(usize, usize)>, content: Vec<Vec<u8>>) {
+        match self.waiting.get_mut(&id) {
+            Some(s) => s.lines.extend(lines),
+            None => {
+                self.queue.push((commit_time(&commit), id));
+                self.waiting.insert(
+                    id,
+                    Suspect {
+                        commit,
+                        lines,
+                        content,
+                    },
+                );
+            }
+        }
+    }
+
+    fn next(&mut self) -> Option<(Id, Suspect)> {
+        while let Some((_, id)) = self.queue.pop() {
+            if let Some(s) = self.waiting.remove(&id) {
+                return Some((id, s));
+            }
+        }
+        None
+    }
+}
+
 /// Who a final line is blamed on: the commit (NULL_ID: not committed) and its line there.
 #[derive(Clone, Copy)]
 struct Blamed {
@@ -117,22 +154,10 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
 
     let mut blamed: Vec<Option<Blamed>> = vec![None; final_lines.len()];
     let mut commits: BTreeMap<Id, Commit> = BTreeMap::new();
-    // Newest first: a commit is looked at once every child has handed its lines down.
-    let mut queue: BinaryHeap<(i64, Id)> = BinaryHeap::new();
-    let mut suspects: BTreeMap<Id, Suspect> = BTreeMap::new();
+    let mut suspects = Suspects::default();
     let all: Vec<(usize, usize)> = (0..final_lines.len()).map(|i| (i, i)).collect();
     match (&rev, head) {
-        (Some(_), Some((id, c))) => {
-            queue.push((commit_time(&c), id));
-            suspects.insert(
-                id,
-                Suspect {
-                    commit: c,
-                    lines: all,
-                    content: final_lines.clone(),
-                },
-            );
-        }
+        (Some(_), Some((id, c))) => suspects.add(id, c, all, final_lines.clone()),
         (_, head) => {
             // The working tree's file: what HEAD has goes to HEAD, the rest is not committed.
             let mut left = all;
@@ -142,15 +167,7 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
                 let content = lines(&text);
                 let (passed, kept) = hand_down(&left, &content, &final_lines);
                 left = kept;
-                queue.push((commit_time(&c), id));
-                suspects.insert(
-                    id,
-                    Suspect {
-                        commit: c,
-                        lines: passed,
-                        content,
-                    },
-                );
+                suspects.add(id, c, passed, content);
             }
             for (f, v) in left {
                 blamed[f] = Some(Blamed {
@@ -160,10 +177,7 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
             }
         }
     }
-    while let Some((_, id)) = queue.pop() {
-        let Some(s) = suspects.remove(&id) else {
-            continue;
-        };
+    while let Some((id, s)) = suspects.next() {
         let mut left = s.lines;
         for p in &s.commit.parents {
             if left.is_empty() {
@@ -176,22 +190,8 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
             let content = lines(&text);
             let (passed, kept) = hand_down(&left, &content, &s.content);
             left = kept;
-            if passed.is_empty() {
-                continue;
-            }
-            match suspects.get_mut(p) {
-                Some(existing) => existing.lines.extend(passed),
-                None => {
-                    queue.push((commit_time(&pc), *p));
-                    suspects.insert(
-                        *p,
-                        Suspect {
-                            commit: pc,
-                            lines: passed,
-                            content,
-                        },
-                    );
-                }
+            if !passed.is_empty() {
+                suspects.add(*p, pc, passed, content);
             }
         }
         for (f, v) in left {
@@ -317,11 +317,10 @@ fn hand_down(left: &[(usize, usize)], parent: &[Vec<u8>], child: &[Vec<u8>]) -> 
 }
 
 fn lines(text: &[u8]) -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = text.split(|&c| c == b'\n').map(<[u8]>::to_vec).collect();
-    if text.last() == Some(&b'\n') || text.is_empty() {
-        v.pop();
-    }
-    v
+    guest_support::textdiff::lines(text)
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect()
 }
 
 fn commit_time(c: &Commit) -> i64 {
