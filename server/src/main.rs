@@ -26,76 +26,43 @@ const MIMALLOC: u8 = 1;
 const SYSTEM: u8 = 2;
 
 impl Allocator {
-    /// Whether the C library's allocator serves the process. The first allocation fixes
-    /// the choice: after it, mimalloc stays unless the C library's was chosen before it.
+    /// The allocator serving the process. The first allocation fixes the choice: mimalloc,
+    /// unless the C library's was chosen before it.
     #[inline]
-    fn system() -> bool {
-        match CHOSEN.load(Ordering::Relaxed) {
-            SYSTEM => true,
-            MIMALLOC => false,
-            _ => {
-                let _ = CHOSEN.compare_exchange(
-                    UNCHOSEN,
-                    MIMALLOC,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-                CHOSEN.load(Ordering::Relaxed) == SYSTEM
-            }
-        }
+    fn chosen() -> &'static dyn GlobalAlloc {
+        let system = match CHOSEN.load(Ordering::Relaxed) {
+            UNCHOSEN => CHOSEN
+                .compare_exchange(UNCHOSEN, MIMALLOC, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err_and(|now| now == SYSTEM),
+            chosen => chosen == SYSTEM,
+        };
+        if system { &System } else { &mimalloc::MiMalloc }
     }
 }
 
 // SAFETY: each method forwards to one of two allocators, the same one for the whole life of
 // the process (`CHOSEN` changes once, from `UNCHOSEN`, before the first allocation), so a
-// block is always freed or resized by the allocator that made it.
+// block is always freed or resized by the allocator that made it. The callers' contracts
+// are passed on unchanged.
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        unsafe {
-            if Self::system() {
-                System.alloc(layout)
-            } else {
-                mimalloc::MiMalloc.alloc(layout)
-            }
-        }
+        unsafe { Self::chosen().alloc(layout) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on.
-        unsafe {
-            if Self::system() {
-                System.alloc_zeroed(layout)
-            } else {
-                mimalloc::MiMalloc.alloc_zeroed(layout)
-            }
-        }
+        unsafe { Self::chosen().alloc_zeroed(layout) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on; `ptr` came from the same allocator.
-        unsafe {
-            if Self::system() {
-                System.dealloc(ptr, layout)
-            } else {
-                mimalloc::MiMalloc.dealloc(ptr, layout)
-            }
-        }
+        unsafe { Self::chosen().dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on; `ptr` came from the same allocator.
-        unsafe {
-            if Self::system() {
-                System.realloc(ptr, layout, new_size)
-            } else {
-                mimalloc::MiMalloc.realloc(ptr, layout, new_size)
-            }
-        }
+        unsafe { Self::chosen().realloc(ptr, layout, new_size) }
     }
 }
 

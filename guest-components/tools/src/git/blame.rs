@@ -129,16 +129,17 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
             .map(|id| g.repo.commit(&id).map(|c| (id, c)))
             .transpose()?,
     };
-    let final_text = match (&rev, &head) {
-        (Some(r), Some((_, c))) => {
-            file_at(g, c, &path)?.ok_or_else(|| fatal(format!("no such path {path} in {r}")))?
-        }
-        _ => {
-            let tracked = match &head {
-                Some((_, c)) => file_at(g, c, &path)?.is_some(),
-                None => false,
-            };
-            if !tracked && !g.repo.read_index()?.files().contains_key(&path) {
+    // The file in the revision (or in HEAD), read once.
+    let mut head_text = match &head {
+        Some((_, c)) => file_at(g, c, &path)?,
+        None => None,
+    };
+    let final_text = match &rev {
+        Some(r) => head_text
+            .take()
+            .ok_or_else(|| fatal(format!("no such path {path} in {r}")))?,
+        None => {
+            if head_text.is_none() && !g.repo.read_index()?.files().contains_key(&path) {
                 return Err(fatal(format!("no such path '{path}' in HEAD")));
             }
             std::fs::read(g.work_path(&path)).map_err(|e| {
@@ -162,7 +163,7 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
             // The working tree's file: what HEAD has goes to HEAD, the rest is not committed.
             let mut left = all;
             if let Some((id, c)) = head
-                && let Some(text) = file_at(g, &c, &path)?
+                && let Some(text) = head_text
             {
                 let content = lines(&text);
                 let (passed, kept) = hand_down(&left, &content, &final_lines);
