@@ -156,6 +156,13 @@ fn main() {
         let job = r#"{"version":1,"task_id":"bench","job_id":"beside","sandbox":{"image":"alpine:latest","command":["sh","-c","echo beside"]}}"#;
         let (js, jb) = c.call("POST", "/v1/worker/jobs:run", job).await;
         let beside = js == 200 && String::from_utf8_lossy(&jb).contains(r#""stdout":"beside\n""#);
+        // How many live processes have 4 GiB reservations and how many compact memories.
+        let (_, metrics) = c.call("GET", "/metrics", "").await;
+        let instances: Vec<String> = String::from_utf8_lossy(&metrics)
+            .lines()
+            .filter(|l| l.starts_with("wasbox_instances_"))
+            .map(str::to_string)
+            .collect();
         let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / live.max(1) as f64;
         println!("\ndensity over HTTP: one `wasbox serve` with flags [{extra}]");
         println!("node:stats before: {}", serde_json::to_string(&stats).unwrap_or_default());
@@ -180,6 +187,7 @@ fn main() {
             per(fds0 as u64, fds_idle as u64),
             per(maps0 as u64, maps1 as u64)
         );
+        println!("{}", instances.join(", "));
         println!(
             "jobs:run beside them: {js} {}",
             if beside { "(answered)" } else { "(FAILED)" }

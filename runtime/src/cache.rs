@@ -370,7 +370,7 @@ fn load_blocking(
     digest: Option<[u8; 32]>,
 ) -> Result<Component> {
     let Some(dir) = dir else {
-        return load_compiled(engine, name, &compile(name, wasm)?);
+        return load_compiled(engine, name, &compile(engine, name, wasm)?);
     };
     // The entry's name: the program's digest, how it is compiled (without its function
     // names), the engine's compatibility hash and the CPU features code may use.
@@ -397,7 +397,7 @@ fn load_blocking(
     } else if path.exists() {
         tracing::warn!(program = name, path = %path.display(), "compiling again: the cached component has no valid stamp");
     }
-    let bytes = compile(name, wasm)?;
+    let bytes = compile(engine, name, wasm)?;
     if let Err(e) = store(dir, &path, &bytes) {
         tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
     }
@@ -406,17 +406,18 @@ fn load_blocking(
 
 /// Loads what [`compile`] just made into `engine`.
 fn load_compiled(engine: &Engine, name: &str, bytes: &[u8]) -> Result<Component> {
-    // SAFETY: `bytes` was produced by `precompile_component` of the compiling engine in this
-    // process, whose configuration is this engine's.
+    // SAFETY: `bytes` was produced by `precompile_component` of the compiling engine for
+    // this engine in this process (its configuration with a compiler).
     unsafe { Component::deserialize(engine, bytes) }
         .map_err(|e| e.context(format!("loading compiled `{name}`")))
 }
 
-/// Compiles `wasm` (without its function names) with the process's compiling engine.
-fn compile(name: &str, wasm: &[u8]) -> Result<Vec<u8>> {
+/// Compiles `wasm` (without its function names) for `engine` with the process's compiling
+/// engine for it.
+fn compile(engine: &Engine, name: &str, wasm: &[u8]) -> Result<Vec<u8>> {
     let started = std::time::Instant::now();
     let stripped = strip::without_names(wasm);
-    let bytes = crate::engine::compiler()?
+    let bytes = crate::engine::compiler_for(engine)?
         .precompile_component(stripped.as_deref().unwrap_or(wasm))
         .map_err(|e| e.context(format!("compiling `{name}`")))?;
     tracing::info!(

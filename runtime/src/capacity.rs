@@ -11,12 +11,15 @@
 //! The limits a Linux host puts on a process bound the count: each live instance holds a few
 //! memory mappings (its linear memory and its stack, each with a guard region) against
 //! `vm.max_map_count`, and reserves 4 GiB of address space for its linear memory (so that
-//! compiled code needs no bounds checks) against the process's 128 TiB. An idle sandbox holds no open file (its workspace and `/tmp` are
-//! opened while in use, and closed soon after), so the open-file limit, which
+//! compiled code needs no bounds checks) against the process's 128 TiB; past the room for
+//! those (about 30,000), a compact memory of 512 MiB whose code checks bounds (see
+//! `engine::Placement::Compact`). An idle sandbox holds no open file (its workspace and
+//! `/tmp` are opened while in use, and closed soon after), so the open-file limit, which
 //! [`raise_open_file_limit`] lifts to the hard limit at start, bounds what runs at once
 //! (connections, files programs hold open), not how many sandboxes live.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -37,6 +40,14 @@ pub const MAPPINGS_RESERVED: usize = 8192;
 /// process's address space fails with ENOMEM). Measured: a node of 31,676 shells could map
 /// no more.
 pub const ADDRESS_SPACE_PER_INSTANCE: u64 = (4 << 30) + (64 << 20);
+/// The linear memory a compact instance reserves, and the most it may grow to: the default
+/// limit of a process ([`DEFAULT_PROCESS_MEMORY`](crate::limits::DEFAULT_PROCESS_MEMORY)).
+/// Its code checks the bounds of every access (python's compute: 22% slower on the
+/// development machine than with a 4 GiB reservation).
+pub const COMPACT_MEMORY: usize = crate::limits::DEFAULT_PROCESS_MEMORY;
+/// Address space one compact instance reserves: [`COMPACT_MEMORY`] and the 32 MiB guard
+/// regions on either side.
+pub const COMPACT_ADDRESS_SPACE: u64 = COMPACT_MEMORY as u64 + (64 << 20);
 /// Address space left for the rest of the process: the pool's slots (512 of about 4 GiB),
 /// stacks, heap and code.
 pub const ADDRESS_SPACE_RESERVED: u64 = 8 << 40;
@@ -94,10 +105,25 @@ pub struct Admission {
     _permit: OwnedSemaphorePermit,
 }
 
+/// A live instance outside the pool, counted as wide (a 4 GiB reservation, see
+/// [`wide_instances`]) or compact until dropped.
+pub(crate) struct Unpooled(Arc<AtomicUsize>);
+
+impl Drop for Unpooled {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The node-wide count of live instances, and the memory budget admission looks at.
 pub(crate) struct Capacity {
     slots: Arc<Semaphore>,
     max: usize,
+    /// Live on-demand instances with 4 GiB reservations, and how many may be.
+    wide: Arc<AtomicUsize>,
+    wide_max: usize,
+    /// Live instances with compact memories.
+    compact: Arc<AtomicUsize>,
     /// Places an interactive program (a PTY's shell) may not take: kept for jobs.
     reserved: usize,
     memory: Arc<Budget>,
@@ -109,9 +135,18 @@ impl Capacity {
         Capacity {
             slots: Arc::new(Semaphore::new(max)),
             max,
+            wide: Arc::new(AtomicUsize::new(0)),
+            wide_max: wide_instances(max),
+            compact: Arc::new(AtomicUsize::new(0)),
             reserved: reserved.min(max - 1),
             memory,
         }
+    }
+
+    /// Another count of [`wide_instances`] than the address space's.
+    pub(crate) fn wide(mut self, max: Option<usize>) -> Self {
+        self.wide_max = max.unwrap_or(self.wide_max);
+        self
     }
 
     pub(crate) fn max(&self) -> usize {
@@ -120,6 +155,30 @@ impl Capacity {
 
     pub(crate) fn in_use(&self) -> usize {
         self.max - self.slots.available_permits()
+    }
+
+    /// Whether another on-demand instance may reserve 4 GiB. Checked before its start and
+    /// counted when its store is made, so a few starting at once may pass together: the
+    /// reserve of [`ADDRESS_SPACE_RESERVED`] holds them.
+    pub(crate) fn wide_room(&self) -> bool {
+        self.wide.load(Ordering::Relaxed) < self.wide_max
+    }
+
+    /// Counts an instance outside the pool (wide or compact) while the result lives.
+    pub(crate) fn unpooled(&self, compact: bool) -> Unpooled {
+        let count = if compact { &self.compact } else { &self.wide };
+        count.fetch_add(1, Ordering::Relaxed);
+        Unpooled(count.clone())
+    }
+
+    /// Live instances outside the pool with 4 GiB reservations, with compact memories, and
+    /// how many may have 4 GiB.
+    pub(crate) fn unpooled_in_use(&self) -> (usize, usize, usize) {
+        (
+            self.wide.load(Ordering::Relaxed),
+            self.compact.load(Ordering::Relaxed),
+            self.wide_max,
+        )
     }
 
     fn memory_check(&self) -> Result<(), Refused> {
@@ -181,20 +240,43 @@ impl Capacity {
 
 /// What the machine allows: `vm.max_map_count` and the address space (or `RLIMIT_AS`), each
 /// divided by what one live instance holds of it, after a reserve for the rest of the process.
+/// For sandboxes with the default memory limit of a process.
 pub fn default_max_instances() -> usize {
-    default_max_instances_with(None)
+    default_max_instances_with(None, crate::limits::DEFAULT_PROCESS_MEMORY)
 }
 
 /// [`default_max_instances`] with `vm.max_map_count` at least `map_count` (what
-/// [`raise_max_map_count`] will set).
-pub fn default_max_instances_with(map_count: Option<usize>) -> usize {
+/// [`raise_max_map_count`] will set), for processes limited to `process_memory` bytes of
+/// linear memory. Past the address space's room for 4 GiB reservations, instances get
+/// compact memories ([`COMPACT_ADDRESS_SPACE`] each, see [`wide_instances`]) when their
+/// limit fits one.
+pub fn default_max_instances_with(map_count: Option<usize>, process_memory: usize) -> usize {
     let mappings = max_map_count().max(map_count.unwrap_or(0));
     let by_mappings = mappings.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
-    let by_address =
-        address_space().saturating_sub(ADDRESS_SPACE_RESERVED) / ADDRESS_SPACE_PER_INSTANCE;
+    let each = if process_memory <= COMPACT_MEMORY {
+        COMPACT_ADDRESS_SPACE
+    } else {
+        ADDRESS_SPACE_PER_INSTANCE
+    };
+    let by_address = address_space().saturating_sub(ADDRESS_SPACE_RESERVED) / each;
     by_mappings
         .min(usize::try_from(by_address).unwrap_or(usize::MAX))
         .clamp(64, MAX_INSTANCES_CAP)
+}
+
+/// Of `max` live instances, how many may reserve 4 GiB of address space each (code without
+/// bounds checks) so that the rest still fit with compact memories: all of them when the
+/// address space holds that many, else the most that leave room for the others.
+pub fn wide_instances(max: usize) -> usize {
+    let usable = address_space().saturating_sub(ADDRESS_SPACE_RESERVED);
+    let max = max as u64;
+    if max.saturating_mul(ADDRESS_SPACE_PER_INSTANCE) <= usable {
+        return max as usize;
+    }
+    let compact = max.saturating_mul(COMPACT_ADDRESS_SPACE);
+    let wide =
+        usable.saturating_sub(compact) / (ADDRESS_SPACE_PER_INSTANCE - COMPACT_ADDRESS_SPACE);
+    usize::try_from(wide).unwrap_or(usize::MAX)
 }
 
 /// The address space this process may map: [`ADDRESS_SPACE`], or its `RLIMIT_AS` if lower.
@@ -362,7 +444,9 @@ mod tests {
     #[test]
     fn a_higher_mapping_limit_allows_more_and_is_never_lowered() {
         let now = max_map_count();
-        assert!(default_max_instances_with(Some(now * 4)) >= default_max_instances());
+        assert!(
+            default_max_instances_with(Some(now * 4), COMPACT_MEMORY) >= default_max_instances()
+        );
         // Asking for less than the kernel has changes nothing.
         assert_eq!(raise_max_map_count(1).unwrap(), now);
         assert_eq!(max_map_count(), now);
@@ -370,13 +454,41 @@ mod tests {
 
     #[test]
     fn the_address_space_bounds_the_count() {
-        // However many mappings the kernel allows, 4 GiB reservations fit 128 TiB only so
-        // many times.
-        let n = default_max_instances_with(Some(usize::MAX / 2));
-        let fit =
-            address_space().saturating_sub(ADDRESS_SPACE_RESERVED) / ADDRESS_SPACE_PER_INSTANCE;
+        let usable = address_space().saturating_sub(ADDRESS_SPACE_RESERVED);
+        // However many mappings the kernel allows, compact reservations fit 128 TiB only so
+        // many times...
+        let n = default_max_instances_with(Some(usize::MAX / 2), COMPACT_MEMORY);
+        let fit = usable / COMPACT_ADDRESS_SPACE;
+        assert_eq!(n as u64, fit.clamp(64, MAX_INSTANCES_CAP as u64));
+        // ...and 4 GiB ones far fewer, which is all processes with a larger limit may have.
+        let n = default_max_instances_with(Some(usize::MAX / 2), COMPACT_MEMORY + 1);
+        let fit = usable / ADDRESS_SPACE_PER_INSTANCE;
         assert_eq!(n as u64, fit.clamp(64, MAX_INSTANCES_CAP as u64));
         assert!(n < 32_000, "{n}");
+    }
+
+    #[test]
+    fn instances_reserve_4_gib_while_the_others_still_fit() {
+        let usable = address_space().saturating_sub(ADDRESS_SPACE_RESERVED);
+        let all_wide = (usable / ADDRESS_SPACE_PER_INSTANCE) as usize;
+        // As many as fit wide are all wide.
+        assert_eq!(wide_instances(1000), 1000);
+        assert_eq!(wide_instances(all_wide), all_wide);
+        // Past that, fewer are wide as more must fit, and everything fits.
+        let mut last = all_wide;
+        for max in [all_wide + 1, 40_000, 50_000, 100_000] {
+            let wide = wide_instances(max);
+            assert!(wide <= last, "{max}: {wide}");
+            let used = wide as u64 * ADDRESS_SPACE_PER_INSTANCE
+                + (max - wide) as u64 * COMPACT_ADDRESS_SPACE;
+            assert!(used <= usable, "{max}: {used} > {usable}");
+            // One more wide would not fit.
+            assert!(used + ADDRESS_SPACE_PER_INSTANCE - COMPACT_ADDRESS_SPACE > usable);
+            last = wide;
+        }
+        // More than fit even compact: none wide.
+        let too_many = (usable / COMPACT_ADDRESS_SPACE) as usize + 1;
+        assert_eq!(wide_instances(too_many), 0);
     }
 
     #[test]

@@ -1,37 +1,50 @@
 //! The wasmtime engines of a runtime: pooling allocator, epoch interruption driven by a
 //! single ticker thread, async support. They load compiled code only: compiling is done by
-//! one engine per process, set up on the first compile ([`compiler`]). Compiled components
-//! are cached by `cache`, so a start whose programs are all in the cache never sets a
-//! compiler up (cranelift's probe of the CPU and its tables: 0-3% of a `wasbox run`).
+//! one engine per configuration and process, set up on the first compile ([`compiler_for`]).
+//! Compiled components are cached by `cache`, so a start whose programs are all in the cache
+//! never sets a compiler up (cranelift's probe of the CPU and its tables: 0-3% of a
+//! `wasbox run`).
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use wasmtime::Result;
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::capacity::COMPACT_MEMORY;
 use crate::limits::EPOCH_TICK;
 
-/// Where a store's instance lives. Both engines load the same compiled code (one compile
-/// cache entry serves both: their compatibility hashes agree).
+/// Where a store's instance lives, and so which engine's code it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
     /// The pooling allocator: slots kept warm and reused, the fastest start. Short jobs.
     Pool = 0,
     /// Allocated on demand: nothing reserved ahead, so no node-wide wall. Long-lived
-    /// interactive programs, and whatever the pool has no slot for.
+    /// interactive programs, and whatever the pool has no slot for. Like the pool's, its
+    /// linear memory reserves 4 GiB of address space so that compiled code needs no bounds
+    /// checks (one compile cache entry serves both: their compatibility hashes agree).
     OnDemand = 1,
+    /// On demand with a compact memory: [`COMPACT_MEMORY`] reserved, so compiled code checks
+    /// the bounds of every access (python's compute: 22% slower on the development
+    /// machine). Only for what comes past the address space's room for 4 GiB reservations
+    /// (about 26,000 of them with the rest of the process), so that a node may hold more
+    /// live sandboxes than that. Compiled separately, on first use.
+    Compact = 2,
 }
+
+/// Engines of a runtime, one per [`Placement`] (in that order).
+pub(crate) type Engines = [Engine; 3];
 
 /// The engines every sandbox of a runtime shares: see [`Placement`]. With no pool slots
 /// (a command-line run of one job, where setting a pool up would cost more than it saves)
-/// the pooled engine is the on-demand one.
-pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<[Engine; 2]> {
+/// they are all the on-demand one.
+pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<Engines> {
     let on_demand = Engine::new(&config(InstanceAllocationStrategy::OnDemand))
         .context("creating the on-demand wasmtime engine")?;
     if pool_slots == 0 {
-        return Ok([on_demand.clone(), on_demand]);
+        return Ok([on_demand.clone(), on_demand.clone(), on_demand]);
     }
     let pagemap_scan = PoolingAllocationConfig::is_pagemap_scan_available();
     let mut pool = PoolingAllocationConfig::new();
@@ -53,22 +66,38 @@ pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<[E
         .table_keep_resident(64 << 10);
     let pooled = Engine::new(&config(InstanceAllocationStrategy::Pooling(pool)))
         .context("creating the wasmtime engine")?;
-    Ok([pooled, on_demand])
+    let mut compact = config(InstanceAllocationStrategy::OnDemand);
+    compact
+        .memory_reservation(COMPACT_MEMORY as u64)
+        // The memory never moves (it cannot grow past its reservation, which is the limit
+        // of the processes placed there): code may keep its base in a register. Measured:
+        // 22% slower than without bounds checks, against 30% for a memory that may move.
+        .memory_may_move(false);
+    let compact = Engine::new(&compact).context("creating the compact wasmtime engine")?;
+    Ok([pooled, on_demand, compact])
 }
 
-/// The engine that compiles for the engines of every runtime in this process, made on its
-/// first use. Its code loads into them: they share one configuration (the same tunables and
-/// features; `Component::deserialize` checks both, and that the host has the CPU features
-/// the code was compiled for).
-pub(crate) fn compiler() -> Result<Engine> {
-    static COMPILER: OnceLock<Engine> = OnceLock::new();
-    if let Some(engine) = COMPILER.get() {
-        return Ok(engine.clone());
+/// The engine that compiles code for `engine`, made on its first use and kept for the
+/// process: `engine`'s configuration with a compiler. Its code loads into `engine`
+/// (`Component::deserialize` checks that their tunables and features agree, and that the host
+/// has the CPU features the code was compiled for). The pooled and on-demand engines share
+/// one.
+pub(crate) fn compiler_for(engine: &Engine) -> Result<Engine> {
+    static COMPILERS: Mutex<Vec<(u64, Engine)>> = Mutex::new(Vec::new());
+    let mut h = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let key = h.finish();
+    let mut compilers = COMPILERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, c)) = compilers.iter().find(|(k, _)| *k == key) {
+        return Ok(c.clone());
     }
-    let mut config = config(InstanceAllocationStrategy::OnDemand);
-    config.enable_compiler(true);
-    let engine = Engine::new(&config).context("creating the compiling wasmtime engine")?;
-    Ok(COMPILER.get_or_init(|| engine).clone())
+    let mut config = engine.config().clone();
+    config
+        .enable_compiler(true)
+        .allocation_strategy(InstanceAllocationStrategy::OnDemand);
+    let compiler = Engine::new(&config).context("creating the compiling wasmtime engine")?;
+    compilers.push((key, compiler.clone()));
+    Ok(compiler)
 }
 
 /// The CPU features compiled code may use that this host has (those cranelift looks for):
@@ -95,7 +124,7 @@ pub(crate) fn host_cpu() -> String {
 fn config(strategy: InstanceAllocationStrategy) -> Config {
     let mut config = Config::new();
     config
-        // Code is compiled by `compiler()`, whose engine turns this back on.
+        // Code is compiled by `compiler_for`, whose engine turns this back on.
         .enable_compiler(false)
         .wasm_component_model(true)
         .epoch_interruption(true)
@@ -123,9 +152,16 @@ pub(crate) struct EpochTicker {
 }
 
 impl EpochTicker {
-    pub(crate) fn start(engines: &[Engine]) -> Result<Self> {
+    pub(crate) fn start(engines: [&Engine; 3]) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let weak: Vec<_> = engines.iter().map(Engine::weak).collect();
+        // Each engine once (without a pool they are all one).
+        let mut distinct: Vec<&Engine> = Vec::new();
+        for e in engines {
+            if !distinct.iter().any(|d| Engine::same(d, e)) {
+                distinct.push(e);
+            }
+        }
+        let weak: Vec<_> = distinct.into_iter().map(Engine::weak).collect();
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("wasbox-epoch".into())
@@ -178,21 +214,50 @@ mod tests {
     const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00";
 
     #[test]
-    fn sandbox_engines_only_load_what_the_compiling_engine_compiled() {
+    fn sandbox_engines_only_load_what_their_compiling_engine_compiled() {
         for pool_slots in [0, 2] {
             let engines = new_engines(64 << 20, pool_slots).unwrap();
-            let compiled = compiler()
-                .unwrap()
-                .precompile_component(EMPTY_COMPONENT)
-                .unwrap();
             for engine in &engines {
+                let compiled = compiler_for(engine)
+                    .unwrap()
+                    .precompile_component(EMPTY_COMPONENT)
+                    .unwrap();
                 // No compiler is set up for them: a start that finds its programs in the
                 // cache pays for none.
                 let err = Component::new(engine, EMPTY_COMPONENT).unwrap_err();
                 assert!(format!("{err:#}").contains("compil"), "{err:#}");
-                // SAFETY: just compiled by `compiler()`, for this configuration.
+                // SAFETY: just compiled by `compiler_for(engine)`.
                 unsafe { Component::deserialize(engine, &compiled) }.unwrap();
             }
+        }
+    }
+
+    #[test]
+    fn compact_code_is_compiled_apart_and_never_loaded_elsewhere() {
+        let [pooled, on_demand, compact] = new_engines(64 << 20, 2).unwrap();
+        let hash = |e: &Engine| {
+            let mut h = DefaultHasher::new();
+            e.precompile_compatibility_hash().hash(&mut h);
+            h.finish()
+        };
+        // The pool and on demand share compiled code (one cache entry); compact code has a
+        // name of its own in the cache.
+        assert_eq!(hash(&pooled), hash(&on_demand));
+        assert_ne!(hash(&on_demand), hash(&compact));
+        let wide = compiler_for(&on_demand)
+            .unwrap()
+            .precompile_component(EMPTY_COMPONENT)
+            .unwrap();
+        let checked = compiler_for(&compact)
+            .unwrap()
+            .precompile_component(EMPTY_COMPONENT)
+            .unwrap();
+        // Code without bounds checks must never run in a compact memory, nor the reverse.
+        // SAFETY: both were compiled just above; deserialize refuses a mismatch.
+        unsafe {
+            assert!(Component::deserialize(&compact, &wide).is_err());
+            assert!(Component::deserialize(&on_demand, &checked).is_err());
+            Component::deserialize(&pooled, &wide).unwrap();
         }
     }
 }

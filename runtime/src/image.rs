@@ -51,7 +51,7 @@ impl ProgramSource {
 pub(crate) struct Program {
     pub(crate) source: ProgramSource,
     /// Per [`Placement`] (each engine loads its own).
-    component: [OnceCell<Component>; 2],
+    component: [OnceCell<Component>; 3],
 }
 
 impl Program {
@@ -108,7 +108,7 @@ impl Image {
                 .into_iter()
                 .map(|source| Program {
                     source,
-                    component: [OnceCell::new(), OnceCell::new()],
+                    component: Default::default(),
                 })
                 .collect(),
             by_name,

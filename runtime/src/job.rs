@@ -306,7 +306,7 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
     // job's own program before its clock starts (errors surface when it runs).
     if let Some(index) = site.image.image.resolve(&spec.argv[0]) {
         let placement = if spec.terminal.is_some() {
-            Placement::OnDemand
+            site.host.unpooled(site.sandbox.limits.memory_bytes)
         } else {
             Placement::Pool
         };

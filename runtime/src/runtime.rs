@@ -66,6 +66,7 @@ pub struct RuntimeBuilder {
     node_memory: Option<usize>,
     max_instances: Option<usize>,
     reserved_for_jobs: usize,
+    wide_instances: Option<usize>,
     pool_slots: u32,
 }
 
@@ -93,6 +94,18 @@ impl RuntimeBuilder {
     /// it, [`Runtime::admit`] refuses and a process started inside a sandbox fails to start.
     pub fn max_instances(mut self, n: usize) -> Self {
         self.max_instances = Some(n);
+        self
+    }
+
+    /// Of the live instances, how many programs outside the pool may have linear memories
+    /// that reserve 4 GiB of address space, so that compiled code needs no bounds checks
+    /// (default: as many as leave room in the process's address space for the rest of
+    /// [`max_instances`](Self::max_instances), see
+    /// [`capacity::wide_instances`](crate::capacity::wide_instances)). Past it they get
+    /// compact memories whose code checks bounds (slower compute), when their sandbox's
+    /// process memory limit is at most [`COMPACT_MEMORY`](crate::capacity::COMPACT_MEMORY).
+    pub fn wide_instances(mut self, n: usize) -> Self {
+        self.wide_instances = Some(n);
         self
     }
 
@@ -174,14 +187,16 @@ impl RuntimeBuilder {
             engines,
             CompileCache::open(cache_dir)?,
             self.node_memory.unwrap_or_else(default_node_memory),
-            self.max_instances
-                .unwrap_or_else(crate::capacity::default_max_instances),
+            self.max_instances.unwrap_or_else(|| {
+                crate::capacity::default_max_instances_with(None, self.limits.memory_bytes)
+            }),
+            self.wide_instances,
             self.reserved_for_jobs,
         )?;
         let roots = Some(crate::rootfs::RootTrees::new(&temp_dir, host.cache.dir())?);
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                _ticker: EpochTicker::start(&[host.engine.clone(), host.on_demand.clone()])?,
+                _ticker: EpochTicker::start(host.engines())?,
                 host: Arc::new(host),
                 limits: self.limits,
                 images,
@@ -220,6 +235,7 @@ impl Runtime {
             node_memory: None,
             max_instances: None,
             reserved_for_jobs: 0,
+            wide_instances: None,
             pool_slots: crate::limits::POOL_INSTANCES,
         }
     }
@@ -248,6 +264,13 @@ impl Runtime {
     pub fn instances_in_use(&self) -> (usize, usize) {
         let c = &self.inner.host.capacity;
         (c.in_use(), c.max())
+    }
+
+    /// Live instances outside the pool: with linear memories that reserve 4 GiB (code
+    /// without bounds checks), with compact memories (see
+    /// [`RuntimeBuilder::wide_instances`]), and the most that may reserve 4 GiB.
+    pub fn unpooled_instances(&self) -> (usize, usize, usize) {
+        self.inner.host.capacity.unpooled_in_use()
     }
 
     /// A place for one process now (hand it to [`JobSpec::admission`]), or why the node

@@ -131,19 +131,7 @@ async fn a_full_node_refuses_interactive_shells_and_a_child_fails_alone() {
         .unwrap();
     runtime.preload().await.unwrap();
     let sessions = Sessions::new(10);
-    let mut ptys = Vec::new();
-    for i in 0..2 {
-        let s = sessions
-            .create(SessionConfig::new(format!("s{i}")), || {
-                runtime.sandbox(Default::default())
-            })
-            .unwrap();
-        ptys.push(
-            s.open_pty(format!("p{i}"), PtyConfig::default())
-                .await
-                .unwrap(),
-        );
-    }
+    let ptys = shells(&runtime, &sessions, 2).await;
     assert_eq!(runtime.instances_in_use().0, 2);
     let third = sessions
         .create(SessionConfig::new("s2"), || {
@@ -244,6 +232,90 @@ async fn a_pty_whose_program_cannot_start_is_refused() {
         seen.extend_from_slice(&out.data);
     }
     sessions.end_all("test over");
+}
+
+/// `n` sessions (`s0`...) of `runtime`, each with a shell on a PTY.
+async fn shells(
+    runtime: &Runtime,
+    sessions: &Sessions,
+    n: usize,
+) -> Vec<std::sync::Arc<wasbox_runtime::Pty>> {
+    let mut ptys = Vec::new();
+    for i in 0..n {
+        let s = sessions
+            .create(SessionConfig::new(format!("s{i}")), || {
+                runtime.sandbox(Default::default())
+            })
+            .unwrap();
+        ptys.push(
+            s.open_pty(format!("p{i}"), PtyConfig::default())
+                .await
+                .unwrap(),
+        );
+    }
+    ptys
+}
+
+/// Sends `line` to `pty` and reads until `want` appears; returns all that was read.
+async fn answer(pty: &wasbox_runtime::Pty, line: &str, want: &str) -> String {
+    pty.send(line.as_bytes()).await;
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains(want) {
+        let out = pty.recv(64 << 10, Duration::from_secs(60)).await;
+        assert!(
+            !out.exited && !out.data.is_empty(),
+            "waiting for {want:?} after {line:?}: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&out.data);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// Past the address space's room for 4 GiB reservations (here one), shells and what they
+/// start get compact memories: they run the same, a program may still use its whole
+/// memory limit and no more, and the counts come back when they end.
+#[tokio::test]
+async fn past_the_room_for_4_gib_reservations_programs_get_compact_memories() {
+    let runtime = Runtime::builder()
+        .cache_dir(cache_dir())
+        .wide_instances(1)
+        .build()
+        .unwrap();
+    let sessions = Sessions::new(10);
+    let ptys = shells(&runtime, &sessions, 2).await;
+    for pty in &ptys {
+        answer(pty, "echo ok$((6*7))\n", "ok42").await;
+    }
+    // The first shell reserved 4 GiB; the second is compact.
+    assert_eq!(runtime.unpooled_instances(), (1, 1, 1));
+    // Its commands are compact too (the wide room is still taken): a pipeline, a program
+    // that fills 400 MiB of its 512 MiB limit, and one that asks for more than the limit
+    // and is stopped as anywhere else.
+    for (line, want) in [
+        ("printf '%s\\n' b a c | sort | tr -d '\\n'; echo\n", "abc"),
+        (
+            "python3 -c 'b = bytearray(400 << 20); b[-1] = 7; print(\"held\", len(b) >> 20)'\n",
+            "held 400",
+        ),
+        (
+            "python3 -c 'bytearray(600 << 20)'\n",
+            "memory limit of 512 MiB exceeded",
+        ),
+    ] {
+        answer(&ptys[1], line, want).await;
+    }
+    sessions.end_all("test over");
+    drop(ptys);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while runtime.unpooled_instances() != (0, 0, 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            runtime.unpooled_instances()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -362,7 +434,7 @@ fn over_http_a_full_node_answers_problems_with_retry_after() {
 /// for a shell that is already dead; the shells before it and a job beside still work.
 #[test]
 fn a_shell_that_cannot_start_is_refused_not_answered_dead() {
-    const SHELL_RESERVATION: u64 = (4 << 30) + (64 << 20);
+    use wasbox_runtime::capacity::{ADDRESS_SPACE_PER_INSTANCE, COMPACT_ADDRESS_SPACE};
     let session = |s: &Server, i: usize| {
         let id = format!("s{i}");
         let create = json!({"version": 1, "task_id": "t", "session_id": id, "image": "bash"});
@@ -372,8 +444,10 @@ fn a_shell_that_cannot_start_is_refused_not_answered_dead() {
             &json!({"version": 1, "task_id": "t", "session_id": id}),
         )
     };
-    // What a node with one shell maps, measured on a node without a limit; the limited one
-    // has room for that, four more shells, and 2 GiB for everything else.
+    // What a node with one shell maps, measured on a node without a limit (its shell
+    // reserves 4 GiB). The limited node has too little address space for any 4 GiB
+    // reservation, so its shells get compact memories: it has room for the node, three
+    // compact shells, and 2 GiB for everything else.
     let used = {
         let s = Server::start(&[]);
         assert_eq!(session(&s, 0).status, 200);
@@ -383,7 +457,7 @@ fn a_shell_that_cannot_start_is_refused_not_answered_dead() {
     // size them from the limit and refuse earlier, with a 429).
     let s = Server::start_in_address_space(
         &["--max-instances", "64", "--max-sessions", "20"],
-        used + 4 * SHELL_RESERVATION + (2 << 30),
+        used - ADDRESS_SPACE_PER_INSTANCE + 3 * COMPACT_ADDRESS_SPACE + (2 << 30),
     );
     let mut opened = Vec::new();
     let mut refusal = None;
@@ -395,7 +469,7 @@ fn a_shell_that_cannot_start_is_refused_not_answered_dead() {
         }
         opened.push((i, r.json()["pty_id"].as_str().unwrap().to_string()));
     }
-    let r = refusal.expect("twelve 4 GiB shells fit in the limit");
+    let r = refusal.expect("twelve compact shells fit in the limit");
     assert!((3..=8).contains(&opened.len()), "{} shells", opened.len());
     let detail = retry_later(&r, 503);
     assert!(detail.contains("cannot start the program"), "{detail}");

@@ -570,6 +570,7 @@ fn metrics_scrape_as_prometheus_text() {
         1.0
     );
     assert!(value("wasbox_instances_max", None) > 0.0);
+    assert_eq!(value("wasbox_instances_compact", None), 0.0);
     assert!(value("wasbox_sessions_max", None) > 0.0);
     assert!(value("wasbox_process_resident_memory_bytes", None) > 0.0);
     assert!(

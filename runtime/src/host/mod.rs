@@ -35,8 +35,8 @@ pub(crate) use process::{JobContext, Pids, Stdio, lacked_room, run_process};
 
 use crate::bindings::process as wit;
 use crate::cache::CompileCache;
-use crate::capacity::{Admission, Capacity};
-use crate::engine::Placement;
+use crate::capacity::{Admission, COMPACT_MEMORY, Capacity, Unpooled};
+use crate::engine::{Engines, Placement};
 use crate::image::Image;
 use crate::limits::Budget;
 use crate::rootfs::SANDBOX_USER;
@@ -54,6 +54,8 @@ pub struct HostState<E = ()> {
     process: ProcessHost,
     /// Its place among the node's live instances, given back when the store drops.
     admission: Admission,
+    /// Counted among the instances outside the pool, when it is one.
+    _unpooled: Option<Unpooled>,
     /// Its sandbox: the directories the filesystem import opens and the quota it charges.
     sandbox: Arc<SandboxState>,
     /// When the instance itself must stop, if not when its job does (its children may be
@@ -142,11 +144,13 @@ fn quota_fs<E: Send>(s: &mut HostState<E>) -> QuotaFsView<'_> {
 pub(crate) struct HostContext {
     /// The pooling engine: programs of short jobs, and agents.
     pub(crate) engine: Engine,
-    /// The on-demand engine: interactive programs, and programs the pool has no slot for.
-    pub(crate) on_demand: Engine,
+    /// The on-demand engines: interactive programs, and programs the pool has no slot for
+    /// (see [`Placement`]).
+    on_demand: Engine,
+    compact: Engine,
     pub(crate) cache: CompileCache,
     /// The linker of image programs, for each [`Placement`].
-    linkers: [Linker<HostState>; 2],
+    linkers: [Linker<HostState>; 3],
     pub(crate) node_memory: Arc<Budget>,
     /// Live instances, all sandboxes together.
     pub(crate) capacity: Capacity,
@@ -156,37 +160,49 @@ pub(crate) struct HostContext {
 
 impl HostContext {
     pub(crate) fn new(
-        [engine, on_demand]: [Engine; 2],
+        [engine, on_demand, compact]: Engines,
         cache: CompileCache,
         node_memory: usize,
         max_instances: usize,
+        wide_instances: Option<usize>,
         reserved_for_jobs: usize,
     ) -> wasmtime::Result<Self> {
-        let mut linker = Linker::new(&engine);
-        // Without a pool both engines are one, and every program goes on demand (see
-        // `placement`): the pooled linker stays empty, never used.
-        if !Engine::same(&engine, &on_demand) {
-            add_to_linker(&mut linker)?;
-        }
-        let mut on_demand_linker = Linker::new(&on_demand);
-        add_to_linker(&mut on_demand_linker)?;
+        // Without a pool the engines are one, and every program goes on demand (see
+        // `placement`): the other linkers stay empty, never used.
+        let pooled = !Engine::same(&engine, &on_demand);
+        let linker = |engine: &Engine, used: bool| -> wasmtime::Result<Linker<HostState>> {
+            let mut linker = Linker::new(engine);
+            if used {
+                add_to_linker(&mut linker)?;
+            }
+            Ok(linker)
+        };
+        let linkers = [
+            linker(&engine, pooled)?,
+            linker(&on_demand, true)?,
+            linker(&compact, pooled)?,
+        ];
         let node_memory = Arc::new(Budget::new(node_memory));
         Ok(HostContext {
             engine,
             on_demand,
+            compact,
             cache,
-            linkers: [linker, on_demand_linker],
-            capacity: Capacity::new(max_instances, reserved_for_jobs, node_memory.clone()),
+            linkers,
+            capacity: Capacity::new(max_instances, reserved_for_jobs, node_memory.clone())
+                .wide(wide_instances),
             node_memory,
             agent_linkers: Mutex::new(HashMap::new()),
         })
     }
 
+    /// Every engine of the runtime (one per placement).
+    pub(crate) fn engines(&self) -> [&Engine; 3] {
+        [&self.engine, &self.on_demand, &self.compact]
+    }
+
     pub(crate) fn engine_for(&self, placement: Placement) -> &Engine {
-        match self.placement(placement) {
-            Placement::Pool => &self.engine,
-            Placement::OnDemand => &self.on_demand,
-        }
+        self.engines()[self.placement(placement) as usize]
     }
 
     /// Where `wanted` really goes: everything is on demand when the runtime has no pool.
@@ -195,6 +211,17 @@ impl HostContext {
             Placement::OnDemand
         } else {
             wanted
+        }
+    }
+
+    /// Where a program goes that takes no pool slot, in a sandbox whose processes may hold
+    /// `memory_bytes` of linear memory: on demand while the address space has room for its
+    /// 4 GiB reservation, compact past that when its limit fits a compact memory.
+    pub(crate) fn unpooled(&self, memory_bytes: usize) -> Placement {
+        if !self.capacity.wide_room() && memory_bytes <= COMPACT_MEMORY {
+            self.placement(Placement::Compact)
+        } else {
+            Placement::OnDemand
         }
     }
 
@@ -248,14 +275,14 @@ pub(crate) fn environment(
 pub(crate) struct LoadedImage {
     pub(crate) image: Arc<Image>,
     /// Per [`Placement`], per program.
-    pres: [Box<[OnceCell<CommandPre<HostState>>]>; 2],
+    pres: [Box<[OnceCell<CommandPre<HostState>>]>; 3],
 }
 
 impl LoadedImage {
     pub(crate) fn new(image: Arc<Image>) -> Self {
         let cells = || image.programs().iter().map(|_| OnceCell::new()).collect();
         LoadedImage {
-            pres: [cells(), cells()],
+            pres: [cells(), cells(), cells()],
             image,
         }
     }
@@ -280,8 +307,9 @@ impl LoadedImage {
             .await
     }
 
-    /// Loads every program for both engines now, so that no job waits for the compiler
-    /// (or the loader) later.
+    /// Loads every program for the pool's and the on-demand engine now, so that no job
+    /// waits for the compiler (or the loader) later. Compact code is compiled when a node
+    /// first needs it.
     pub(crate) async fn preload(&self, host: &HostContext) -> wasmtime::Result<()> {
         let mut placements = vec![Placement::OnDemand];
         if host.placement(Placement::Pool) == Placement::Pool {
@@ -337,6 +365,7 @@ pub(crate) fn new_store<E: Send + 'static>(
     ext: E,
 ) -> Result<Store<HostState<E>>, String> {
     let sandbox: &SandboxState = &job.site.sandbox;
+    let host = &job.site.host;
     let launch_placement = launch.placement;
     let admission = match launch.admission {
         Some(a) => a,
@@ -376,12 +405,17 @@ pub(crate) fn new_store<E: Send + 'static>(
             launch.cpu,
         ),
         admission,
+        _unpooled: match host.placement(launch_placement) {
+            Placement::Pool => None,
+            Placement::OnDemand => Some(host.capacity.unpooled(false)),
+            Placement::Compact => Some(host.capacity.unpooled(true)),
+        },
         sandbox: job.site.sandbox.clone(),
         own_deadline: None,
         std_files: StdFiles::default(),
         ext,
     };
-    let mut store = Store::new(job.site.host.engine_for(launch_placement), state);
+    let mut store = Store::new(host.engine_for(launch_placement), state);
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|cx| {

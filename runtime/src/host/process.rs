@@ -351,8 +351,9 @@ async fn run_listed(
     let stderr = stdio.stderr.clone();
     // A program on a terminal is interactive and long-lived: it takes no pool slot, which
     // is kept for short jobs. A job's program finding the pool full goes on demand too.
+    let unpooled = || job.site.host.unpooled(job.site.sandbox.limits.memory_bytes);
     let mut placement = if job.terminal.is_some() {
-        Placement::OnDemand
+        unpooled()
     } else {
         Placement::Pool
     };
@@ -408,7 +409,7 @@ async fn run_listed(
             Ok(command) => command,
             Err(e) if placement == Placement::Pool && pool_was_full(&e) => {
                 admission = Some(store.into_data().into_admission());
-                placement = Placement::OnDemand;
+                placement = unpooled();
                 continue;
             }
             Err(e) => {

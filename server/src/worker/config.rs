@@ -601,7 +601,12 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         "WASBOX_MAX_INSTANCES",
         yaml.worker_api.max_instances,
     )?
-    .unwrap_or_else(|| wasbox_runtime::capacity::default_max_instances_with(vm_max_map_count));
+    .unwrap_or_else(|| {
+        wasbox_runtime::capacity::default_max_instances_with(
+            vm_max_map_count,
+            wasbox_runtime::limits::DEFAULT_PROCESS_MEMORY,
+        )
+    });
     if max_instances == 0 {
         bail!("the live process limit must be at least 1");
     }

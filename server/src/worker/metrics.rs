@@ -52,6 +52,7 @@ pub struct Metrics {
     jobs_running: Gauge,
     instances: Gauge,
     instances_max: Gauge,
+    instances_compact: Gauge,
     memory: Gauge,
     memory_max: Gauge,
     resident: Gauge,
@@ -65,6 +66,8 @@ pub struct Snapshot {
     pub ptys: usize,
     pub jobs_running: usize,
     pub instances: (usize, usize),
+    /// Of them, those with compact memories (bounds-checked code).
+    pub instances_compact: usize,
     pub memory: (usize, usize),
     pub resident_bytes: u64,
     pub telemetry_dropped: u64,
@@ -92,6 +95,7 @@ impl Metrics {
             jobs_running: Gauge::default(),
             instances: Gauge::default(),
             instances_max: Gauge::default(),
+            instances_compact: Gauge::default(),
             memory: Gauge::default(),
             memory_max: Gauge::default(),
             resident: Gauge::default(),
@@ -141,6 +145,11 @@ impl Metrics {
             "instances_in_use",
             "Sandbox processes (component instances) alive",
             m.instances.clone(),
+        );
+        r.register(
+            "instances_compact",
+            "Sandbox processes with compact memories: past the address space's room for 4 GiB reservations, their code checks bounds",
+            m.instances_compact.clone(),
         );
         r.register(
             "instances_max",
@@ -199,6 +208,7 @@ impl Metrics {
         g(&self.jobs_running, now.jobs_running as u64);
         g(&self.instances, now.instances.0 as u64);
         g(&self.instances_max, now.instances.1 as u64);
+        g(&self.instances_compact, now.instances_compact as u64);
         g(&self.memory, now.memory.0 as u64);
         g(&self.memory_max, now.memory.1 as u64);
         g(&self.resident, now.resident_bytes);

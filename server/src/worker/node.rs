@@ -149,6 +149,7 @@ impl Node {
             ptys,
             jobs_running: lock(&self.jobs).running(),
             instances: self.runtime.instances_in_use(),
+            instances_compact: self.runtime.unpooled_instances().1,
             memory: self.runtime.memory_in_use(),
             resident_bytes: telemetry::host::resident_bytes(),
             telemetry_dropped: self.telemetry.store().dropped(),
