@@ -121,6 +121,8 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "describe" => with_repo(describe),
         "remote" => with_repo(super::remote::remote),
         "merge" => with_repo(super::merge::merge),
+        "merge-base" => with_repo(super::merge::merge_base_cmd),
+        "shortlog" => with_repo(super::history::shortlog),
         "cherry-pick" => with_repo(|g, a| super::merge::pick(g, a, false)),
         "revert" => with_repo(|g, a| super::merge::pick(g, a, true)),
         "apply" => super::apply::apply(args),
@@ -150,7 +152,7 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "stash" => with_repo(super::worktree::stash),
         "symbolic-ref" => with_repo(symbolic_ref),
         c if MISSING.contains(&c) => Err(fatal(format!(
-            "'{c}' is not available in this sandbox's git: it keeps history locally (no network, merge or rebase)"
+            "'{c}' is not available in this sandbox's git: it keeps history locally (no network, no rebase)"
         ))),
         c => Err(Fail {
             msg: format!("git: '{c}' is not a git command. See 'git --help'."),

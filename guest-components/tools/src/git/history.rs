@@ -500,41 +500,7 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
         Ok(true)
     })?;
     let sp = specs(g, &paths)?;
-    let mut include = Vec::new();
-    let mut exclude = Vec::new();
-    let mut named = false;
-    for r in &revs {
-        if let Some((a, b)) = r.split_once("..") {
-            let b = b.trim_start_matches('.');
-            let a = if a.is_empty() { "HEAD" } else { a };
-            let b = if b.is_empty() { "HEAD" } else { b };
-            exclude.push(g.commit_of(a)?.0);
-            include.push(g.commit_of(b)?.0);
-        } else if let Some(x) = r.strip_prefix('^') {
-            exclude.push(g.commit_of(x)?.0);
-        } else {
-            include.push(g.commit_of(r)?.0);
-        }
-        named = true;
-    }
-    if all {
-        for id in g.repo.refs("refs/heads/").values() {
-            include.push(*id);
-        }
-        include.extend(g.repo.head());
-        named = true;
-    }
-    if !named {
-        match g.repo.head() {
-            Some(h) => include.push(h),
-            None => {
-                return Err(fatal(format!(
-                    "your current branch '{}' does not have any commits yet",
-                    g.repo.branch().unwrap_or_else(|| "HEAD".into())
-                )));
-            }
-        }
-    }
+    let (include, exclude) = rev_sets(g, &revs, all)?;
     let mut commits = walk(g, &include, &exclude, first_parent)?;
     if !sp.is_empty() {
         let mut kept = Vec::new();
@@ -569,6 +535,133 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
         commits.reverse();
     }
     print_commits(g, &commits, &o, &sp)
+}
+
+/// The commits to walk from and to hide for `revs` (`A`, `^A`, `A..B`) and `--all`:
+/// HEAD when nothing is named.
+pub(super) fn rev_sets(g: &Git, revs: &[String], all: bool) -> R<(Vec<Id>, Vec<Id>)> {
+    let mut include = Vec::new();
+    let mut exclude = Vec::new();
+    for r in revs {
+        if let Some((a, b)) = r.split_once("..") {
+            let b = b.trim_start_matches('.');
+            let a = if a.is_empty() { "HEAD" } else { a };
+            let b = if b.is_empty() { "HEAD" } else { b };
+            exclude.push(g.commit_of(a)?.0);
+            include.push(g.commit_of(b)?.0);
+        } else if let Some(x) = r.strip_prefix('^') {
+            exclude.push(g.commit_of(x)?.0);
+        } else {
+            include.push(g.commit_of(r)?.0);
+        }
+    }
+    if all {
+        for id in g.repo.refs("refs/heads/").values() {
+            include.push(*id);
+        }
+        include.extend(g.repo.head());
+    }
+    if revs.is_empty() && !all {
+        match g.repo.head() {
+            Some(h) => include.push(h),
+            None => {
+                return Err(fatal(format!(
+                    "your current branch '{}' does not have any commits yet",
+                    g.repo.branch().unwrap_or_else(|| "HEAD".into())
+                )));
+            }
+        }
+    }
+    Ok((include, exclude))
+}
+
+/// `git shortlog [-s] [-n] [-e] [-c] [--all] [REVISION...]`: commits grouped by author (or
+/// committer), names in order and each one's subjects oldest first, or (`-s`) counted;
+/// `-n` orders by count. Without a revision and with standard input not a terminal, it
+/// summarizes the `git log` output it reads there, as git does.
+pub(super) fn shortlog(g: &mut Git, args: Vec<String>) -> R<i32> {
+    let (mut summary, mut numbered, mut email, mut committer, mut all) =
+        (false, false, false, false, false);
+    let mut revs = Vec::new();
+    let (opts, _paths) = split_dashdash(&args);
+    for a in opts {
+        match a.as_str() {
+            "--summary" => summary = true,
+            "--numbered" => numbered = true,
+            "--email" => email = true,
+            "--committer" => committer = true,
+            "--all" | "--branches" => all = true,
+            "--no-merges" | "--no-color" | "-w" => {}
+            s if s.starts_with('-') && !s.starts_with("--") && s.len() > 1 => {
+                for c in s[1..].chars() {
+                    match c {
+                        's' => summary = true,
+                        'n' => numbered = true,
+                        'e' => email = true,
+                        'c' => committer = true,
+                        _ => return Err(unknown_option(&format!("-{c}"))),
+                    }
+                }
+            }
+            s if s.starts_with("--") => return Err(unknown_option(s)),
+            _ => revs.push(a),
+        }
+    }
+    // (who, subject), oldest first.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    if revs.is_empty() && !all && guest_support::process::terminal_size().is_none() {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| fatal(format!("reading the log from standard input: {e}")))?;
+        let key = if committer { "Commit: " } else { "Author: " };
+        let mut who: Option<String> = None;
+        for line in text.lines() {
+            if let Some(w) = line.strip_prefix(key) {
+                who = Some(w.trim().to_string());
+            } else if let Some(subject) = line.strip_prefix("    ")
+                && let Some(w) = who.take()
+            {
+                entries.push((w, subject.trim().to_string()));
+            }
+        }
+        entries.reverse();
+    } else {
+        let (include, exclude) = rev_sets(g, &revs, all)?;
+        for (_, c) in walk(g, &include, &exclude, false)?.into_iter().rev() {
+            let who = parse_ident(if committer { &c.committer } else { &c.author });
+            entries.push((
+                format!("{} <{}>", who.name, who.email),
+                c.subject().to_string(),
+            ));
+        }
+    }
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (who, subject) in entries {
+        let name = if email {
+            who
+        } else {
+            who.split(" <").next().unwrap_or_default().to_string()
+        };
+        groups.entry(name).or_default().push(subject);
+    }
+    let mut groups: Vec<(String, Vec<String>)> = groups.into_iter().collect();
+    if numbered {
+        groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
+    }
+    let mut out = String::new();
+    for (who, subjects) in groups {
+        if summary {
+            out.push_str(&format!("{:6}\t{who}\n", subjects.len()));
+        } else {
+            out.push_str(&format!("{who} ({}):\n", subjects.len()));
+            for s in subjects {
+                out.push_str(&format!("      {s}\n"));
+            }
+            out.push('\n');
+        }
+    }
+    g.say(&out);
+    Ok(0)
 }
 
 pub(super) fn print_commits(

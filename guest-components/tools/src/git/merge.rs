@@ -26,6 +26,51 @@ pub fn merge_base(g: &Git, a: &Id, b: &Id) -> R<Option<Id>> {
         .find(|id| from_a.contains(id)))
 }
 
+const MERGE_BASE_USAGE: &str = "usage: git merge-base [-a | --all] <commit> <commit>...
+   or: git merge-base --is-ancestor <commit> <commit>";
+
+/// `git merge-base [--all] A B`: their nearest common ancestor (exit 1 when they have
+/// none); `--is-ancestor A B`: exit 0 when A is B or one of its ancestors, else 1.
+pub fn merge_base_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
+    let mut is_ancestor = false;
+    let mut revs = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "--is-ancestor" => is_ancestor = true,
+            "-a" | "--all" => {}
+            "--octopus" | "--independent" | "--fork-point" => {
+                return Err(fatal(format!(
+                    "merge-base {a} is not available in this sandbox's git"
+                )));
+            }
+            s if s.starts_with('-') && s.len() > 1 => {
+                return Err(super::cmds::unknown_option(s));
+            }
+            _ => revs.push(a),
+        }
+    }
+    if revs.len() != 2 {
+        return Err(super::usage(MERGE_BASE_USAGE.to_string()));
+    }
+    let commit = |r: &str| {
+        g.resolve(r)
+            .and_then(|id| g.peel(&id))
+            .ok_or_else(|| fatal(format!("Not a valid object name {r}")))
+    };
+    let (a, b) = (commit(&revs[0])?, commit(&revs[1])?);
+    if is_ancestor {
+        let reached = walk(g, &[b], &[], false)?.iter().any(|(id, _)| *id == a);
+        return Ok(if reached { 0 } else { 1 });
+    }
+    match merge_base(g, &a, &b)? {
+        Some(id) => {
+            g.say(&format!("{}\n", hex(&id)));
+            Ok(0)
+        }
+        None => Ok(1),
+    }
+}
+
 fn split(d: &[u8]) -> Vec<&[u8]> {
     d.split_inclusive(|&c| c == b'\n').collect()
 }

@@ -67,7 +67,6 @@ const MISSING: &[&str] = &[
     "gc",
     "fsck",
     "reflog",
-    "shortlog",
     "notes",
     "archive",
     "send-email",
@@ -452,22 +451,8 @@ pub fn parse_date(s: &str) -> Option<(i64, String)> {
         "yesterday" => return Some((now - 86400, "+0000".into())),
         _ => {}
     }
-    let words: Vec<&str> = s.split_whitespace().collect();
-    if words.len() == 3
-        && words[2] == "ago"
-        && let Ok(n) = words[0].parse::<i64>()
-    {
-        let unit = match words[1].trim_end_matches('s') {
-            "second" => 1,
-            "minute" => 60,
-            "hour" => 3600,
-            "day" => 86400,
-            "week" => 7 * 86400,
-            "month" => 30 * 86400,
-            "year" => 365 * 86400,
-            _ => return None,
-        };
-        return Some((now - n * unit, "+0000".into()));
+    if let Some(back) = relative_seconds(s) {
+        return Some((now - back, "+0000".into()));
     }
     let raw = s.strip_prefix('@').unwrap_or(s);
     let mut it = raw.split_whitespace();
@@ -519,6 +504,43 @@ pub fn parse_date(s: &str) -> Option<(i64, String)> {
         + hms.get(2).unwrap_or(&0)
         - off;
     Some((t, tz))
+}
+
+/// How far back a relative date goes, in git's approximate forms: `2 weeks ago`,
+/// `2.weeks.ago`, `1.day`, `3 days 4 hours ago`, `last month`, `a week ago`.
+fn relative_seconds(s: &str) -> Option<i64> {
+    let lower = s.to_ascii_lowercase();
+    let mut words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || c == '.' || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.last() == Some(&"ago") {
+        words.pop();
+    }
+    if words.is_empty() || !words.len().is_multiple_of(2) {
+        return None;
+    }
+    let mut total = 0i64;
+    for pair in words.chunks(2) {
+        let n: i64 = match pair[0] {
+            "a" | "an" | "one" | "last" => 1,
+            "two" => 2,
+            "three" => 3,
+            n => n.parse().ok()?,
+        };
+        let unit = match pair[1].trim_end_matches('s') {
+            "second" | "sec" => 1,
+            "minute" | "min" => 60,
+            "hour" => 3600,
+            "day" => 86400,
+            "week" => 7 * 86400,
+            "month" => 30 * 86400,
+            "year" => 365 * 86400,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(unit)?)?;
+    }
+    Some(total)
 }
 
 pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
