@@ -123,6 +123,8 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "merge" => with_repo(super::merge::merge),
         "merge-base" => with_repo(super::merge::merge_base_cmd),
         "shortlog" => with_repo(super::history::shortlog),
+        "rev-list" => with_repo(super::history::rev_list),
+        "for-each-ref" => with_repo(super::refs::for_each_ref),
         "cherry-pick" => with_repo(|g, a| super::merge::pick(g, a, false)),
         "revert" => with_repo(|g, a| super::merge::pick(g, a, true)),
         "apply" => super::apply::apply(args),

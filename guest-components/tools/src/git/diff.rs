@@ -201,6 +201,27 @@ fn content(g: &Git, side: Option<(u32, Id)>, path: &str, src: Source) -> Vec<u8>
     }
 }
 
+/// What a delta between two commits changes: the old and the new content.
+pub fn sides(g: &Git, d: &Delta) -> (Vec<u8>, Vec<u8>) {
+    (
+        content(g, d.old, d.old_path(), Source::Objects),
+        content(g, d.new, &d.path, Source::Objects),
+    )
+}
+
+/// The lines `b` removes from `a` and adds (without their newlines).
+pub fn changed_lines<'a>(a: &'a [u8], b: &'a [u8]) -> Vec<&'a [u8]> {
+    let split = |d: &'a [u8]| -> Vec<&'a [u8]> { d.split_inclusive(|&c| c == b'\n').collect() };
+    let (la, lb) = (split(a), split(b));
+    let mut out: Vec<&'a [u8]> = Vec::new();
+    for c in line_changes(a, b) {
+        out.extend(la[c.i1..c.i2].iter().chain(&lb[c.j1..c.j2]));
+    }
+    out.into_iter()
+        .map(|l: &'a [u8]| l.strip_suffix(b"\n").unwrap_or(l))
+        .collect()
+}
+
 fn is_binary(d: &[u8]) -> bool {
     d[..d.len().min(8000)].contains(&0)
 }

@@ -450,7 +450,26 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     let mut authors: Vec<String> = Vec::new();
     let mut greps: Vec<String> = Vec::new();
     let (mut since, mut until) = (None::<i64>, None::<i64>);
+    let (mut pickaxe, mut pickaxe_regex) = (None::<(char, String)>, false);
     let (revs, paths) = parse_log_opts(g, &args, &mut o, &mut |x, a| {
+        for flag in ['S', 'G'] {
+            let short = format!("-{flag}");
+            if x == short {
+                let v = a.next().ok_or_else(|| {
+                    super::usage(format!("error: switch `{flag}' requires a value"))
+                })?;
+                pickaxe = Some((flag, v));
+                return Ok(true);
+            }
+            if let Some(v) = x.strip_prefix(&short) {
+                pickaxe = Some((flag, v.to_string()));
+                return Ok(true);
+            }
+        }
+        if x == "--pickaxe-regex" {
+            pickaxe_regex = true;
+            return Ok(true);
+        }
         if let Some(v) = a.value(x, "-n", "--max-count")? {
             max = Some(
                 v.parse()
@@ -501,13 +520,12 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     })?;
     let sp = specs(g, &paths)?;
     let (include, exclude) = rev_sets(g, &revs, all)?;
-    let mut commits = walk(g, &include, &exclude, first_parent)?;
-    if !sp.is_empty() {
+    let mut commits = touching(g, walk(g, &include, &exclude, first_parent)?, &sp)?;
+    if let Some((flag, what)) = pickaxe {
+        let p = Pickaxe::new(flag, &what, pickaxe_regex)?;
         let mut kept = Vec::new();
         for (id, c) in commits {
-            if commit_changes(g, &c)?.iter().any(|d| {
-                matches(&sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(&sp, f))
-            }) {
+            if p.hits(g, &c, &sp)? {
                 kept.push((id, c));
             }
         }
@@ -535,6 +553,186 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
         commits.reverse();
     }
     print_commits(g, &commits, &o, &sp)
+}
+
+/// The commits that change a path `sp` names (all of them when it names none).
+fn touching(g: &Git, commits: Vec<(Id, Commit)>, sp: &[String]) -> R<Vec<(Id, Commit)>> {
+    if sp.is_empty() {
+        return Ok(commits);
+    }
+    let mut kept = Vec::new();
+    for (id, c) in commits {
+        if commit_changes(g, &c)?
+            .iter()
+            .any(|d| matches(sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(sp, f)))
+        {
+            kept.push((id, c));
+        }
+    }
+    Ok(kept)
+}
+
+const REV_LIST_USAGE: &str = "usage: git rev-list [<options>] <commit>... [--] [<path>...]";
+
+/// `git rev-list REVISION... [-- PATH...]`: the commits, newest first, one full id a line;
+/// `--count`, `--all`, `--reverse`, `--first-parent`, `-n`/`--max-count`, `--skip`,
+/// `--no-merges`, `--merges`, `--since`/`--until`, `--abbrev-commit`.
+pub(super) fn rev_list(g: &mut Git, args: Vec<String>) -> R<i32> {
+    let (opts, after) = split_dashdash(&args);
+    let (mut count, mut all, mut reverse, mut first_parent, mut abbrev) =
+        (false, false, false, false, false);
+    let (mut merges, mut no_merges) = (false, false);
+    let (mut max, mut skip) = (None::<usize>, 0usize);
+    let (mut since, mut until) = (None::<i64>, None::<i64>);
+    let mut revs = Vec::new();
+    let mut a = Args::new(opts);
+    let number = |v: &str| {
+        v.parse::<usize>()
+            .map_err(|_| fatal(format!("'{v}': not an integer")))
+    };
+    while let Some(x) = a.next() {
+        if let Some(v) = a.value(&x, "-n", "--max-count")? {
+            max = Some(number(&v)?);
+            continue;
+        }
+        if let Some(v) = a.value(&x, "", "--skip")? {
+            skip = number(&v)?;
+            continue;
+        }
+        let mut dated = false;
+        for (long, is_since) in [
+            ("--since", true),
+            ("--after", true),
+            ("--until", false),
+            ("--before", false),
+        ] {
+            if let Some(v) = a.value(&x, "", long)? {
+                let (t, _) =
+                    super::parse_date(&v).ok_or_else(|| fatal(format!("invalid date: {v}")))?;
+                *(if is_since { &mut since } else { &mut until }) = Some(t);
+                dated = true;
+            }
+        }
+        if dated {
+            continue;
+        }
+        match x.as_str() {
+            "--count" => count = true,
+            "--all" | "--branches" => all = true,
+            "--reverse" => reverse = true,
+            "--first-parent" => first_parent = true,
+            "--abbrev-commit" => abbrev = true,
+            "--merges" => merges = true,
+            "--no-merges" => no_merges = true,
+            "--topo-order" | "--date-order" => {}
+            s if s.len() > 1
+                && s.starts_with('-')
+                && s[1..].chars().all(|c| c.is_ascii_digit()) =>
+            {
+                max = Some(number(&s[1..])?);
+            }
+            s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
+            _ => revs.push(x),
+        }
+    }
+    if revs.is_empty() && !all {
+        return Err(super::usage(REV_LIST_USAGE.to_string()));
+    }
+    let sp = specs(g, &after.unwrap_or_default())?;
+    let (include, exclude) = rev_sets(g, &revs, all)?;
+    let mut commits = touching(g, walk(g, &include, &exclude, first_parent)?, &sp)?;
+    commits.retain(|(_, c)| {
+        let t = parse_ident(&c.committer).time;
+        (!merges || c.parents.len() > 1)
+            && (!no_merges || c.parents.len() <= 1)
+            && since.is_none_or(|s| t >= s)
+            && until.is_none_or(|u| t <= u)
+    });
+    let mut ids: Vec<Id> = commits
+        .into_iter()
+        .skip(skip)
+        .take(max.unwrap_or(usize::MAX))
+        .map(|(id, _)| id)
+        .collect();
+    if count {
+        g.say(&format!("{}\n", ids.len()));
+        return Ok(0);
+    }
+    if reverse {
+        ids.reverse();
+    }
+    let mut out = String::new();
+    for id in ids {
+        out.push_str(&if abbrev { g.repo.abbrev(&id) } else { hex(&id) });
+        out.push('\n');
+    }
+    g.say(&out);
+    Ok(0)
+}
+
+/// `log -S STRING` (commits that change how many times STRING occurs in a file; with
+/// `--pickaxe-regex` a regex) and `log -G REGEX` (commits whose diff adds or removes a line
+/// that matches). Merges have no diff of their own, as in git.
+enum Pickaxe {
+    Count(Vec<u8>),
+    CountRegex(regex::bytes::Regex),
+    Lines(regex::bytes::Regex),
+}
+
+impl Pickaxe {
+    fn new(flag: char, what: &str, regex: bool) -> R<Pickaxe> {
+        let compile = |p: &str| {
+            regex::bytes::Regex::new(p).map_err(|e| {
+                fatal(format!(
+                    "invalid regex: {}",
+                    e.to_string().lines().last().unwrap_or("")
+                ))
+            })
+        };
+        Ok(match (flag, regex) {
+            ('G', _) => Pickaxe::Lines(compile(what)?),
+            (_, true) => Pickaxe::CountRegex(compile(what)?),
+            _ => Pickaxe::Count(what.as_bytes().to_vec()),
+        })
+    }
+
+    fn count(&self, text: &[u8]) -> usize {
+        match self {
+            Pickaxe::Count(s) if s.is_empty() => 0,
+            Pickaxe::Count(s) => {
+                let (mut n, mut at) = (0, 0);
+                while let Some(i) = text[at..].windows(s.len()).position(|w| w == s.as_slice()) {
+                    n += 1;
+                    at += i + s.len();
+                }
+                n
+            }
+            Pickaxe::CountRegex(r) | Pickaxe::Lines(r) => r.find_iter(text).count(),
+        }
+    }
+
+    fn hits(&self, g: &Git, c: &Commit, sp: &[String]) -> R<bool> {
+        if c.parents.len() > 1 {
+            return Ok(false);
+        }
+        for d in commit_changes(g, c)? {
+            if !sp.is_empty()
+                && !matches(sp, &d.path)
+                && !d.from.as_deref().is_some_and(|f| matches(sp, f))
+            {
+                continue;
+            }
+            let (a, b) = diff::sides(g, &d);
+            let hit = match self {
+                Pickaxe::Lines(r) => diff::changed_lines(&a, &b).iter().any(|l| r.is_match(l)),
+                _ => self.count(&a) != self.count(&b),
+            };
+            if hit {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// The commits to walk from and to hide for `revs` (`A`, `^A`, `A..B`) and `--all`:

@@ -7,7 +7,7 @@ use guest_support::cli::glob;
 
 use super::ignore::Ignore;
 use super::store::{Id, Kind, hex, io_fail};
-use super::{Fail, Git, R, error, fatal, ident, usage};
+use super::{Fail, Git, R, error, fatal, format_date, ident, usage};
 
 use super::cmds::*;
 use super::history::*;
@@ -547,4 +547,317 @@ pub(super) fn symbolic_ref(g: &mut Git, args: Vec<String>) -> R<i32> {
             "usage: git symbolic-ref [-q] [--short] HEAD [<ref>]".into(),
         )),
     }
+}
+
+// ---------------------------------------------------------------- for-each-ref
+
+/// What `for-each-ref` knows of one ref: its name and object, and (peeled through an
+/// annotated tag to its target) the commit's or tag's fields.
+struct RefItem {
+    name: String,
+    id: Id,
+    kind: Kind,
+    data: Vec<u8>,
+}
+
+impl RefItem {
+    fn load(g: &Git, name: String, id: Id) -> R<RefItem> {
+        let (kind, data) = g.repo.read(&id)?;
+        Ok(RefItem {
+            name,
+            id,
+            kind,
+            data,
+        })
+    }
+
+    /// The header lines and the message of a commit or tag.
+    fn parts(&self) -> (String, String) {
+        let s = String::from_utf8_lossy(&self.data).into_owned();
+        match s.split_once("\n\n") {
+            Some((h, m)) => (h.to_string(), m.to_string()),
+            None => (s, String::new()),
+        }
+    }
+
+    fn header(&self, key: &str) -> Option<String> {
+        if !matches!(self.kind, Kind::Commit | Kind::Tag) {
+            return None;
+        }
+        self.parts()
+            .0
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} ")).map(str::to_string))
+    }
+
+    /// The date a sort by `key` compares, and the text an atom shows.
+    fn atom(&self, g: &Git, atom: &str) -> R<(String, Option<i64>)> {
+        if let Some(inner) = atom.strip_prefix('*') {
+            // Through an annotated tag to what it tags; nothing for other refs.
+            if self.kind != Kind::Tag {
+                return Ok((String::new(), None));
+            }
+            let Some(target) = self
+                .header("object")
+                .and_then(|h| super::store::parse_hex(&h))
+            else {
+                return Ok((String::new(), None));
+            };
+            return RefItem::load(g, self.name.clone(), target)?.atom(g, inner);
+        }
+        let (name, modifier) = atom.split_once(':').unwrap_or((atom, ""));
+        let ident_field = |who: &str, field: &str| -> (String, Option<i64>) {
+            let Some(line) = self.header(who) else {
+                return (String::new(), None);
+            };
+            let i = super::store::parse_ident(&line);
+            match field {
+                "name" => (i.name.to_string(), None),
+                "email" if modifier == "trim" => (i.email.to_string(), None),
+                "email" => (format!("<{}>", i.email), None),
+                _ => {
+                    let style = match modifier {
+                        "" => "default",
+                        m => m.strip_prefix("format:").unwrap_or(m),
+                    };
+                    (format_date(i.time, i.tz, style), Some(i.time))
+                }
+            }
+        };
+        let message = || self.parts().1;
+        Ok(match name {
+            "refname" => {
+                let n = &self.name;
+                let shown = match modifier {
+                    "" => n.clone(),
+                    "short" => ["refs/heads/", "refs/tags/", "refs/remotes/", "refs/"]
+                        .iter()
+                        .find_map(|p| n.strip_prefix(p))
+                        .unwrap_or(n)
+                        .to_string(),
+                    m => {
+                        let k: usize = m
+                            .strip_prefix("lstrip=")
+                            .or_else(|| m.strip_prefix("strip="))
+                            .and_then(|k| k.parse().ok())
+                            .ok_or_else(|| {
+                                fatal(format!("unrecognized %(refname) argument: {m}"))
+                            })?;
+                        n.split('/').skip(k).collect::<Vec<_>>().join("/")
+                    }
+                };
+                (shown, None)
+            }
+            "objectname" => match modifier {
+                "" => (hex(&self.id), None),
+                "short" => (g.repo.abbrev(&self.id), None),
+                m => match m.strip_prefix("short=").and_then(|k| k.parse().ok()) {
+                    Some(k) => (g.repo.abbrev_len(&self.id, k), None),
+                    None => {
+                        return Err(fatal(format!("unrecognized %(objectname) argument: {m}")));
+                    }
+                },
+            },
+            "objecttype" => (self.kind.name().to_string(), None),
+            "objectsize" => (self.data.len().to_string(), None),
+            "HEAD" => {
+                let current = g.repo.head_ref();
+                let star = current.as_deref() == Some(self.name.as_str());
+                ((if star { "*" } else { " " }).to_string(), None)
+            }
+            "tree" => (self.header("tree").unwrap_or_default(), None),
+            "parent" => {
+                let (h, _) = self.parts();
+                let ps: Vec<&str> = h
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("parent "))
+                    .collect();
+                (ps.join(" "), None)
+            }
+            "subject" => (message().lines().next().unwrap_or("").to_string(), None),
+            "body" => {
+                let m = message();
+                (m.split_once("\n\n").map_or("", |x| x.1).to_string(), None)
+            }
+            "contents" => match modifier {
+                "" => (message(), None),
+                "subject" => (message().lines().next().unwrap_or("").to_string(), None),
+                "body" => {
+                    let m = message();
+                    (m.split_once("\n\n").map_or("", |x| x.1).to_string(), None)
+                }
+                m => return Err(fatal(format!("unrecognized %(contents) argument: {m}"))),
+            },
+            "authorname" => ident_field("author", "name"),
+            "authoremail" => ident_field("author", "email"),
+            "authordate" => ident_field("author", "date"),
+            "committername" => ident_field("committer", "name"),
+            "committeremail" => ident_field("committer", "email"),
+            "committerdate" => ident_field("committer", "date"),
+            "taggername" => ident_field("tagger", "name"),
+            "taggeremail" => ident_field("tagger", "email"),
+            "taggerdate" => ident_field("tagger", "date"),
+            "creatordate" => match self.kind {
+                Kind::Tag => ident_field("tagger", "date"),
+                _ => ident_field("committer", "date"),
+            },
+            "upstream" | "push" => {
+                let up = self
+                    .name
+                    .strip_prefix("refs/heads/")
+                    .and_then(|b| super::remote::upstream(g, b));
+                match (up, modifier) {
+                    (None, _) => (String::new(), None),
+                    (Some(u), "short") => (u.name, None),
+                    (Some(u), _) => {
+                        let full = if u.name.contains('/') {
+                            format!("refs/remotes/{}", u.name)
+                        } else {
+                            format!("refs/heads/{}", u.name)
+                        };
+                        (full, None)
+                    }
+                }
+            }
+            "color" | "align" | "end" => (String::new(), None),
+            _ => return Err(fatal(format!("unknown field name: {name}"))),
+        })
+    }
+}
+
+/// Expands `%(atom)`, `%%` and `%xx` (a hex byte) in a `for-each-ref` format.
+fn expand_ref_format(g: &Git, item: &RefItem, format: &str) -> R<String> {
+    let mut out = String::new();
+    let mut rest = format;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + 1..];
+        if let Some(r) = rest.strip_prefix('%') {
+            out.push('%');
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('(') {
+            let end = r
+                .find(')')
+                .ok_or_else(|| fatal(format!("malformed format string {format}")))?;
+            out.push_str(&item.atom(g, &r[..end])?.0);
+            rest = &r[end + 1..];
+        } else if rest.len() >= 2
+            && let Ok(b) = u8::from_str_radix(&rest[..2], 16)
+        {
+            out.push(b as char);
+            rest = &rest[2..];
+        } else {
+            out.push('%');
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `git for-each-ref [--format=FORMAT] [--sort=KEY]... [--count=N] [PATTERN...]`: every ref
+/// (or those a pattern names, whole path components from the start or a glob), sorted by
+/// name unless `--sort` says otherwise (`-KEY` reverses; the last key decides first).
+pub(super) fn for_each_ref(g: &mut Git, args: Vec<String>) -> R<i32> {
+    let mut format = "%(objectname) %(objecttype)\t%(refname)".to_string();
+    let mut sorts: Vec<String> = Vec::new();
+    let mut count: Option<usize> = None;
+    let mut patterns: Vec<String> = Vec::new();
+    let mut a = Args::new(args);
+    while let Some(x) = a.next() {
+        if let Some(v) = a.value(&x, "", "--format")? {
+            format = v;
+        } else if let Some(v) = a.value(&x, "", "--sort")? {
+            sorts.push(v);
+        } else if let Some(v) = a.value(&x, "", "--count")? {
+            count = Some(
+                v.parse()
+                    .map_err(|_| fatal(format!("'{v}': not an integer")))?,
+            );
+        } else if x == "--" {
+            continue;
+        } else if x.starts_with('-') && x.len() > 1 {
+            return Err(unknown_option(&x));
+        } else {
+            patterns.push(x);
+        }
+    }
+    let wanted = |name: &str| {
+        patterns.is_empty()
+            || patterns.iter().any(|p| {
+                let p = p.trim_end_matches('/');
+                name == p || name.starts_with(&format!("{p}/")) || glob(p, name)
+            })
+    };
+    let mut items = Vec::new();
+    for (name, id) in g.repo.refs("refs/") {
+        if wanted(&name) {
+            items.push(RefItem::load(g, name, id)?);
+        }
+    }
+    if sorts.is_empty() {
+        sorts.push("refname".into());
+    }
+    for key in &sorts {
+        let (desc, key) = match key.strip_prefix('-') {
+            Some(k) => (true, k),
+            None => (false, key.as_str()),
+        };
+        let (version, key) = match key
+            .strip_prefix("version:")
+            .or_else(|| key.strip_prefix("v:"))
+        {
+            Some(k) => (true, k),
+            None => (false, key),
+        };
+        let mut keyed = Vec::new();
+        for item in items {
+            let k = item.atom(g, key)?;
+            keyed.push((k, item));
+        }
+        keyed.sort_by(|(x, _), (y, _)| {
+            let o = match (x.1, y.1) {
+                (Some(a), Some(b)) => a.cmp(&b),
+                _ if version => version_cmp(&x.0, &y.0),
+                _ => x.0.cmp(&y.0),
+            };
+            if desc { o.reverse() } else { o }
+        });
+        items = keyed.into_iter().map(|(_, i)| i).collect();
+    }
+    let mut out = String::new();
+    for item in items.iter().take(count.unwrap_or(usize::MAX)) {
+        out.push_str(&expand_ref_format(g, item, &format)?);
+        out.push('\n');
+    }
+    g.say(&out);
+    Ok(0)
+}
+
+/// Orders names as versions: runs of digits by their value (`v1.10` after `v1.9`).
+fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (ra, rb) = (runs(a), runs(b));
+    for ((da, xa), (db, xb)) in ra.iter().zip(&rb) {
+        let o = if *da && *db {
+            let (ta, tb) = (xa.trim_start_matches('0'), xb.trim_start_matches('0'));
+            ta.len().cmp(&tb.len()).then(ta.cmp(tb))
+        } else {
+            xa.cmp(xb)
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    ra.len().cmp(&rb.len())
 }

@@ -373,13 +373,20 @@ impl Repo {
         self.abbrev_len(id, 0)
     }
 
+    /// The shortest unique prefix of `id` of at least `min` hex digits (git's floor of 4),
+    /// or with `min` 0 of `core.abbrev`'s or the automatic length.
     pub fn abbrev_len(&self, id: &Id, min: usize) -> String {
         let all = self.all_ids();
         let bits = 64 - (all.len() as u64).leading_zeros() as usize;
-        let mut len = min.max(7).max(bits.div_ceil(2));
-        if let Some(n) = self.config.get("core.abbrev").and_then(|v| v.parse().ok()) {
-            len = min.max(n);
-        }
+        let configured = self
+            .config
+            .get("core.abbrev")
+            .and_then(|v| v.parse::<usize>().ok());
+        let mut len = match (min, configured) {
+            (0, Some(n)) => n.max(4),
+            (0, None) => 7.max(bits.div_ceil(2)),
+            (n, _) => n.max(4),
+        };
         // Only the sorted neighbours can share a longer prefix.
         let at = all.partition_point(|o| o < id);
         let h = hex(id);
