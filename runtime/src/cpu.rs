@@ -97,10 +97,18 @@ mod tests {
         let account = CpuAccount::default();
         account
             .metered(async {
-                let until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+                // 30 ms of this thread's CPU time, however long other threads of a busy
+                // machine make that take.
+                let start = Times::of_thread();
                 let mut x = 0u64;
-                while std::time::Instant::now() < until {
-                    x = std::hint::black_box(x.wrapping_add(1));
+                loop {
+                    let used = Times::of_thread().since(start);
+                    if used.user_us + used.system_us >= 30_000 {
+                        break;
+                    }
+                    for _ in 0..10_000 {
+                        x = std::hint::black_box(x.wrapping_add(1));
+                    }
                 }
             })
             .await;
