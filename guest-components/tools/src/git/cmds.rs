@@ -1642,6 +1642,12 @@ pub(super) fn diff_cmd(g: &mut Git, args: Vec<String>) -> R<i32> {
         let r = revs.remove(0);
         let (a, b) = r.split_once("..").unwrap();
         let b = b.trim_start_matches('.');
+        // git names the whole range when an end of it is not a revision.
+        for end in [a, b] {
+            if !end.is_empty() && g.resolve(end).is_none() {
+                return Err(super::bad_revision(&r));
+            }
+        }
         revs = vec![
             if a.is_empty() {
                 "HEAD".into()

@@ -386,6 +386,8 @@ pub(super) fn branch(g: &mut Git, args: Vec<String>) -> R<i32> {
 pub(super) fn tag(g: &mut Git, args: Vec<String>) -> R<i32> {
     let mut a = Args::new(args);
     let (mut delete, mut annotate, mut force, mut list) = (false, false, false, false);
+    // `-n[NUM]`: list with the first NUM lines of each tag's message (or its commit's).
+    let mut lines: Option<usize> = None;
     let mut msgs = Vec::new();
     let mut names = Vec::new();
     while let Some(x) = a.next() {
@@ -399,7 +401,10 @@ pub(super) fn tag(g: &mut Git, args: Vec<String>) -> R<i32> {
             "-a" | "--annotate" => annotate = true,
             "-f" | "--force" => force = true,
             "-l" | "--list" => list = true,
-            "-n" => {}
+            "-n" => lines = Some(1),
+            s if s.starts_with("-n") && s[2..].chars().all(|c| c.is_ascii_digit()) => {
+                lines = s[2..].parse().ok();
+            }
             s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
             _ => names.push(x),
         }
@@ -417,12 +422,32 @@ pub(super) fn tag(g: &mut Git, args: Vec<String>) -> R<i32> {
         }
         return Ok(0);
     }
-    if names.is_empty() || list {
-        for name in g.repo.refs("refs/tags/").keys() {
+    if names.is_empty() || list || lines.is_some() {
+        for (name, id) in g.repo.refs("refs/tags/") {
             let short = name.trim_start_matches("refs/tags/");
-            if names.is_empty() || names.iter().any(|p| glob(p, short)) {
-                g.say(&format!("{short}\n"));
+            if !names.is_empty() && !names.iter().any(|p| glob(p, short)) {
+                continue;
             }
+            let Some(n) = lines else {
+                g.say(&format!("{short}\n"));
+                continue;
+            };
+            let message = match g.repo.read(&id)? {
+                (Kind::Tag | Kind::Commit, data) => {
+                    let text = String::from_utf8_lossy(&data).into_owned();
+                    text.split_once("\n\n")
+                        .map_or(String::new(), |m| m.1.to_string())
+                }
+                _ => String::new(),
+            };
+            let mut shown = format!("{short:<15} ");
+            for (i, line) in message.trim_end().lines().take(n.max(1)).enumerate() {
+                if i > 0 {
+                    shown.push_str("\n    ");
+                }
+                shown.push_str(line);
+            }
+            g.say(&format!("{shown}\n"));
         }
         return Ok(0);
     }
