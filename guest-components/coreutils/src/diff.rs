@@ -321,6 +321,7 @@ fn diff_pair(pa: &str, pb: &str, o: &Opts, out: &mut Vec<u8>, in_dirs: bool) -> 
             &Unified {
                 context,
                 funcname: false,
+                context_from_new: false,
             },
         );
     } else {

@@ -134,6 +134,9 @@ pub struct Side<'a> {
 pub struct Unified {
     pub context: usize,
     pub funcname: bool,
+    /// Context lines from the new side (git does so when it ignores whitespace: the lines
+    /// of a context match without being the same).
+    pub context_from_new: bool,
 }
 
 /// Appends one line of a diff with its prefix, and git's and GNU's note when the file's last
@@ -198,11 +201,17 @@ pub fn unified_hunks(out: &mut Vec<u8>, a: &Side, b: &Side, cs: &[Change], how: 
             }
         }
         out.push(b'\n');
-        let mut ia = a_start;
+        let (mut ia, mut ib) = (a_start, b_start);
+        let context_line = |out: &mut Vec<u8>, ia: usize, ib: usize| {
+            let last = a_nl && b_nl && ia + 1 == la.len();
+            let text = if how.context_from_new { lb[ib] } else { la[ia] };
+            line(out, b" ", text, last);
+        };
         for c in &cs[k..=end] {
             while ia < c.i1 {
-                line(out, b" ", la[ia], a_nl && b_nl && ia + 1 == la.len());
+                context_line(out, ia, ib);
                 ia += 1;
+                ib += 1;
             }
             for x in c.i1..c.i2 {
                 line(out, b"-", la[x], a_nl && x + 1 == la.len());
@@ -210,11 +219,12 @@ pub fn unified_hunks(out: &mut Vec<u8>, a: &Side, b: &Side, cs: &[Change], how: 
             for y in c.j1..c.j2 {
                 line(out, b"+", lb[y], b_nl && y + 1 == lb.len());
             }
-            ia = c.i2;
+            (ia, ib) = (c.i2, c.j2);
         }
         while ia < a_end {
-            line(out, b" ", la[ia], a_nl && b_nl && ia + 1 == la.len());
+            context_line(out, ia, ib);
             ia += 1;
+            ib += 1;
         }
         k = end + 1;
     }

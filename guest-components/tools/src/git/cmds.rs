@@ -7,7 +7,7 @@ use std::path::Path;
 use guest_support::cli::glob;
 
 use super::checkout::*;
-use super::diff::{self, Delta, Files, Listing, Output, Show, Source};
+use super::diff::{self, Delta, Files, Listing, Output, Show, Source, Ws};
 use super::history::*;
 use super::ignore::{self, Ignore};
 use super::refs::*;
@@ -1241,7 +1241,7 @@ pub(super) fn commit(g: &mut Git, args: Vec<String>) -> R<i32> {
     }
     let mut out = Vec::new();
     if merging.is_none() {
-        diff::shortstat(g, &changes, Source::Objects, &mut out);
+        diff::shortstat(g, &changes, Source::Objects, Ws::Exact, &mut out);
         diff::summary(&changes, &mut out);
     }
     g.out.extend_from_slice(&out);
@@ -1575,6 +1575,10 @@ pub(super) fn diff_option(a: &str, o: &mut DiffOpts) -> bool {
             o.chosen = true;
         }
         "-s" | "--no-patch" => o.no_patch = true,
+        "-w" | "--ignore-all-space" => o.show.ws = Ws::All,
+        "-b" | "--ignore-space-change" => o.show.ws = Ws::Change,
+        "--ignore-space-at-eol" => o.show.ws = Ws::AtEol,
+        "--ignore-cr-at-eol" => o.show.ws = Ws::CrAtEol,
         "--quiet" => {
             o.quiet = true;
             o.exit_code = true;

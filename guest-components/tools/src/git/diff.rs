@@ -165,7 +165,56 @@ pub enum Source {
     Worktree,
 }
 
+/// Which whitespace differences a diff does not count: `-w`/`--ignore-all-space`,
+/// `-b`/`--ignore-space-change`, `--ignore-space-at-eol`, `--ignore-cr-at-eol`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ws {
+    #[default]
+    Exact,
+    All,
+    Change,
+    AtEol,
+    CrAtEol,
+}
+
+impl Ws {
+    /// What a line (with its newline) is compared by.
+    fn key(self, line: &[u8]) -> Vec<u8> {
+        let space = |c: &u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n' | 0x0b | 0x0c);
+        match self {
+            Ws::Exact => line.to_vec(),
+            Ws::All => line.iter().filter(|c| !space(c)).copied().collect(),
+            Ws::Change => {
+                let mut out = Vec::new();
+                let mut gap = false;
+                for c in line {
+                    if space(c) {
+                        gap = true;
+                    } else {
+                        if gap && !out.is_empty() {
+                            out.push(b' ');
+                        }
+                        gap = false;
+                        out.push(*c);
+                    }
+                }
+                out
+            }
+            Ws::AtEol => {
+                let end = line.len() - line.iter().rev().take_while(|c| space(c)).count();
+                line[..end].to_vec()
+            }
+            Ws::CrAtEol => match line.strip_suffix(b"\r\n") {
+                Some(l) => [l, b"\n"].concat(),
+                None => line.strip_suffix(b"\r").unwrap_or(line).to_vec(),
+            },
+        }
+    }
+}
+
 pub struct Show {
+    /// Whitespace differences not counted.
+    pub ws: Ws,
     pub context: usize,
     pub src_prefix: String,
     pub dst_prefix: String,
@@ -176,6 +225,7 @@ pub struct Show {
 impl Default for Show {
     fn default() -> Self {
         Show {
+            ws: Ws::Exact,
             context: 3,
             src_prefix: "a/".into(),
             dst_prefix: "b/".into(),
@@ -214,7 +264,7 @@ pub fn changed_lines<'a>(a: &'a [u8], b: &'a [u8]) -> Vec<&'a [u8]> {
     let split = |d: &'a [u8]| -> Vec<&'a [u8]> { d.split_inclusive(|&c| c == b'\n').collect() };
     let (la, lb) = (split(a), split(b));
     let mut out: Vec<&'a [u8]> = Vec::new();
-    for c in line_changes(a, b) {
+    for c in line_changes(a, b, Ws::Exact) {
         out.extend(la[c.i1..c.i2].iter().chain(&lb[c.j1..c.j2]));
     }
     out.into_iter()
@@ -227,13 +277,13 @@ fn is_binary(d: &[u8]) -> bool {
 }
 
 /// Added and deleted lines of a delta (None for a binary file).
-pub fn counts(g: &Git, d: &Delta, src: Source) -> Option<(usize, usize)> {
+pub fn counts(g: &Git, d: &Delta, src: Source, ws: Ws) -> Option<(usize, usize)> {
     let a = content(g, d.old, d.old_path(), Source::Objects);
     let b = content(g, d.new, &d.path, src);
     if is_binary(&a) || is_binary(&b) {
         return None;
     }
-    let cs = line_changes(&a, &b);
+    let cs = line_changes(&a, &b, ws);
     Some(
         cs.iter()
             .fold((0, 0), |(x, y), c| (x + c.j2 - c.j1, y + c.i2 - c.i1)),
@@ -242,10 +292,10 @@ pub fn counts(g: &Git, d: &Delta, src: Source) -> Option<(usize, usize)> {
 
 /// Line changes from `a` to `b`, comparing lines with their newlines so that a last line
 /// that gains or loses one is a change.
-fn line_changes(a: &[u8], b: &[u8]) -> Vec<guest_support::textdiff::Change> {
+fn line_changes(a: &[u8], b: &[u8], ws: Ws) -> Vec<guest_support::textdiff::Change> {
     let full = |d: &[u8]| -> Vec<Vec<u8>> {
         d.split_inclusive(|&c| c == b'\n')
-            .map(<[u8]>::to_vec)
+            .map(|l| ws.key(l))
             .collect()
     };
     let (fa, fb) = (full(a), full(b));
@@ -359,7 +409,7 @@ pub fn patch_with(
         return;
     }
     let (la, lb) = (lines(a), lines(b));
-    let cs = line_changes(a, b);
+    let cs = line_changes(a, b, how.ws);
     if cs.is_empty() {
         return;
     }
@@ -389,6 +439,7 @@ pub fn patch_with(
         &Unified {
             context: how.context,
             funcname: true,
+            context_from_new: how.ws != Ws::Exact,
         },
     );
 }
@@ -434,10 +485,10 @@ fn rename_arrow(a: &str, b: &str) -> String {
 }
 
 /// `--stat`: git's histogram, sized to 80 columns, and its summary line.
-pub fn stat(g: &Git, ds: &[Delta], src: Source, out: &mut Vec<u8>) {
+pub fn stat(g: &Git, ds: &[Delta], src: Source, ws: Ws, out: &mut Vec<u8>) {
     let rows: Vec<(String, Option<(usize, usize)>)> = ds
         .iter()
-        .map(|d| (stat_name(d), counts(g, d, src)))
+        .map(|d| (stat_name(d), counts(g, d, src, ws)))
         .collect();
     let sizes = |d: &Delta| {
         let a = content(g, d.old, d.old_path(), Source::Objects).len();
@@ -566,13 +617,13 @@ pub fn summary_line(files: usize, ins: usize, del: usize) -> String {
     s
 }
 
-pub fn shortstat(g: &Git, ds: &[Delta], src: Source, out: &mut Vec<u8>) {
+pub fn shortstat(g: &Git, ds: &[Delta], src: Source, ws: Ws, out: &mut Vec<u8>) {
     if ds.is_empty() {
         return;
     }
     let (mut ins, mut del) = (0, 0);
     for d in ds {
-        if let Some((a, x)) = counts(g, d, src) {
+        if let Some((a, x)) = counts(g, d, src, ws) {
             ins += a;
             del += x;
         }
@@ -580,9 +631,9 @@ pub fn shortstat(g: &Git, ds: &[Delta], src: Source, out: &mut Vec<u8>) {
     out.extend_from_slice(summary_line(ds.len(), ins, del).as_bytes());
 }
 
-pub fn numstat(g: &Git, ds: &[Delta], src: Source, out: &mut Vec<u8>) {
+pub fn numstat(g: &Git, ds: &[Delta], src: Source, ws: Ws, out: &mut Vec<u8>) {
     for d in ds {
-        let (a, x) = match counts(g, d, src) {
+        let (a, x) = match counts(g, d, src, ws) {
             Some((a, x)) => (a.to_string(), x.to_string()),
             None => ("-".into(), "-".into()),
         };
@@ -671,10 +722,27 @@ pub fn write_with(
     } else {
         Source::Objects
     };
+    // Files whose every change is whitespace a diff does not count have no stat line and
+    // no patch (their names are still listed, as git lists them).
+    let counted: Vec<Delta>;
+    let shown = if how.ws == Ws::Exact {
+        ds
+    } else {
+        counted = ds
+            .iter()
+            .filter(|d| {
+                d.old.map(|o| o.0) != d.new.map(|n| n.0)
+                    || d.from.is_some()
+                    || counts(g, d, src(d), how.ws).is_none_or(|(a, x)| a + x > 0)
+            })
+            .cloned()
+            .collect();
+        &counted
+    };
     match o.listing {
-        Some(Listing::Stat) => stat(g, ds, any_work, out),
-        Some(Listing::Numstat) => numstat(g, ds, any_work, out),
-        Some(Listing::Shortstat) => shortstat(g, ds, any_work, out),
+        Some(Listing::Stat) => stat(g, shown, any_work, how.ws, out),
+        Some(Listing::Numstat) => numstat(g, shown, any_work, how.ws, out),
+        Some(Listing::Shortstat) => shortstat(g, shown, any_work, how.ws, out),
         Some(Listing::NameOnly) => {
             for d in ds {
                 out.extend_from_slice(format!("{}\n", quote_path(&d.path, false)).as_bytes());
@@ -703,10 +771,10 @@ pub fn write_with(
             o.listing,
             Some(Listing::Stat | Listing::Numstat | Listing::Shortstat)
         ) || o.summary;
-        if stats && !ds.is_empty() {
+        if stats && !shown.is_empty() {
             out.push(b'\n');
         }
-        for d in ds {
+        for d in shown {
             patch(g, d, src(d), how, out);
         }
     }

@@ -777,7 +777,7 @@ pub fn pick(g: &mut Git, args: Vec<String>, revert: bool) -> R<i32> {
         ));
         let ds = diff::compare(&ours, &m.result, true);
         let mut out = Vec::new();
-        diff::shortstat(g, &ds, Source::Objects, &mut out);
+        diff::shortstat(g, &ds, Source::Objects, diff::Ws::Exact, &mut out);
         diff::summary(&ds, &mut out);
         g.out.extend_from_slice(&out);
     }
