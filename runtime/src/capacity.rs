@@ -144,7 +144,7 @@ impl Capacity {
     }
 
     /// Another count of [`wide_instances`] than the address space's.
-    pub(crate) fn wide(mut self, max: Option<usize>) -> Self {
+    pub(crate) fn with_wide_max(mut self, max: Option<usize>) -> Self {
         self.wide_max = max.unwrap_or(self.wide_max);
         self
     }

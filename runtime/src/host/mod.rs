@@ -190,7 +190,7 @@ impl HostContext {
             cache,
             linkers,
             capacity: Capacity::new(max_instances, reserved_for_jobs, node_memory.clone())
-                .wide(wide_instances),
+                .with_wide_max(wide_instances),
             node_memory,
             agent_linkers: Mutex::new(HashMap::new()),
         })
