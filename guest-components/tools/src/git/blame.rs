@@ -1,9 +1,10 @@
 //! `git blame`: which commit last changed each line of a file, in git's default format
-//! (`-L`, `-s`, `-e`, `-l`, `-n`, `-f`, `--root`, a revision). Lines are handed from a
-//! commit to its parents where a line diff finds them unchanged, newest commits first; a
-//! line no parent has is the commit's own. Without a revision the working tree's file is
-//! blamed: its lines HEAD does not have are "Not Committed Yet". Renames are not followed
-//! (a file added under a new name is blamed on that commit).
+//! (`-L`, `-s`, `-e`, `-l`, `-n`, `-f`, `--root`, a revision) or its porcelain ones
+//! (`--porcelain`, `--line-porcelain`). Lines are handed from a commit to its parents where
+//! a line diff finds them unchanged, newest commits first; a line no parent has is the
+//! commit's own. Without a revision the working tree's file is blamed: its lines HEAD does
+//! not have are "Not Committed Yet". Renames are not followed (a file added under a new
+//! name is blamed on that commit).
 
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -71,6 +72,8 @@ struct Opts {
     number: bool,
     name: bool,
     root: bool,
+    /// `--porcelain` (each commit's details once) or `--line-porcelain` (on every line).
+    porcelain: Option<bool>,
 }
 
 pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
@@ -82,6 +85,7 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
         number: false,
         name: false,
         root: false,
+        porcelain: None,
     };
     let mut words: Vec<String> = Vec::new();
     let mut paths_only = false;
@@ -106,6 +110,8 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
             "-n" | "--show-number" => o.number = true,
             "-f" | "--show-name" => o.name = true,
             "--root" => o.root = true,
+            "-p" | "--porcelain" => o.porcelain = Some(false),
+            "--line-porcelain" => o.porcelain = Some(true),
             "-w" | "-M" | "-C" => {}
             s if s.starts_with('-') && s.len() > 1 => return Err(unknown_option(s)),
             _ => words.push(a),
@@ -216,6 +222,25 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
+    if let Some(every_line) = o.porcelain {
+        let head_id = match &rev {
+            Some(_) => None,
+            None => g.repo.head(),
+        };
+        let out = porcelain(
+            g,
+            &o,
+            &shown,
+            &final_lines,
+            &commits,
+            &path,
+            head_id,
+            now,
+            every_line,
+        )?;
+        g.out.extend_from_slice(&out);
+        return Ok(0);
+    }
     let who = |b: &Blamed| -> (String, String) {
         match commits.get(&b.id) {
             Some(c) => {
@@ -281,6 +306,100 @@ pub(super) fn blame(g: &mut Git, args: Vec<String>) -> R<i32> {
         g.out.push(b'\n');
     }
     Ok(0)
+}
+
+/// git's `--porcelain` and `--line-porcelain`: per line `HASH ORIG FINAL [GROUP]`, the
+/// commit's details (the first time it appears, or on every line), and the line after a
+/// tab. A group is a run of lines from one commit, consecutive on both sides.
+#[allow(clippy::too_many_arguments)]
+fn porcelain(
+    g: &Git,
+    o: &Opts,
+    shown: &[(usize, Blamed)],
+    final_lines: &[Vec<u8>],
+    commits: &BTreeMap<Id, Commit>,
+    path: &str,
+    head: Option<Id>,
+    now: i64,
+    every_line: bool,
+) -> R<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut told: std::collections::BTreeSet<Id> = std::collections::BTreeSet::new();
+    let mut k = 0;
+    while k < shown.len() {
+        let (i, b) = shown[k];
+        let mut run = 1;
+        while k + run < shown.len()
+            && shown[k + run].1.id == b.id
+            && shown[k + run].1.orig == b.orig + run
+            && shown[k + run].0 == i + run
+        {
+            run += 1;
+        }
+        for (n, (i, b)) in shown[k..k + run].iter().enumerate() {
+            let mut head_line = format!("{} {} {}", hex(&b.id), b.orig + 1, i + 1);
+            if n == 0 {
+                head_line.push_str(&format!(" {run}"));
+            }
+            head_line.push('\n');
+            out.extend_from_slice(head_line.as_bytes());
+            if every_line || told.insert(b.id) {
+                out.extend_from_slice(details(g, o, b, commits, path, head, now)?.as_bytes());
+            }
+            out.push(b'\t');
+            out.extend_from_slice(&final_lines[*i]);
+            out.push(b'\n');
+        }
+        k += run;
+    }
+    Ok(out)
+}
+
+/// The `author`...`filename` lines of a blamed commit in porcelain output.
+fn details(
+    g: &Git,
+    o: &Opts,
+    b: &Blamed,
+    commits: &BTreeMap<Id, Commit>,
+    path: &str,
+    head: Option<Id>,
+    now: i64,
+) -> R<String> {
+    let mut s = String::new();
+    let person = |s: &mut String, role: &str, name: &str, email: &str, time: i64, tz: &str| {
+        s.push_str(&format!(
+            "{role} {name}\n{role}-mail <{email}>\n{role}-time {time}\n{role}-tz {tz}\n"
+        ));
+    };
+    match commits.get(&b.id) {
+        Some(c) => {
+            let a = parse_ident(&c.author);
+            let m = parse_ident(&c.committer);
+            person(&mut s, "author", a.name, a.email, a.time, a.tz);
+            person(&mut s, "committer", m.name, m.email, m.time, m.tz);
+            s.push_str(&format!("summary {}\n", c.subject()));
+            if c.parents.is_empty() && !o.root {
+                s.push_str("boundary\n");
+            }
+            for p in &c.parents {
+                if file_at(g, &g.repo.commit(p)?, path)?.is_some() {
+                    s.push_str(&format!("previous {} {path}\n", hex(p)));
+                    break;
+                }
+            }
+        }
+        None => {
+            let who = "Not Committed Yet";
+            person(&mut s, "author", who, "not.committed.yet", now, "+0000");
+            person(&mut s, "committer", who, "not.committed.yet", now, "+0000");
+            s.push_str(&format!("summary Version of {path} from {path}\n"));
+            if let Some(h) = head {
+                s.push_str(&format!("previous {} {path}\n", hex(&h)));
+            }
+        }
+    }
+    s.push_str(&format!("filename {path}\n"));
+    Ok(s)
 }
 
 /// The lines of `left` (final line, line in `child`) that a diff of `parent` against
