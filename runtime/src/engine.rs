@@ -84,9 +84,7 @@ pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<En
 /// one.
 pub(crate) fn compiler_for(engine: &Engine) -> Result<Engine> {
     static COMPILERS: Mutex<Vec<(u64, Engine)>> = Mutex::new(Vec::new());
-    let mut h = DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut h);
-    let key = h.finish();
+    let key = compatibility(engine);
     let mut compilers = COMPILERS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, c)) = compilers.iter().find(|(k, _)| *k == key) {
         return Ok(c.clone());
@@ -98,6 +96,14 @@ pub(crate) fn compiler_for(engine: &Engine) -> Result<Engine> {
     let compiler = Engine::new(&config).context("creating the compiling wasmtime engine")?;
     compilers.push((key, compiler.clone()));
     Ok(compiler)
+}
+
+/// `engine`'s compatibility hash (its tunables, features and wasmtime's version) as a
+/// number: engines with the same one load the same compiled code.
+fn compatibility(engine: &Engine) -> u64 {
+    let mut h = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    h.finish()
 }
 
 /// The CPU features compiled code may use that this host has (those cranelift looks for):
@@ -235,11 +241,7 @@ mod tests {
     #[test]
     fn compact_code_is_compiled_apart_and_never_loaded_elsewhere() {
         let [pooled, on_demand, compact] = new_engines(64 << 20, 2).unwrap();
-        let hash = |e: &Engine| {
-            let mut h = DefaultHasher::new();
-            e.precompile_compatibility_hash().hash(&mut h);
-            h.finish()
-        };
+        let hash = compatibility;
         // The pool and on demand share compiled code (one cache entry); compact code has a
         // name of its own in the cache.
         assert_eq!(hash(&pooled), hash(&on_demand));

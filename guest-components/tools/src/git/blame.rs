@@ -324,7 +324,8 @@ fn porcelain(
     every_line: bool,
 ) -> R<Vec<u8>> {
     let mut out = Vec::new();
-    let mut told: std::collections::BTreeSet<Id> = std::collections::BTreeSet::new();
+    // Each commit's details, made once (its `previous` reads a parent's tree).
+    let mut told: BTreeMap<Id, String> = BTreeMap::new();
     let mut k = 0;
     while k < shown.len() {
         let (i, b) = shown[k];
@@ -343,8 +344,12 @@ fn porcelain(
             }
             head_line.push('\n');
             out.extend_from_slice(head_line.as_bytes());
-            if every_line || told.insert(b.id) {
-                out.extend_from_slice(details(g, o, b, commits, path, head, now)?.as_bytes());
+            let first = !told.contains_key(&b.id);
+            if first {
+                told.insert(b.id, details(g, o, b, commits, path, head, now)?);
+            }
+            if first || every_line {
+                out.extend_from_slice(told[&b.id].as_bytes());
             }
             out.push(b'\t');
             out.extend_from_slice(&final_lines[*i]);

@@ -449,7 +449,7 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (mut reverse, mut all, mut first_parent, mut skip) = (false, false, false, 0usize);
     let mut authors: Vec<String> = Vec::new();
     let mut greps: Vec<String> = Vec::new();
-    let (mut since, mut until) = (None::<i64>, None::<i64>);
+    let mut dates = Dates::default();
     let (mut pickaxe, mut pickaxe_regex) = (None::<(char, String)>, false);
     let (revs, paths) = parse_log_opts(g, &args, &mut o, &mut |x, a| {
         for flag in ['S', 'G'] {
@@ -489,22 +489,8 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
             greps.push(v);
             return Ok(true);
         }
-        for (long, is_since) in [
-            ("--since", true),
-            ("--after", true),
-            ("--until", false),
-            ("--before", false),
-        ] {
-            if let Some(v) = a.value(x, "", long)? {
-                let (t, _) =
-                    super::parse_date(&v).ok_or_else(|| fatal(format!("invalid date: {v}")))?;
-                if is_since {
-                    since = Some(t);
-                } else {
-                    until = Some(t);
-                }
-                return Ok(true);
-            }
+        if dates.option(x, a)? {
+            return Ok(true);
         }
         if x.len() > 1 && x.starts_with('-') && x[1..].chars().all(|c| c.is_ascii_digit()) {
             max = x[1..].parse().ok();
@@ -537,12 +523,7 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     if !greps.is_empty() {
         commits.retain(|(_, c)| greps.iter().any(|p| c.message.contains(p.as_str())));
     }
-    if since.is_some() || until.is_some() {
-        commits.retain(|(_, c)| {
-            let t = parse_ident(&c.committer).time;
-            since.is_none_or(|s| t >= s) && until.is_none_or(|u| t <= u)
-        });
-    }
+    commits.retain(|(_, c)| dates.holds(c));
     let commits: Vec<(Id, Commit)> = commits
         .into_iter()
         .skip(skip)
@@ -555,6 +536,48 @@ pub(super) fn log(g: &mut Git, args: Vec<String>) -> R<i32> {
     print_commits(g, &commits, &o, &sp)
 }
 
+/// `--since`/`--after` and `--until`/`--before` of `log` and `rev-list`.
+#[derive(Default)]
+struct Dates {
+    since: Option<i64>,
+    until: Option<i64>,
+}
+
+impl Dates {
+    /// Takes `x` (and its value) when it is one of the date options.
+    fn option(&mut self, x: &str, a: &mut Args) -> R<bool> {
+        for (long, is_since) in [
+            ("--since", true),
+            ("--after", true),
+            ("--until", false),
+            ("--before", false),
+        ] {
+            if let Some(v) = a.value(x, "", long)? {
+                let (t, _) =
+                    super::parse_date(&v).ok_or_else(|| fatal(format!("invalid date: {v}")))?;
+                *(if is_since {
+                    &mut self.since
+                } else {
+                    &mut self.until
+                }) = Some(t);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether `c`'s commit date lies within the dates given.
+    fn holds(&self, c: &Commit) -> bool {
+        let t = parse_ident(&c.committer).time;
+        self.since.is_none_or(|s| t >= s) && self.until.is_none_or(|u| t <= u)
+    }
+}
+
+/// Whether a change touches a path `sp` names (on either side of a rename).
+fn names(sp: &[String], d: &Delta) -> bool {
+    matches(sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(sp, f))
+}
+
 /// The commits that change a path `sp` names (all of them when it names none).
 fn touching(g: &Git, commits: Vec<(Id, Commit)>, sp: &[String]) -> R<Vec<(Id, Commit)>> {
     if sp.is_empty() {
@@ -562,10 +585,7 @@ fn touching(g: &Git, commits: Vec<(Id, Commit)>, sp: &[String]) -> R<Vec<(Id, Co
     }
     let mut kept = Vec::new();
     for (id, c) in commits {
-        if commit_changes(g, &c)?
-            .iter()
-            .any(|d| matches(sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(sp, f)))
-        {
+        if commit_changes(g, &c)?.iter().any(|d| names(sp, d)) {
             kept.push((id, c));
         }
     }
@@ -583,7 +603,7 @@ pub(super) fn rev_list(g: &mut Git, args: Vec<String>) -> R<i32> {
         (false, false, false, false, false);
     let (mut merges, mut no_merges) = (false, false);
     let (mut max, mut skip) = (None::<usize>, 0usize);
-    let (mut since, mut until) = (None::<i64>, None::<i64>);
+    let mut dates = Dates::default();
     let mut revs = Vec::new();
     let mut a = Args::new(opts);
     let number = |v: &str| {
@@ -599,21 +619,7 @@ pub(super) fn rev_list(g: &mut Git, args: Vec<String>) -> R<i32> {
             skip = number(&v)?;
             continue;
         }
-        let mut dated = false;
-        for (long, is_since) in [
-            ("--since", true),
-            ("--after", true),
-            ("--until", false),
-            ("--before", false),
-        ] {
-            if let Some(v) = a.value(&x, "", long)? {
-                let (t, _) =
-                    super::parse_date(&v).ok_or_else(|| fatal(format!("invalid date: {v}")))?;
-                *(if is_since { &mut since } else { &mut until }) = Some(t);
-                dated = true;
-            }
-        }
-        if dated {
+        if dates.option(&x, &mut a)? {
             continue;
         }
         match x.as_str() {
@@ -642,11 +648,7 @@ pub(super) fn rev_list(g: &mut Git, args: Vec<String>) -> R<i32> {
     let (include, exclude) = rev_sets(g, &revs, all)?;
     let mut commits = touching(g, walk(g, &include, &exclude, first_parent)?, &sp)?;
     commits.retain(|(_, c)| {
-        let t = parse_ident(&c.committer).time;
-        (!merges || c.parents.len() > 1)
-            && (!no_merges || c.parents.len() <= 1)
-            && since.is_none_or(|s| t >= s)
-            && until.is_none_or(|u| t <= u)
+        (!merges || c.parents.len() > 1) && (!no_merges || c.parents.len() <= 1) && dates.holds(c)
     });
     let mut ids: Vec<Id> = commits
         .into_iter()
@@ -716,10 +718,7 @@ impl Pickaxe {
             return Ok(false);
         }
         for d in commit_changes(g, c)? {
-            if !sp.is_empty()
-                && !matches(sp, &d.path)
-                && !d.from.as_deref().is_some_and(|f| matches(sp, f))
-            {
+            if !sp.is_empty() && !names(sp, &d) {
                 continue;
             }
             let (a, b) = diff::sides(g, &d);
@@ -890,9 +889,7 @@ pub(super) fn print_commits(
         if !what.is_empty() && c.parents.len() <= 1 {
             let mut ds = commit_changes(g, c)?;
             if !sp.is_empty() {
-                ds.retain(|d| {
-                    matches(sp, &d.path) || d.from.as_deref().is_some_and(|f| matches(sp, f))
-                });
+                ds.retain(|d| names(sp, d));
             }
             diff::write(g, &ds, Source::Objects, &what, &o.diff.show, &mut diff_out);
         }
