@@ -8,6 +8,7 @@
 //! `ln a b` makes an ordinary hard link that keeps its meaning. A sandbox holds the sets of
 //! every snapshot it took or came from; a set is never changed once made.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::io;
@@ -59,7 +60,7 @@ struct Lazy {
 
 impl Shared {
     pub(crate) fn add(&self, set: Arc<Inodes>) {
-        let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sets = lock(&self.sets);
         if !sets.iter().any(|s| Arc::ptr_eq(s, &set)) {
             sets.push(set);
         }
@@ -87,7 +88,7 @@ impl Shared {
 
     /// How many names a shared file has in the trees it is shared from.
     fn names(&self, dev: u64, ino: u64) -> Option<u32> {
-        let sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        let sets = lock(&self.sets);
         sets.iter().find_map(|s| s.names(dev, ino))
     }
 
@@ -155,7 +156,7 @@ impl Shared {
         };
         lazy.fill_from(0, src, dst.as_raw_fd())?;
         if !lazy.pending.is_empty() {
-            *self.lazy.lock().unwrap_or_else(|e| e.into_inner()) = Some(lazy);
+            *lock(&self.lazy) = Some(lazy);
             self.lazy_any.store(true, Ordering::Release);
         }
         Ok(())
@@ -168,7 +169,7 @@ impl Shared {
         if !self.lazy_any.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut guard = self.lazy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = lock(&self.lazy);
         let Some(lazy) = guard.as_mut() else {
             return Ok(());
         };
@@ -222,7 +223,7 @@ impl Shared {
         if !self.lazy_any.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut guard = self.lazy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = lock(&self.lazy);
         let Some(lazy) = guard.as_mut() else {
             return Ok(());
         };

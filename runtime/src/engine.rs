@@ -5,6 +5,7 @@
 //! never sets a compiler up (cranelift's probe of the CPU and its tables: 0-3% of a
 //! `wasbox run`).
 
+use crate::sync::lock;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -85,7 +86,7 @@ pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<En
 pub(crate) fn compiler_for(engine: &Engine) -> Result<Engine> {
     static COMPILERS: Mutex<Vec<(u64, Engine)>> = Mutex::new(Vec::new());
     let key = compatibility(engine);
-    let mut compilers = COMPILERS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut compilers = lock(&COMPILERS);
     if let Some((_, c)) = compilers.iter().find(|(k, _)| *k == key) {
         return Ok(c.clone());
     }

@@ -1,6 +1,7 @@
 //! Jobs: one command run to its end in a sandbox, with bounded output capture, a deadline
 //! and a stop signal, reported as a [`JobOutput`].
 
+use crate::sync::lock;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -9,7 +10,7 @@ use anyhow::Result;
 
 use crate::capacity::Admission;
 use crate::engine::Placement;
-use crate::host::{JobContext, Site, Stdio, environment, run_process};
+use crate::host::{JobContext, Site, StartFailure, StartReport, Stdio, environment, run_process};
 use crate::io::{Capture, InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
 use crate::limits::EXIT_TIMEOUT;
 
@@ -57,7 +58,7 @@ impl StopSignal {
     /// Stops the job (now, or as soon as it starts). The job ends with status `failed`,
     /// exit code 137 and a note on stderr.
     pub fn stop(&self) {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = lock(&self.0);
         s.requested = true;
         if let Some(job) = s.job.as_ref().and_then(|j| j.upgrade()) {
             job.stop();
@@ -73,7 +74,7 @@ impl StopSignal {
     /// status 130) and tells the shell, which goes back to its prompt. The job goes on.
     /// Returns whether a child process was running.
     pub fn interrupt(&self) -> bool {
-        let s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let s = lock(&self.0);
         match s.job.as_ref().and_then(|j| j.upgrade()) {
             Some(job) => job.interrupt(),
             None => false,
@@ -81,7 +82,7 @@ impl StopSignal {
     }
 
     fn attach(&self, job: &Arc<JobContext>) {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = lock(&self.0);
         s.job = Some(Arc::downgrade(job));
         if s.requested {
             job.stop();
@@ -120,31 +121,6 @@ pub struct JobSpec {
     /// deadline. None by default.
     pub start_wait: Duration,
 }
-
-/// Where a job reports that its first process started, or why it did not.
-pub type StartReport = tokio::sync::oneshot::Sender<Result<(), StartFailure>>;
-/// Where that report is heard.
-pub(crate) type StartHeard = tokio::sync::oneshot::Receiver<Result<(), StartFailure>>;
-
-/// Why a job's first process did not start.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StartFailure {
-    /// What stopped it, for a person: `` `PROGRAM`: REASON ``.
-    pub reason: String,
-    /// It lacked only room that the node's other sandboxes were holding (memory of the
-    /// node's budget or address space), so the same start can succeed once they give it
-    /// back. Otherwise it cannot start as asked: its sandbox's own limits, a program that
-    /// does not load, more memory than the node's whole budget.
-    pub for_lack_of_room: bool,
-}
-
-impl std::fmt::Display for StartFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for StartFailure {}
 
 impl JobSpec {
     pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {

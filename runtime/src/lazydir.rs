@@ -13,6 +13,7 @@
 //! bounded too (half the open-file limit); past that, an operation opens its directory for
 //! itself alone.
 
+use crate::sync::lock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -73,7 +74,7 @@ impl LazyDir {
     /// A directory already open (a spare workspace's handle), kept while used.
     pub(crate) fn open(dir: Dir) -> Self {
         let lazy = LazyDir::closed();
-        let mut open = lazy.slot.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = lock(&lazy.slot.open);
         lazy.hold(&mut open, &dir, Instant::now());
         drop(open);
         lazy
@@ -83,7 +84,7 @@ impl LazyDir {
     /// there is room).
     pub(crate) fn get(&self, open: impl FnOnce() -> std::io::Result<Dir>) -> std::io::Result<Dir> {
         let now = Instant::now();
-        let mut slot = self.slot.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&self.slot.open);
         if let Some((dir, used)) = slot.as_mut() {
             *used = now;
             return Ok(dir.clone());
@@ -100,7 +101,7 @@ impl LazyDir {
             return;
         }
         *slot = Some((dir.clone(), now));
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = lock(&OPEN);
         open.push(Arc::downgrade(&self.slot));
         // Only the sweep forgets the slots of sandboxes gone: a process that makes many, even
         // one at a time, needs it.
@@ -112,12 +113,7 @@ impl LazyDir {
 
     /// The directory held open now, taken out (its holder is going).
     pub(crate) fn take(&self) -> Option<Dir> {
-        let taken = self
-            .slot
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let taken = lock(&self.slot.open).take();
         taken.map(|(dir, _)| {
             HELD.fetch_sub(1, Ordering::Relaxed);
             dir
@@ -127,11 +123,7 @@ impl LazyDir {
     /// Whether the directory is held open now.
     #[cfg(test)]
     fn is_open(&self) -> bool {
-        self.slot
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock(&self.slot.open).is_some()
     }
 }
 
@@ -157,11 +149,11 @@ fn start_sweeping() {
 fn sweep(now: Instant) {
     MOST.store(0, Ordering::Relaxed);
     // Taken out, so that those who open a directory meanwhile are not kept waiting.
-    let slots = std::mem::take(&mut *OPEN.lock().unwrap_or_else(|e| e.into_inner()));
+    let slots = std::mem::take(&mut *lock(&OPEN));
     let mut kept = Vec::with_capacity(slots.len());
     for weak in slots {
         let Some(slot) = weak.upgrade() else { continue };
-        let mut open = slot.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = lock(&slot.open);
         match open.as_ref() {
             Some((_, used)) if now.saturating_duration_since(*used) >= KEEP => {
                 *open = None;
@@ -171,7 +163,7 @@ fn sweep(now: Instant) {
             None => {}
         }
     }
-    OPEN.lock().unwrap_or_else(|e| e.into_inner()).extend(kept);
+    lock(&OPEN).extend(kept);
 }
 
 /// The two placeholders, by what they stand for.

@@ -52,18 +52,16 @@ mod scratch;
 mod session;
 mod snapshot;
 mod strip;
+pub mod sync;
 mod watch;
 
 pub use agent::term;
 pub use capacity::{Admission, Refused};
 pub use files::{FileInfo, FileKind, MAX_LIST_ENTRIES, permission_string};
-pub use host::MemoryExceeded;
+pub use host::{MemoryExceeded, StartFailure, StartReport};
 pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;
-pub use job::{
-    EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StartFailure, StartReport,
-    StopSignal, Truncated,
-};
+pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;
 pub use pty::{Pty, PtyConfig, PtyOutput};
 pub use runtime::{Runtime, RuntimeBuilder, Sandbox};

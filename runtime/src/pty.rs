@@ -7,16 +7,18 @@
 //!
 //! Protocol-neutral: a front-end decides how bytes travel (base64 in JSON, a stream).
 
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot};
 
 use crate::capacity::Admission;
+use crate::host::StartHeard;
 use crate::io::{PipeWriter, Terminal, pipe};
-use crate::job::{JobSpec, Output, StartHeard, StopSignal};
+use crate::job::{JobSpec, Output, StopSignal};
 use crate::runtime::Sandbox;
 
 /// Longest canonical input line, as a Linux tty's `N_TTY_BUF_SIZE` minus its newline.
@@ -29,10 +31,6 @@ pub const INPUT_BUFFER: usize = 64 << 10;
 const INPUT_WAIT: Duration = Duration::from_secs(5);
 /// How long the end of a program waits for its output to reach the buffer.
 const PUMP_DRAIN: Duration = Duration::from_secs(2);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// What to start on a PTY.
 #[derive(Clone, Debug)]

@@ -17,6 +17,7 @@
 //! and is shared, read-only (`FsPerms::ReadOnly`), by every sandbox with the same image and
 //! mount point: one descriptor per tree, none per sandbox.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -234,7 +235,7 @@ impl RootTrees {
         mount: &str,
     ) -> Result<Arc<RootTree>> {
         let key = (image.to_string(), mount.to_string());
-        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let mut made = lock(&self.made);
         if let Some(t) = made.get(&key) {
             return Ok(t.clone());
         }

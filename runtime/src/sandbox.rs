@@ -5,6 +5,7 @@
 //! refuses any path (`..`, absolute, or a symlink) that leads out of it. Nothing here runs
 //! a program: that is the host layer's job.
 
+use crate::sync::lock;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -176,21 +177,13 @@ impl SandboxState {
             stop,
             cpu,
         };
-        self.procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pid, entry);
+        lock(&self.procs).insert(pid, entry);
         memory
     }
 
     /// How a live process is ended, once it runs.
     pub(crate) fn set_stopper(&self, pid: u32, stop: Stopper) {
-        if let Some(entry) = self
-            .procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&pid)
-        {
+        if let Some(entry) = lock(&self.procs).get_mut(&pid) {
             entry.stop = Some(stop);
         }
     }
@@ -199,7 +192,7 @@ impl SandboxState {
     /// such process is alive.
     pub(crate) fn signal(&self, pid: u32, signal: u8) -> bool {
         let stop = {
-            let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+            let procs = lock(&self.procs);
             match procs.get(&pid) {
                 Some(entry) => entry.stop.clone(),
                 None => return false,
@@ -214,10 +207,7 @@ impl SandboxState {
     }
 
     pub(crate) fn unregister(&self, pid: u32) {
-        self.procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&pid);
+        lock(&self.procs).remove(&pid);
     }
 }
 
@@ -889,6 +879,8 @@ pub enum FileError {
     NoSpace(String),
     /// The path names something outside the workspace (or through a symlink).
     OutsideWorkspace(String),
+    /// The path cannot name a file at all (a NUL byte, a name longer than the system allows).
+    InvalidPath(String),
     TooLarge {
         path: String,
         size: u64,
@@ -908,6 +900,9 @@ impl FileError {
                 FileError::NoSpace(path.to_string())
             }
             std::io::ErrorKind::PermissionDenied => FileError::OutsideWorkspace(path.to_string()),
+            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidFilename => {
+                FileError::InvalidPath(path.to_string())
+            }
             _ if e.raw_os_error() == Some(libc::ELOOP) => {
                 FileError::OutsideWorkspace(path.to_string())
             }
@@ -925,6 +920,7 @@ impl std::fmt::Display for FileError {
             FileError::AlreadyExists(p) => write!(f, "{p}: File exists"),
             FileError::NoSpace(p) => write!(f, "{p}: No space left on device"),
             FileError::OutsideWorkspace(p) => write!(f, "{p}: outside the workspace or a symlink"),
+            FileError::InvalidPath(p) => write!(f, "{}: not a valid path", p.escape_debug()),
             FileError::TooLarge { path, size, max } => {
                 write!(f, "{path}: {size} bytes is more than the limit of {max}")
             }

@@ -3,6 +3,7 @@
 //! costs a few system calls and no disk I/O; bounded by the per-sandbox disk quota and by a
 //! node-wide one taken from the space free there.
 
+use crate::sync::lock;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -111,7 +112,7 @@ impl Spares {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Spare>>> {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.kept)
     }
 
     /// A spare workspace, its times set to now.

@@ -2,21 +2,19 @@
 //! at the end of its lifetime, or after an idle period. A front-end keeps them in a
 //! [`Sessions`] table (bounded) and only translates its wire format to these calls.
 
+use crate::sync::lock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Result, bail};
 
 use crate::capacity::Refused;
-use crate::job::{JobOutput, JobSpec, StartFailure, StartHeard, StopSignal};
+use crate::host::{StartFailure, StartHeard};
+use crate::job::{JobOutput, JobSpec, StopSignal};
 use crate::pty::{Pty, PtyConfig};
 use crate::runtime::Sandbox;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Longest lifetime or idle limit a session may have: a limit beyond this is taken as this
 /// (about ten years, far inside what `Instant` arithmetic can hold).

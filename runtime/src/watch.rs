@@ -7,6 +7,7 @@
 //! tree) and watched through `/proc/self/fd/N`, so a symlink a guest planted never points a
 //! watch outside the sandbox.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
@@ -157,10 +158,6 @@ fn notifier() -> &'static Notifier {
         Ok(n) => n,
         Err(_) => unreachable!("a watch exists only when the notifier does"),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 const MASK: u32 = libc::IN_CREATE

@@ -3,15 +3,17 @@
 //! term SDK's `LLM` class does, done by the host so that the agent never holds a socket):
 //! `POST {LLM_PROXY_URL}/llm/proxy` with `{agent_hash, messages, model, max_tokens,
 //! temperature, task_id}`, answered by `{success, content, model, usage, cost_usd}`.
+//!
+//! Every call goes through one pooled client per process ([`client`]): HTTPS with the
+//! system's trusted roots (and `SSL_CERT_FILE`), connections kept alive per host, no
+//! redirects. Plain HTTP is for loopback; a call that carries an API key is refused over
+//! plain HTTP to any other host, so that a key never crosses a network in clear.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 
@@ -25,6 +27,10 @@ pub const DEFAULT_TEMPERATURE: f64 = 0.3;
 pub const LLM_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest proxy answer read.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
+/// How long a connection may take to open (TCP and TLS).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(90);
 
 /// Where the agents' LLM calls go, and who they are billed to.
 #[derive(Clone, Debug, Default)]
@@ -189,80 +195,141 @@ impl ChatBackend for LlmProxy {
     }
 }
 
-/// A response whose body is still to be read.
-struct Answer {
-    status: u16,
-    body: hyper::body::Incoming,
-    /// Ends the connection's task once the body is read or dropped.
-    _conn: AbortOnDrop,
+/// The process's one client for LLM calls, made on first use: pooled, HTTPS with the
+/// system's roots, no redirects (a key goes only where the operator said).
+fn client() -> Result<&'static reqwest::Client> {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    if let Some(c) = CLIENT.get() {
+        return Ok(c);
+    }
+    // The process's TLS cryptography (ring's); an error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let made = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .pool_idle_timeout(POOL_IDLE)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("wasbox/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("setting up the HTTPS client")?;
+    Ok(CLIENT.get_or_init(|| made))
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+/// Whether a URL's host is this machine's loopback (`localhost`, 127.0.0.0/8, `[::1]`).
+fn is_loopback(url: &reqwest::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        None => false,
     }
 }
 
+/// `url` checked: `https`, or `http` where nothing secret goes or the host is loopback.
+fn checked_url(url: &str, carries_key: bool) -> Result<reqwest::Url> {
+    let parsed = reqwest::Url::parse(url).with_context(|| format!("bad URL `{url}`"))?;
+    match parsed.scheme() {
+        "https" => {}
+        "http" if !carries_key || is_loopback(&parsed) => {}
+        "http" => bail!(
+            "an API key is never sent over plain HTTP to another host: use https:// (plain \
+             http is for loopback)"
+        ),
+        other => bail!("`{other}` URLs are not supported (use https://, or http:// on loopback)"),
+    }
+    if parsed.host().is_none() {
+        bail!("`{url}` has no host");
+    }
+    Ok(parsed)
+}
+
+/// A response whose body is still to be read.
+struct Answer {
+    status: u16,
+    /// Its body is server-sent events (`text/event-stream`).
+    event_stream: bool,
+    response: reqwest::Response,
+    /// Body bytes read so far.
+    read: usize,
+}
+
 impl Answer {
-    /// The whole body as text (at most [`MAX_RESPONSE_BYTES`]).
-    async fn text(self) -> Result<String> {
-        let limited = http_body_util::Limited::new(self.body, MAX_RESPONSE_BYTES);
-        let bytes = limited
-            .collect()
+    /// The next piece of the body (`None` at its end); past [`MAX_RESPONSE_BYTES`], an error.
+    async fn chunk(&mut self) -> Result<Option<Bytes>> {
+        let Some(data) = self
+            .response
+            .chunk()
             .await
-            .map_err(|e| anyhow::anyhow!("reading the answer: {e}"))?
-            .to_bytes();
+            .map_err(|e| anyhow::anyhow!("reading the answer: {}", reason(&e)))?
+        else {
+            return Ok(None);
+        };
+        self.read += data.len();
+        if self.read > MAX_RESPONSE_BYTES {
+            bail!("the answer is longer than {MAX_RESPONSE_BYTES} bytes");
+        }
+        Ok(Some(data))
+    }
+
+    /// The whole body as text (at most [`MAX_RESPONSE_BYTES`]).
+    async fn text(mut self) -> Result<String> {
+        let mut bytes = Vec::new();
+        while let Some(data) = self.chunk().await? {
+            bytes.extend_from_slice(&data);
+        }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
-/// POSTs JSON over plain HTTP/1.1 with `headers`; the answer's body is read by the caller.
-async fn post(url: &str, headers: &[(&str, String)], body: &Value) -> Result<Answer> {
-    let uri: hyper::Uri = url.parse().with_context(|| format!("bad URL `{url}`"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some(other) => bail!("`{other}` URLs are not supported (use http://)"),
-        None => bail!("`{url}` has no scheme (use http://host:port)"),
+/// A transport error with its causes (`connection refused`, a certificate's problem).
+fn reason(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
     }
-    let host = uri.host().context("the URL has no host")?;
-    let port = uri.port_u16().unwrap_or(80);
-    let host_header = match uri.port_u16() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_string(),
-    };
-    let connect_host = host.trim_start_matches('[').trim_end_matches(']');
-    let stream = tokio::net::TcpStream::connect((connect_host, port))
-        .await
-        .with_context(|| format!("connecting to {host_header}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    let driver = AbortOnDrop(tokio::spawn(async move {
-        let _ = conn.await;
-    }));
-    let path = uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/")
-        .to_string();
-    let mut request = hyper::Request::post(path)
-        .header(hyper::header::HOST, host_header)
-        .header(hyper::header::CONTENT_TYPE, "application/json");
+    text
+}
+
+/// POSTs JSON with `headers`; the answer's body is read by the caller. `carries_key` says
+/// that a header holds a credential (see [`checked_url`]).
+async fn post(
+    url: &str,
+    headers: &[(&str, String)],
+    body: &Value,
+    carries_key: bool,
+) -> Result<Answer> {
+    let url = checked_url(url, carries_key)?;
+    let mut request = client()?.post(url).json(body);
     for (k, v) in headers {
         request = request.header(*k, v.as_str());
     }
-    let request = request.body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
-    let response = sender.send_request(request).await?;
+    let response = request
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", reason(&e.without_url())))?;
+    let event_stream = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
     Ok(Answer {
         status: response.status().as_u16(),
-        body: response.into_body(),
-        _conn: driver,
+        event_stream,
+        response,
+        read: 0,
     })
 }
 
 /// POSTs JSON and returns the status and the body as text.
 async fn post_json(url: &str, body: &Value) -> Result<(u16, String)> {
-    let answer = post(url, &[("accept", "application/json".into())], body).await?;
+    let answer = post(url, &[("accept", "application/json".into())], body, false).await?;
     let status = answer.status;
     Ok((status, answer.text().await?))
 }
@@ -358,8 +425,8 @@ impl OpenAiClient {
             }
             .into(),
         ));
-        let answer = match tokio::time::timeout(LLM_CALL_TIMEOUT, post(&url, &headers, &body)).await
-        {
+        let sent = post(&url, &headers, &body, self.key.is_some());
+        let answer = match tokio::time::timeout(LLM_CALL_TIMEOUT, sent).await {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
                 return Err(ChatError::Failed(
@@ -398,62 +465,74 @@ impl OpenAiClient {
 impl ChatBackend for OpenAiClient {
     async fn chat(&self, req: &ChatRequest) -> Result<ChatCompletion, ChatError> {
         let (answer, model) = self.send(req, false).await?;
-        let text = answer
-            .text()
-            .await
-            .map_err(|e| ChatError::Failed(format!("reading the LLM's answer: {e:#}")))?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| ChatError::Failed(format!("the LLM's answer is not JSON: {e}")))?;
-        let content = v
-            .pointer("/choices/0/message/content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ChatError::Failed("the LLM's answer has no choices[0].message.content".into())
-            })?
-            .to_string();
-        let n = |k: &str| {
-            v.pointer(&format!("/usage/{k}"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        let (prompt, completion) = (n("prompt_tokens"), n("completion_tokens"));
-        Ok(ChatCompletion {
-            content,
-            model: v
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or(model),
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: v
-                .pointer("/usage/total_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(prompt + completion),
-            cost_usd: 0.0,
-        })
+        completion(answer, model).await
     }
 
     async fn chat_stream(&self, req: &ChatRequest) -> Result<Box<dyn ReplyStream>, ChatError> {
-        let (answer, _) = self.send(req, true).await?;
+        let (answer, model) = self.send(req, true).await?;
+        if !answer.event_stream {
+            // A server that ignored `"stream": true` answered as a whole.
+            let whole = completion(answer, model).await?;
+            return Ok(Box::new(WholeReply(Some(whole.content))));
+        }
         Ok(Box::new(EventReply {
             answer,
             buffer: Vec::new(),
             pending: std::collections::VecDeque::new(),
             done: false,
-            read: 0,
+            pieces: 0,
         }))
     }
 }
 
+/// A whole chat completion (`choices[0].message.content`, `usage`, `model`).
+async fn completion(answer: Answer, model: String) -> Result<ChatCompletion, ChatError> {
+    let text = answer
+        .text()
+        .await
+        .map_err(|e| ChatError::Failed(format!("reading the LLM's answer: {e:#}")))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| ChatError::Failed(format!("the LLM's answer is not JSON: {e}")))?;
+    let content = v
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ChatError::Failed("the LLM's answer has no choices[0].message.content".into())
+        })?
+        .to_string();
+    let n = |k: &str| {
+        v.pointer(&format!("/usage/{k}"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let (prompt, completion) = (n("prompt_tokens"), n("completion_tokens"));
+    Ok(ChatCompletion {
+        content,
+        model: v
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(model),
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: v
+            .pointer("/usage/total_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(prompt + completion),
+        cost_usd: 0.0,
+    })
+}
+
 /// Server-sent events of a streamed chat completion: `data: {..."delta":{"content":...}}`
-/// lines, then `data: [DONE]`.
+/// lines, then `data: [DONE]`. A stream that ends without `[DONE]` keeps what it gave; one
+/// that gave nothing is an error, not an empty answer.
 struct EventReply {
     answer: Answer,
     buffer: Vec<u8>,
     pending: std::collections::VecDeque<String>,
     done: bool,
-    read: usize,
+    /// Pieces of content read so far.
+    pieces: usize,
 }
 
 impl EventReply {
@@ -477,6 +556,7 @@ impl EventReply {
                 .and_then(Value::as_str)
                 && !piece.is_empty()
             {
+                self.pieces += 1;
                 self.pending.push_back(piece.to_string());
             }
         }
@@ -494,26 +574,26 @@ impl ReplyStream for EventReply {
             if self.done {
                 return Ok(None);
             }
-            let frame = tokio::time::timeout(LLM_CALL_TIMEOUT, self.answer.body.frame())
+            let chunk = tokio::time::timeout(LLM_CALL_TIMEOUT, self.answer.chunk())
                 .await
-                .map_err(|_| ChatError::Failed("the LLM stopped answering".into()))?;
-            match frame {
-                None => {
-                    self.done = true;
+                .map_err(|_| ChatError::Failed("the LLM stopped answering".into()))?
+                .map_err(|e| ChatError::Failed(format!("reading the LLM's answer: {e:#}")))?;
+            match chunk {
+                Some(data) => {
+                    self.buffer.extend_from_slice(&data);
                     self.parse_lines()?;
                 }
-                Some(Err(e)) => {
-                    return Err(ChatError::Failed(format!("reading the LLM's answer: {e}")));
-                }
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.read += data.len();
-                        if self.read > MAX_RESPONSE_BYTES {
-                            return Err(ChatError::Failed("the LLM's answer is too long".into()));
-                        }
-                        self.buffer.extend_from_slice(&data);
-                        self.parse_lines()?;
+                None => {
+                    // A last line without its newline still counts.
+                    self.buffer.push(b'\n');
+                    self.parse_lines()?;
+                    if !self.done && self.pieces == 0 {
+                        return Err(ChatError::Failed(
+                            "the LLM's stream ended without an answer (no content, no [DONE])"
+                                .into(),
+                        ));
                     }
+                    self.done = true;
                 }
             }
         }
@@ -672,6 +752,42 @@ impl wit::Host for LlmHost {
                 }))
             }
             Err(e) => self.refused(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_carries_a_key_only_to_loopback() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.9.9.9/v1",
+            "http://[::1]:80/v1",
+            "http://[::ffff:127.0.0.1]/v1",
+            "http://localhost:1/v1",
+            "http://LOCALHOST./v1",
+            "http://api.localhost/v1",
+            "https://api.example.com/v1",
+        ] {
+            assert!(checked_url(url, true).is_ok(), "{url}");
+        }
+        for url in [
+            "http://api.example.com/v1",
+            "http://10.0.0.1/v1",
+            "http://[::ffff:10.0.0.1]/v1",
+            "http://localhost.example.com/v1",
+            "http://127.0.0.1.example.com/v1",
+        ] {
+            let e = checked_url(url, true).unwrap_err().to_string();
+            assert!(e.contains("use https://"), "{url}: {e}");
+            // Nothing secret: the term validator's proxy may be anywhere.
+            assert!(checked_url(url, false).is_ok(), "{url}");
+        }
+        for url in ["ftp://127.0.0.1/", "127.0.0.1:80", "unix:/x"] {
+            assert!(checked_url(url, false).is_err(), "{url}");
         }
     }
 }

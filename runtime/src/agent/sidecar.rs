@@ -10,6 +10,7 @@
 //! served by a [`ChatBackend`] that holds whatever key it needs: the key never enters the
 //! sandbox, an event, or a message the agent sees.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -211,10 +212,7 @@ impl RunControl {
 
     /// Gives the waiting call `tool_call_id` its result.
     pub fn deliver(&self, tool_call_id: &str, result: ToolResult) -> Result<(), Undeliverable> {
-        let sender = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let sender = lock(&self.waiting)
             .remove(tool_call_id)
             .ok_or(Undeliverable::NotWaiting)?;
         sender.send(result).map_err(|_| Undeliverable::NotWaiting)
@@ -240,18 +238,12 @@ impl RunControl {
 
     fn wait(&self, tool_call_id: &str) -> oneshot::Receiver<ToolResult> {
         let (tx, rx) = oneshot::channel();
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(tool_call_id.to_string(), tx);
+        lock(&self.waiting).insert(tool_call_id.to_string(), tx);
         rx
     }
 
     fn forget(&self, tool_call_id: &str) {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(tool_call_id);
+        lock(&self.waiting).remove(tool_call_id);
     }
 
     async fn until_cancelled(&self) -> String {

@@ -18,6 +18,7 @@ mod memory;
 mod process;
 mod quota;
 
+use crate::sync::lock;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,7 +32,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 pub(crate) use crate::cpu::CpuAccount;
 pub(crate) use exit::Exit;
 pub use exit::MemoryExceeded;
-pub(crate) use process::{JobContext, Pids, Stdio, lacked_room, run_process};
+pub(crate) use process::{JobContext, Pids, StartHeard, Stdio, lacked_room, run_process};
+pub use process::{StartFailure, StartReport};
 
 use crate::bindings::process as wit;
 use crate::cache::CompileCache;
@@ -232,7 +234,7 @@ impl HostContext {
         add: fn(&mut Linker<HostState<E>>) -> wasmtime::Result<()>,
     ) -> wasmtime::Result<Arc<Linker<HostState<E>>>> {
         let key = TypeId::of::<E>();
-        let mut linkers = self.agent_linkers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut linkers = lock(&self.agent_linkers);
         if let Some(l) = linkers.get(&key).and_then(|l| l.clone().downcast().ok()) {
             return Ok(l);
         }

@@ -5,6 +5,7 @@
 //! Files named by a guest are opened through the sandbox's directory handles (cap-std),
 //! never by host path, so nothing outside the workspace and `/tmp` can be reached.
 
+use crate::sync::lock;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -19,9 +20,33 @@ use crate::bindings::process as wit;
 use crate::capacity::{Admission, ROOM_POLL, Refused};
 use crate::engine::{Placement, pool_was_full};
 use crate::io::{InputSource, OutputSink, PipeReader, PipeWriter, Terminal, pipe};
-use crate::job::{StartFailure, StartReport};
 use crate::limits::{EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_TIMEOUT, PIPE_CAPACITY};
 use crate::sandbox::{FROZEN, SandboxState};
+
+/// Where a job reports that its first process started, or why it did not.
+pub type StartReport = tokio::sync::oneshot::Sender<Result<(), StartFailure>>;
+/// Where that report is heard.
+pub(crate) type StartHeard = tokio::sync::oneshot::Receiver<Result<(), StartFailure>>;
+
+/// Why a job's first process did not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartFailure {
+    /// What stopped it, for a person: `` `PROGRAM`: REASON ``.
+    pub reason: String,
+    /// It lacked only room that the node's other sandboxes were holding (memory of the
+    /// node's budget or address space), so the same start can succeed once they give it
+    /// back. Otherwise it cannot start as asked: its sandbox's own limits, a program that
+    /// does not load, more memory than the node's whole budget.
+    pub for_lack_of_room: bool,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for StartFailure {}
 
 /// The child processes of a job. Once the job has ended (`closed`), no child may start:
 /// a spawn racing the end of the job is refused rather than left running unseen.
@@ -87,25 +112,18 @@ impl JobContext {
     /// Marks the next process to start as the job's first: it reports its start to
     /// `report`, and [`JobContext::start_failure`] keeps why it did not start.
     pub(crate) fn first_start(&self, report: Option<StartReport>) {
-        *self.first_start.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+        *lock(&self.first_start) = Some(report);
     }
 
     /// Why the job's first process did not start, if it did not.
     pub(crate) fn start_failure(&self) -> Option<StartFailure> {
-        self.start_failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.start_failure).clone()
     }
 
     /// The place of a process about to start: the one taken ahead for the job (once), or a
     /// new one, or why there is none.
     pub(crate) fn admission(&self) -> Result<Admission, Refused> {
-        let ahead = self
-            .admission
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let ahead = lock(&self.admission).take();
         match ahead {
             Some(a) => Ok(a),
             None => self.site.host.capacity.try_admit(),
@@ -116,8 +134,7 @@ impl JobContext {
     /// `take-interrupt` reports. Returns whether any child was running.
     pub(crate) fn interrupt(&self) -> bool {
         self.interrupted.store(true, Ordering::Release);
-        let tasks =
-            std::mem::take(&mut self.tasks.lock().unwrap_or_else(|e| e.into_inner()).handles);
+        let tasks = std::mem::take(&mut lock(&self.tasks).handles);
         let mut any = false;
         for t in tasks {
             any |= !t.is_finished();
@@ -171,7 +188,7 @@ impl JobContext {
     /// Ends every child process still running (the job is over); none may start after.
     pub(crate) fn abort_all(&self) {
         let tasks = {
-            let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut tasks = lock(&self.tasks);
             tasks.closed = true;
             std::mem::take(&mut tasks.handles)
         };
@@ -307,11 +324,7 @@ async fn run_listed(
     cpu: Arc<CpuAccount>,
 ) -> i32 {
     // Only the job's first process finds a report to make: its children start later.
-    let mut first = job
-        .first_start
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
+    let mut first = lock(&job.first_start).take();
     // Any process of the job may wait for room others hold: a child (`python3` under
     // `sh -c`) of an admitted job is not failed by other sandboxes' load either.
     let wait_until = (Instant::now() + job.room_wait).min(job.deadline);
@@ -319,8 +332,7 @@ async fn run_listed(
     let mut report = |outcome: Result<(), StartFailure>| {
         if let Some(tx) = first.take() {
             if let Err(failure) = &outcome {
-                *job.start_failure.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(failure.clone());
+                *lock(&job.start_failure) = Some(failure.clone());
             }
             if let Some(tx) = tx {
                 let _ = tx.send(outcome);
@@ -463,6 +475,8 @@ pub(crate) struct Child {
     task: Option<JoinHandle<i32>>,
     /// Its status, once known.
     status: Option<i32>,
+    /// The signal that ended it, once it has been waited for.
+    ended_by: Option<u8>,
     /// The signal it was ended by (0: none), by `kill` of its parent or of any process
     /// of the sandbox.
     killed: Arc<std::sync::atomic::AtomicU8>,
@@ -521,6 +535,7 @@ impl ProcessHost {
     fn waited(&mut self, c: &Resource<wit::Child>, status: i32) -> Result<()> {
         let child = self.get::<Child, _>(c)?;
         child.task = None;
+        child.ended_by = signal_of(&child.killed);
         if child.status.replace(status).is_none() {
             let cpu = child.cpu.clone();
             self.cpu.add_child(&cpu);
@@ -743,7 +758,7 @@ impl wit::Host for ProcessHost {
         // Started and recorded under the lock `abort_all` takes: either the child is seen
         // and ended with the job, or the job has ended and it never starts.
         let task = {
-            let mut tasks = job.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut tasks = lock(&job.tasks);
             if tasks.closed {
                 return Ok(Err(wit::Error::Limit(format!(
                     "{argv0}: the job is over (stopped or past its deadline)"
@@ -783,6 +798,7 @@ impl wit::Host for ProcessHost {
             pid,
             task: Some(task),
             status: None,
+            ended_by: None,
             killed,
             cpu,
         })?;
@@ -822,13 +838,7 @@ impl wit::Host for ProcessHost {
     }
 
     async fn processes(&mut self) -> Result<Vec<wit::ProcessInfo>> {
-        let procs = self
-            .job
-            .site
-            .sandbox
-            .procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let procs = lock(&self.job.site.sandbox.procs);
         Ok(procs
             .iter()
             .map(|(pid, p)| wit::ProcessInfo {
@@ -1020,6 +1030,10 @@ impl wit::HostChild for ProcessHost {
             child.killed.store(signal.clamp(1, 127), Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    async fn signal(&mut self, c: Resource<wit::Child>) -> Result<Option<u8>> {
+        Ok(self.get::<Child, _>(&c)?.ended_by)
     }
 
     async fn drop(&mut self, c: Resource<wit::Child>) -> Result<()> {

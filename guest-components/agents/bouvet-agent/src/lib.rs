@@ -124,7 +124,10 @@ fn run(argv: &[&str]) -> ExecResult {
             _ => open.retain(|&i| i != which),
         }
     }
-    let exit_code = child.wait();
+    let status = child.wait();
+    // A command that a signal ended has no exit status: bouvet's agent answers -1 then
+    // (Rust's `ExitStatus::code()` is `None`), not the shell's 128 + signal.
+    let exit_code = if child.signal().is_some() { -1 } else { status };
     let [out, err] = kept;
     ExecResult {
         exit_code,

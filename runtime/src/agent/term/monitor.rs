@@ -2,6 +2,7 @@
 //! whoever reports it (`/status`), and the events of a task as they happen (for transcripts
 //! and logs).
 
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,7 +78,7 @@ impl TaskMonitor {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, TaskState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.0)
     }
 
     /// Starts a task: steps, history, error and the clock start over. Refused while a task
