@@ -6,6 +6,16 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+/// Every worker API route's error answer in the OpenAPI document: one response, referenced
+/// by each operation as its `default`.
+#[derive(utoipa::ToResponse)]
+#[response(
+    description = "An RFC 9457 problem: 400 invalid, 401 no or wrong token, 404 not found, 409 conflict (the id exists; processes run in the session), 413 too large, 422 not a valid snapshot, 429 busy (with Retry-After), 503 not ready or draining (with Retry-After), 507 the snapshot store is full",
+    content_type = "application/problem+json"
+)]
+#[allow(dead_code)]
+pub struct ProblemResponse(Problem);
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Problem {
     #[serde(rename = "type")]

@@ -77,7 +77,10 @@ pub fn parse(s: &str) -> Option<SystemTime> {
     }
     let offset = match &s[i..] {
         "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+        o if o.len() == 6
+            && (o.starts_with('+') || o.starts_with('-'))
+            && o.as_bytes()[3] == b':' =>
+        {
             let v = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
             if o.starts_with('-') { -v } else { v }
         }
@@ -152,6 +155,10 @@ mod tests {
             "2026-02-16T12:00:00",
             "x026-02-16T12:00:00Z",
             "2026-02-16T12:00:00.Z",
+            // A character of several bytes where the offset's colon would be.
+            "2026-02-16T12:00:00+0\u{e9}00",
+            "2026-02-16T12:00:00+\u{e9}:0",
+            "2026-02-16T12:00:0\u{e9}Z",
         ] {
             assert!(parse(bad).is_none(), "{bad}");
         }

@@ -70,8 +70,26 @@ fn path_after(text: &str) -> Vec<String> {
     parts
 }
 
-/// The modules a file names through `crate::` paths (groups expanded) and `super::` paths.
-/// Text after `#[cfg(test)]` is left out, as test modules may reach anywhere.
+/// The child modules a file declares (`mod c;`, `pub(crate) mod c;`), not inline ones.
+fn declared_children(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let mut l = line.trim_start();
+            if let Some(rest) = l.strip_prefix("pub") {
+                l = rest.trim_start();
+                if l.starts_with('(') {
+                    l = l[l.find(')')? + 1..].trim_start();
+                }
+            }
+            let name = l.strip_prefix("mod ")?.trim_end().strip_suffix(';')?.trim();
+            name.chars().all(is_ident).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// The modules a file names through `crate::` paths (groups expanded), `super::` paths, and
+/// paths into the children it declares (`mod process;` then `use process::Stdio`). Text
+/// after `#[cfg(test)]` is left out, as test modules may reach anywhere.
 fn edges(module: &Module, file: &Path, mods: &BTreeMap<Module, PathBuf>) -> BTreeSet<Module> {
     let text = std::fs::read_to_string(file).unwrap();
     let text = text.split("#[cfg(test)]").next().unwrap();
@@ -121,12 +139,26 @@ fn edges(module: &Module, file: &Path, mods: &BTreeMap<Module, PathBuf>) -> BTre
         base.extend(path_after(&text[i + "super".len()..]));
         out.extend(resolve(&base, mods));
     }
+    for child in declared_children(text) {
+        for (i, _) in text.match_indices(&format!("{child}::")) {
+            let before = text[..i].strip_suffix("self::").unwrap_or(&text[..i]);
+            if before.ends_with(|c: char| is_ident(c) || c == ':') {
+                continue;
+            }
+            let mut path = module.clone();
+            path.push(child.clone());
+            path.extend(path_after(&text[i + child.len()..]));
+            out.extend(resolve(&path, mods));
+        }
+    }
     out.remove(module);
     out.remove(&Vec::new());
     out
 }
 
-/// Strongly connected sets of more than one module (Tarjan).
+/// Strongly connected sets of more than one module (Tarjan), less those that stay inside
+/// one family: a parent and the children it declares may use each other (they are one unit),
+/// a circle that reaches outside one such family may not.
 fn cycles(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
     struct State<'a> {
         graph: &'a BTreeMap<Module, BTreeSet<Module>>,
@@ -187,6 +219,9 @@ fn cycles(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
         }
     }
     s.found
+        .into_iter()
+        .filter(|c| !c.iter().any(|m| c.iter().all(|o| o.starts_with(m))))
+        .collect()
 }
 
 #[test]
@@ -232,6 +267,49 @@ fn the_cycle_check_finds_cycles() {
     let found = cycles(&graph);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].len(), 2, "{found:?}");
+}
+
+/// A parent's own paths into its children count: `host` uses `job`, `job` uses
+/// `host::process`, and `host::process` reaches back to `job` is a cycle even though no
+/// `crate::` path names the child; a parent and its children using each other is not.
+#[test]
+fn the_cycle_check_follows_a_parent_into_its_children() {
+    let graph_of = |files: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let mods = modules(dir.path());
+        let graph: BTreeMap<Module, BTreeSet<Module>> = mods
+            .iter()
+            .map(|(m, f)| (m.clone(), edges(m, f, &mods)))
+            .collect();
+        graph
+    };
+    let m = |s: &str| s.split("::").map(str::to_string).collect::<Module>();
+    let family = [
+        ("lib.rs", "mod host; mod job;"),
+        (
+            "host/mod.rs",
+            "mod process;\nmod quota;\npub(crate) use process::{Stdio, run};\nfn f(q: self::quota::Q) {}",
+        ),
+        ("host/process.rs", "pub struct Stdio;"),
+        ("host/quota.rs", "use super::{Launch, process::Stdio};"),
+        ("job.rs", "use crate::host::run;"),
+    ];
+    let graph = graph_of(&family);
+    assert!(graph[&m("host")].contains(&m("host::process")), "{graph:?}");
+    assert!(graph[&m("host")].contains(&m("host::quota")), "{graph:?}");
+    assert!(graph[&m("host::quota")].contains(&m("host")), "{graph:?}");
+    assert!(cycles(&graph).is_empty(), "a family alone: {graph:?}");
+    let mut reaching_out = family.to_vec();
+    reaching_out[2] = ("host/process.rs", "use crate::job::StartReport;");
+    let graph = graph_of(&reaching_out);
+    let found = cycles(&graph);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains(&m("job")), "{found:?}");
 }
 
 /// Lines of the project's Rust code (outside `target/` and test code) that contain `needle`.
@@ -323,5 +401,30 @@ fn every_wit_package_is_resolved_by_the_build() {
     assert!(
         unbound.is_empty(),
         "WIT packages no `bindgen!` in runtime/src/bindings.rs resolves: {unbound:?}"
+    );
+}
+
+/// `docs/ARCHITECTURE.md` names every module of both crates, so that a new module is placed
+/// in the picture when it is made.
+#[test]
+fn the_architecture_document_names_every_module() {
+    let doc = std::fs::read_to_string(repo().join("docs/ARCHITECTURE.md")).unwrap();
+    let words: BTreeSet<&str> = doc
+        .split(|c: char| !is_ident(c))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut missing = Vec::new();
+    for krate in ["runtime/src", "server/src"] {
+        for module in modules(&repo().join(krate)).keys() {
+            if let Some(name) = module.last()
+                && !words.contains(name.as_str())
+            {
+                missing.push(format!("{krate}: {}", module.join("::")));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in docs/ARCHITECTURE.md: {missing:?}"
     );
 }

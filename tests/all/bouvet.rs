@@ -384,6 +384,26 @@ fn exec_code_in_each_language() {
     );
 }
 
+/// A command that a signal ends has no exit code: bouvet's agent answers -1 (Rust's
+/// `ExitStatus::code()` is `None`); an exit of its own keeps its code, even 137, and a
+/// shell that saw its child signalled reports 128 + the signal, as it does.
+#[test]
+fn a_command_ended_by_a_signal_answers_minus_one() {
+    let server = BouvetServer::start(&[]);
+    let mut c = server.connect();
+    for (id, cmd, code, out) in [
+        (1, "echo before; kill -9 $$; echo after", -1, "before\n"),
+        (2, "kill -TERM $$", -1, ""),
+        (3, "exit 137", 137, ""),
+        (4, "sh -c 'kill -9 $$'; echo $?", 0, "137\n"),
+        (5, "sleep 5 & kill -9 $!; wait $!; echo $?", 0, "137\n"),
+    ] {
+        let v = c.call(id, "exec", json!({"cmd": cmd}));
+        assert_eq!(v["result"]["exit_code"], code, "{cmd}: {v}");
+        assert_eq!(v["result"]["stdout"], out, "{cmd}: {v}");
+    }
+}
+
 #[test]
 fn fifty_connections_at_once() {
     let server = BouvetServer::start(&[]);
@@ -642,7 +662,7 @@ async fn the_client_skips_late_answers_and_refuses_foreign_ids() {
 #[test]
 fn vsock_and_a_unix_socket_at_once() {
     if !Path::new("/dev/vsock").exists() {
-        eprintln!("skipped: this machine has no AF_VSOCK (/dev/vsock)");
+        crate::support::skip("this machine has no AF_VSOCK (/dev/vsock)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

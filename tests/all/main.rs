@@ -16,6 +16,7 @@ mod e2b;
 mod fuzz;
 mod host_files;
 mod limits;
+mod malformed;
 mod node;
 mod openapi;
 mod orchestrator;

@@ -479,50 +479,11 @@ fn registration_settings_are_checked_at_start() {
 /// TLS; without the bundle, it refuses the certificate and says so in `/readyz`.
 #[test]
 fn registration_reaches_an_https_control_plane_trusted_through_the_ca_bundle() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = |name: &str| dir.path().join(name);
     // A CA of the test's own, and the control plane's certificate signed by it.
-    std::fs::write(
-        file("leaf.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    let path = |name: &str| file(name).display().to_string();
-    let new_key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    let steps = [
-        format!(
-            "req -x509 -days 2 -subj /CN=wasbox-test-ca {new_key} -keyout {} -out {}",
-            path("ca.key"),
-            path("ca.pem")
-        ),
-        format!(
-            "req -subj /CN=127.0.0.1 {new_key} -keyout {} -out {}",
-            path("key.pem"),
-            path("leaf.csr")
-        ),
-        format!(
-            "x509 -req -days 2 -CAcreateserial -in {} -CA {} -CAkey {} -extfile {} -out {}",
-            path("leaf.csr"),
-            path("ca.pem"),
-            path("ca.key"),
-            path("leaf.ext"),
-            path("cert.pem")
-        ),
-    ];
-    for args in steps {
-        let made = std::process::Command::new("openssl")
-            .args(args.split(' '))
-            .output();
-        if !made.as_ref().is_ok_and(|o| o.status.success()) {
-            assert!(
-                std::env::var_os("WASBOX_REQUIRE_TOOLS").is_none(),
-                "openssl {args} failed: {made:?}"
-            );
-            eprintln!("skipped: openssl could not make the certificates");
-            return;
-        }
-    }
-    let (key, cert, ca) = (file("key.pem"), file("cert.pem"), file("ca.pem"));
+    let Some(tls) = crate::support::tls::Certificates::make() else {
+        return;
+    };
+    let (key, cert, ca) = (&tls.key, &tls.cert, &tls.ca);
     // A TLS server that answers every registration 503 and prints what it received.
     let script = r#"
 import http.server, json, ssl, sys
@@ -548,8 +509,8 @@ s.serve_forever()
     let mut control = std::process::Command::new("python3")
         .arg("-c")
         .arg(script)
-        .arg(&cert)
-        .arg(&key)
+        .arg(cert)
+        .arg(key)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -563,6 +524,7 @@ s.serve_forever()
             let _ = seen_tx.send(line);
         }
     });
+    let dir = &tls.dir;
     let psk = dir.path().join("psk");
     std::fs::write(&psk, PSK).unwrap();
     let node = |bundle: Option<&std::path::Path>| {
@@ -602,7 +564,7 @@ s.serve_forever()
         "a request got through unverified TLS"
     );
 
-    let mut trusted = node(Some(&ca));
+    let mut trusted = node(Some(ca));
     let line = seen
         .recv_timeout(Duration::from_secs(60))
         .expect("no registration arrived over TLS");

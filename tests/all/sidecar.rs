@@ -4,9 +4,10 @@
 //! events, and an OpenAI-style model whose key never leaves the host.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::Child;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -248,43 +249,92 @@ fn a_whole_run_with_a_tool_round_trip() {
     assert_eq!(again.len(), 5);
 }
 
+/// How the test model answers a streamed request.
+#[derive(Clone, Copy, PartialEq)]
+enum Streams {
+    /// Server-sent events, then `[DONE]`.
+    Events,
+    /// A whole JSON answer, as a server that ignores `"stream": true` does.
+    Ignored,
+    /// An event stream that ends with no content and no `[DONE]`.
+    Empty,
+}
+
 /// An OpenAI-style endpoint on loopback: answers chat completions (streamed as SSE when
-/// asked), checking the bearer key, and records every request with its headers.
+/// asked), checking the bearer key, and records every request with its headers. Whole
+/// answers keep the connection open for the next request; connections are counted.
 struct Model {
     addr: SocketAddr,
+    tls: bool,
     seen: Arc<Mutex<Vec<(String, Value)>>>,
+    connections: Arc<AtomicUsize>,
 }
+
+/// A connection the model reads and writes: plain TCP or TLS.
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
 
 impl Model {
     /// `pieces` is what a streamed answer is made of.
     fn start(pieces: Vec<String>) -> Model {
+        Model::serve(pieces, Streams::Events, None)
+    }
+
+    fn serve(
+        pieces: Vec<String>,
+        streams: Streams,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Model {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (log, count, secure) = (seen.clone(), connections.clone(), tls.is_some());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                let (log, pieces) = (log.clone(), pieces.clone());
-                std::thread::spawn(move || Model::answer(conn, &log, &pieces));
+                count.fetch_add(1, Ordering::SeqCst);
+                let (log, pieces, tls) = (log.clone(), pieces.clone(), tls.clone());
+                std::thread::spawn(move || {
+                    let conn: Box<dyn Conn> = match tls {
+                        Some(config) => {
+                            let session = rustls::ServerConnection::new(config).unwrap();
+                            Box::new(rustls::StreamOwned::new(session, conn))
+                        }
+                        None => Box::new(conn),
+                    };
+                    let mut conn = BufReader::new(conn);
+                    while Model::answer(&mut conn, &log, &pieces, streams) {}
+                });
             }
         });
-        Model { addr, seen }
+        Model {
+            addr,
+            tls: secure,
+            seen,
+            connections,
+        }
     }
 
     fn url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/v1", self.addr)
     }
 
-    fn answer(conn: TcpStream, log: &Mutex<Vec<(String, Value)>>, pieces: &[String]) {
-        let mut r = BufReader::new(conn.try_clone().unwrap());
+    /// Answers one request; false once the connection is to close.
+    fn answer(
+        r: &mut BufReader<Box<dyn Conn>>,
+        log: &Mutex<Vec<(String, Value)>>,
+        pieces: &[String],
+        streams: Streams,
+    ) -> bool {
         let mut head = String::new();
         let mut len = 0;
         let mut line = String::new();
         loop {
             line.clear();
             if r.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
+                return false;
             }
             if line.trim_end().is_empty() {
                 break;
@@ -295,10 +345,12 @@ impl Model {
             head.push_str(&line);
         }
         let mut body = vec![0; len];
-        r.read_exact(&mut body).unwrap();
+        if r.read_exact(&mut body).is_err() {
+            return false;
+        }
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         log.lock().unwrap().push((head.clone(), body.clone()));
-        let mut conn = conn;
+        let conn = r.get_mut();
         if !head.contains(&format!("Bearer {KEY}")) {
             let err =
                 json!({"error": {"message": format!("bad key; you sent: {head}")}}).to_string();
@@ -307,20 +359,24 @@ impl Model {
                 "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{err}",
                 err.len()
             );
-            return;
+            let _ = conn.flush();
+            return false;
         }
-        if body["stream"] == true {
+        if body["stream"] == true && streams != Streams::Ignored {
             let _ = write!(
                 conn,
                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
             );
-            for p in pieces {
-                let chunk = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
-                let _ = write!(conn, "data: {chunk}\n\n");
-                let _ = conn.flush();
+            if streams == Streams::Events {
+                for p in pieces {
+                    let chunk = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
+                    let _ = write!(conn, "data: {chunk}\n\n");
+                    let _ = conn.flush();
+                }
+                let _ = write!(conn, "data: [DONE]\n\n");
             }
-            let _ = write!(conn, "data: [DONE]\n\n");
-            return;
+            let _ = conn.flush();
+            return false;
         }
         let answer = json!({
             "model": "test-model",
@@ -330,10 +386,106 @@ impl Model {
         .to_string();
         let _ = write!(
             conn,
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
             answer.len()
         );
+        conn.flush().is_ok()
     }
+}
+
+/// Runs the chat agent once against `s` and returns its events.
+fn chat_run(s: &Sidecar, run_id: &str) -> Vec<SseEvent> {
+    let r = s.post(
+        "/runs",
+        &json!({"runId": run_id, "conversation": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    s.events(run_id, None).all()
+}
+
+/// The model over HTTPS, trusted through a CA of the test's own (`SSL_CERT_FILE`, read with
+/// the system's roots): the run gets the streamed answer and the key travels only inside TLS.
+#[test]
+fn the_model_is_reached_over_https() {
+    let Some(tls) = crate::support::tls::Certificates::make() else {
+        return;
+    };
+    let model = Model::serve(
+        vec!["over ".into(), "tls".into()],
+        Streams::Events,
+        Some(tls.server_config()),
+    );
+    let ca = tls.ca.display().to_string();
+    let s = Sidecar::start(
+        &["chat"],
+        &["--llm-url", &model.url(), "--llm-key-env", "TEST_LLM_KEY"],
+        &[("TEST_LLM_KEY", KEY), ("SSL_CERT_FILE", &ca)],
+    );
+    let events = chat_run(&s, "tls");
+    let end = events.last().unwrap();
+    assert_eq!(end.name, "run.completed", "{events:?}\n{}", s.log());
+    assert_eq!(end.json()["response"], "over tls");
+    assert!(
+        model.seen.lock().unwrap()[0]
+            .0
+            .contains(&format!("Bearer {KEY}"))
+    );
+
+    // Without the CA the certificate is nobody's: the call fails, saying why.
+    let s = Sidecar::start(
+        &["chat"],
+        &["--llm-url", &model.url(), "--llm-key-env", "TEST_LLM_KEY"],
+        &[("TEST_LLM_KEY", KEY)],
+    );
+    let events = chat_run(&s, "untrusted");
+    let end = events.last().unwrap();
+    assert_eq!(end.name, "run.failed", "{events:?}");
+    assert!(end.data.contains("certificate"), "{}", end.data);
+    assert_eq!(
+        model.seen.lock().unwrap().len(),
+        1,
+        "a request got through unverified TLS"
+    );
+}
+
+/// A server that ignores `"stream": true` answers as a whole: that answer is the reply. Calls
+/// share one pooled connection. A stream that ends with nothing is an error, not "".
+#[test]
+fn whole_answers_to_streamed_calls_pooled_connections_and_empty_streams() {
+    let model = Model::serve(
+        vec!["whole ".into(), "answer".into()],
+        Streams::Ignored,
+        None,
+    );
+    let s = Sidecar::start(
+        &["chat"],
+        &["--llm-url", &model.url(), "--llm-key-env", "TEST_LLM_KEY"],
+        &[("TEST_LLM_KEY", KEY)],
+    );
+    for run in ["w1", "w2", "w3"] {
+        let events = chat_run(&s, run);
+        let end = events.last().unwrap();
+        assert_eq!(end.name, "run.completed", "{events:?}\n{}", s.log());
+        assert_eq!(end.json()["response"], "whole answer");
+    }
+    assert_eq!(model.seen.lock().unwrap().len(), 3);
+    assert_eq!(
+        model.connections.load(Ordering::SeqCst),
+        1,
+        "three calls, one kept-alive connection"
+    );
+
+    let empty = Model::serve(vec!["never".into()], Streams::Empty, None);
+    let s = Sidecar::start(
+        &["chat"],
+        &["--llm-url", &empty.url(), "--llm-key-env", "TEST_LLM_KEY"],
+        &[("TEST_LLM_KEY", KEY)],
+    );
+    let events = chat_run(&s, "empty");
+    let end = events.last().unwrap();
+    assert_eq!(end.name, "run.failed", "{events:?}");
+    assert_eq!(end.json()["errorCode"], "LLM_ERROR", "{}", end.data);
+    assert!(end.data.contains("ended without an answer"), "{}", end.data);
 }
 
 #[test]

@@ -697,23 +697,23 @@ fn print_config_shows_the_effective_configuration_without_the_token() {
 }
 
 /// CyNodeAI's own end-to-end scripts that call the worker API directly (e2e_119..122), run
-/// against `wasbox serve` when a copy of its repository is here: `CYNODE_REPO` (a clone or
-/// a bare git directory), else `../.mirror/cypher0n3+CyNodeAI/repo` beside the project.
-/// Skipped, saying so, when neither exists. The one test expected to fail insists that
+/// against `wasbox serve` from a copy of its repository: `CYNODE_REPO` (a clone or a bare git
+/// directory), else `../.mirror/cypher0n3+CyNodeAI/repo` beside the project. The repository is
+/// not part of a clean clone, so the test runs on demand (README, "Outside clients") and fails
+/// when it finds no repository. The one test expected to fail insists that
 /// `container_runtime.runtime` is `docker` or `podman`; wasbox reports the truth.
 #[test]
+#[ignore = "needs CyNodeAI's repository: CYNODE_REPO=DIR cargo test --test all cynode -- --ignored"]
 fn cynode_worker_api_scripts_pass() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let repo = std::env::var_os("CYNODE_REPO")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| root.join(".mirror/cypher0n3+CyNodeAI/repo"));
-    if !repo.exists() {
-        eprintln!(
-            "skipped: no CyNodeAI repository at {} (set CYNODE_REPO)",
-            repo.display()
-        );
-        return;
-    }
+    assert!(
+        repo.exists(),
+        "no CyNodeAI repository at {} (set CYNODE_REPO)",
+        repo.display()
+    );
     let dir = tempfile::tempdir().unwrap();
     if repo.join("scripts/test_scripts").is_dir() {
         let status = std::process::Command::new("cp")

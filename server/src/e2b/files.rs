@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use wasbox_runtime::{FileError, Sandbox};
 
-use super::{SharedE2b, Target, error, target};
+use super::envd::{Target, gone, target};
+use super::{SharedE2b, error};
 
 /// Largest file one request uploads or downloads with gzip (a plain download streams, and
 /// is bounded by the sandbox's disk quota alone).
@@ -98,7 +99,7 @@ fn sandbox_of(
     }
     match target(e2b, headers) {
         Target::Found(s) => Ok(s.session.sandbox().clone()),
-        Target::Gone(id) => Err(error(StatusCode::BAD_GATEWAY, super::gone(&id))),
+        Target::Gone(id) => Err(error(StatusCode::BAD_GATEWAY, gone(&id))),
         Target::Unauthorized => Err(error(StatusCode::UNAUTHORIZED, "invalid access token")),
     }
 }

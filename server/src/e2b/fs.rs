@@ -16,9 +16,10 @@ use wasbox_runtime::{
 };
 
 use super::connect::{self, Code, Framing, RpcError};
+use super::envd::Call;
 use super::wire::{self, EntryInfo, FilesystemEvent};
-use super::{MAX_MESSAGE_BYTES, MAX_WATCHERS, Sbx, SharedE2b, Target, target};
-use crate::worker::lock;
+use super::{MAX_MESSAGE_BYTES, MAX_WATCHERS, Sbx, SharedE2b};
+use wasbox_runtime::sync::lock;
 
 /// Deepest a recursive listing goes.
 const MAX_DEPTH: u32 = 64;
@@ -50,7 +51,9 @@ struct Watcher {
 pub(crate) fn rpc_error(e: FileError) -> RpcError {
     let code = match &e {
         FileError::NotFound(_) => Code::NotFound,
-        FileError::IsDirectory(_) | FileError::NotADirectory(_) => Code::InvalidArgument,
+        FileError::IsDirectory(_) | FileError::NotADirectory(_) | FileError::InvalidPath(_) => {
+            Code::InvalidArgument
+        }
         FileError::AlreadyExists(_) => Code::AlreadyExists,
         FileError::OutsideWorkspace(_) => Code::PermissionDenied,
         FileError::NoSpace(_) | FileError::TooLarge { .. } => Code::ResourceExhausted,
@@ -87,6 +90,19 @@ pub(crate) fn entry(info: &FileInfo) -> EntryInfo {
     }
 }
 
+/// The methods of `filesystem.Filesystem`, and how each answers.
+const METHODS: &[(&str, Framing)] = &[
+    ("Stat", Framing::Unary),
+    ("ListDir", Framing::Unary),
+    ("MakeDir", Framing::Unary),
+    ("Remove", Framing::Unary),
+    ("Move", Framing::Unary),
+    ("WatchDir", Framing::Stream),
+    ("CreateWatcher", Framing::Unary),
+    ("GetWatcherEvents", Framing::Unary),
+    ("RemoveWatcher", Framing::Unary),
+];
+
 /// `POST /filesystem.Filesystem/{method}`.
 pub async fn call(
     State(e2b): State<SharedE2b>,
@@ -94,52 +110,22 @@ pub async fn call(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let framing = if method == "WatchDir" {
-        Framing::Stream
-    } else {
-        Framing::Unary
+    let call = match Call::begin(&e2b, &headers, &method, METHODS) {
+        Ok(c) => c,
+        Err(r) => return r,
     };
-    if let Err(r) = connect::check_request(&headers, framing) {
-        return r;
-    }
-    let fail = |e: RpcError| match framing {
-        Framing::Unary => e.unary_response(),
-        Framing::Stream => connect::stream_error_response(&e),
-    };
-    let sbx = match target(&e2b, &headers) {
-        Target::Found(s) => s,
-        Target::Gone(id) => {
-            return fail(RpcError::new(Code::Unavailable, super::gone(&id)));
-        }
-        Target::Unauthorized => {
-            return fail(RpcError::new(Code::Unauthenticated, "invalid access token"));
-        }
-    };
-    let deadline = match connect::timeout(&headers) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES + 5).await {
+    let bytes = match call.body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return fail(RpcError::new(
-                Code::ResourceExhausted,
-                "the request is larger than the limit",
-            ));
-        }
+        Err(r) => return r,
     };
     if method == "WatchDir" {
-        let keepalive = headers
-            .get("keepalive-ping-interval")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|s| Duration::from_secs(s.clamp(1, 300)));
         return match connect::decode_stream_request::<wire::WatchRequest>(&bytes, MAX_MESSAGE_BYTES)
         {
-            Ok(req) => watch_stream(sbx, req, deadline, keepalive),
-            Err(e) => fail(e),
+            Ok(req) => watch_stream(call.sbx, req, call.deadline, call.keepalive),
+            Err(e) => call.fail(e),
         };
     }
+    let sbx = call.sbx.clone();
     let sandbox = sbx.session.sandbox().clone();
     let run = move || unary(&sbx, &sandbox, &method, &bytes);
     // File operations on a disk workspace go to the blocking pool.
@@ -152,7 +138,7 @@ pub async fn call(
             v.to_string(),
         )
             .into_response(),
-        Err(e) => fail(e),
+        Err(e) => call.fail(e),
     }
 }
 

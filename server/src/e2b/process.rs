@@ -18,9 +18,10 @@ use wasbox_runtime::io::{PipeReader, PipeWriter, pipe};
 use wasbox_runtime::{Input, JobSpec, JobStatus, Output, Pty, PtyConfig, StopSignal};
 
 use super::connect::{self, Code, Framing, RpcError, StreamSender};
+use super::envd::Call;
 use super::wire::{self, DataEvent, EndEvent, ProcessEvent};
-use super::{MAX_MESSAGE_BYTES, MAX_PROCESSES, Sbx, SharedE2b, Target, target};
-use crate::worker::lock;
+use super::{MAX_MESSAGE_BYTES, MAX_PROCESSES, Sbx, SharedE2b};
+use wasbox_runtime::sync::lock;
 
 /// Bytes a process's output pipe holds before the process waits for its reader.
 const PIPE_BYTES: usize = 64 << 10;
@@ -142,6 +143,18 @@ impl Proc {
     }
 }
 
+/// The methods of `process.Process`, and how each answers.
+const METHODS: &[(&str, Framing)] = &[
+    ("Start", Framing::Stream),
+    ("Connect", Framing::Stream),
+    ("StreamInput", Framing::Stream),
+    ("List", Framing::Unary),
+    ("SendInput", Framing::Unary),
+    ("CloseStdin", Framing::Unary),
+    ("SendSignal", Framing::Unary),
+    ("Update", Framing::Unary),
+];
+
 /// `POST /process.Process/{method}`.
 pub async fn call(
     State(e2b): State<SharedE2b>,
@@ -149,50 +162,21 @@ pub async fn call(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let framing = match method.as_str() {
-        "Start" | "Connect" | "StreamInput" => Framing::Stream,
-        _ => Framing::Unary,
-    };
-    if let Err(r) = connect::check_request(&headers, framing) {
-        return r;
-    }
-    let fail = |e: RpcError| match framing {
-        Framing::Unary => e.unary_response(),
-        Framing::Stream => connect::stream_error_response(&e),
-    };
-    let sbx = match target(&e2b, &headers) {
-        Target::Found(s) => s,
-        Target::Gone(id) => {
-            return fail(RpcError::new(Code::Unavailable, super::gone(&id)));
-        }
-        Target::Unauthorized => {
-            return fail(RpcError::new(Code::Unauthenticated, "invalid access token"));
-        }
-    };
-    let deadline = match connect::timeout(&headers) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
+    let call = match Call::begin(&e2b, &headers, &method, METHODS) {
+        Ok(c) => c,
+        Err(r) => return r,
     };
     if method == "StreamInput" {
-        return stream_input(sbx, body).await;
+        return stream_input(call.sbx, body).await;
     }
-    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES + 5).await {
+    let bytes = match call.body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return fail(RpcError::new(
-                Code::ResourceExhausted,
-                "the request is larger than the limit",
-            ));
-        }
+        Err(r) => return r,
     };
-    let keepalive = headers
-        .get("keepalive-ping-interval")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|s| Duration::from_secs(s.clamp(1, 300)));
+    let (sbx, deadline, keepalive) = (&call.sbx, call.deadline, call.keepalive);
     let result = match method.as_str() {
         "Start" => match connect::decode_stream_request(&bytes, MAX_MESSAGE_BYTES) {
-            Ok(req) => start(&e2b, &sbx, req, deadline, keepalive).await,
+            Ok(req) => start(&e2b, sbx, req, deadline, keepalive).await,
             Err(e) => Err(e),
         },
         "Connect" => {
@@ -206,7 +190,7 @@ pub async fn call(
                 Err(e) => Err(e),
             }
         }
-        _ => unary(&sbx, &method, &bytes).await.map(|v| {
+        _ => unary(sbx, &method, &bytes).await.map(|v| {
             (
                 [(axum::http::header::CONTENT_TYPE, "application/json")],
                 v.to_string(),
@@ -214,7 +198,7 @@ pub async fn call(
                 .into_response()
         }),
     };
-    result.unwrap_or_else(fail)
+    result.unwrap_or_else(|e| call.fail(e))
 }
 
 async fn unary(sbx: &Sbx, method: &str, body: &[u8]) -> Result<serde_json::Value, RpcError> {

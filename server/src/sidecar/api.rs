@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wasbox_runtime::sync::lock;
 
 use axum::Router;
 use axum::body::Body;
@@ -84,12 +85,7 @@ impl Sidecar {
 
     /// The templates in `locale`, made once per locale.
     async fn templates(&self, locale: &str) -> Result<Arc<Vec<Template>>, anyhow::Error> {
-        if let Some(t) = self
-            .templates
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(locale)
-        {
+        if let Some(t) = lock(&self.templates).get(locale) {
             return Ok(t.clone());
         }
         let mut list = Vec::with_capacity(self.agents.len());
@@ -100,7 +96,7 @@ impl Sidecar {
             list.push(t);
         }
         let list = Arc::new(list);
-        let mut cache = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = lock(&self.templates);
         if cache.len() < MAX_CACHED_LOCALES {
             cache.insert(locale.to_string(), list.clone());
         }
@@ -224,7 +220,7 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 #[utoipa::path(get, path = "/status", tag = "sidecar", security(("bearer" = [])),
-    responses((status = 200, description = "The sidecar", body = StatusWire), (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
+    responses((status = 200, description = "The sidecar", body = StatusWire), (status = "default", response = ErrorResponse)))]
 async fn status(State(s): State<Arc<Sidecar>>) -> Response {
     axum::Json(json!({
         "status": "ok",
@@ -265,7 +261,7 @@ fn valid_locale(l: &str) -> bool {
     responses(
         (status = 200, description = "The agents and their parameters", body = AgentsWire),
         (status = 304, description = "The client's etag is current"),
-        (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
+        (status = "default", response = ErrorResponse)))]
 async fn agents(
     State(s): State<Arc<Sidecar>>,
     Query(q): Query<AgentsQuery>,
@@ -349,7 +345,7 @@ fn valid_run_id(id: &str) -> bool {
     responses(
         (status = 202, description = "The run started; its events at `Location`", body = RunAccepted,
          headers(("Location" = String, description = "/runs/{runId}/events"))),
-        (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
+        (status = "default", response = ErrorResponse)))]
 async fn start_run(State(s): State<Arc<Sidecar>>, body: Body) -> Response {
     match start_run_inner(s, body).await {
         Ok(res) => res,
@@ -456,7 +452,7 @@ fn sse_event(e: &Stored) -> Event {
     params(("run_id" = String, Path), ("lastEventId" = Option<String>, Query, description = "Resume after this event (or `Last-Event-ID`)")),
     responses(
         (status = 200, description = "Server-sent events of the run until its end (`ping` comments keep it alive)", body = String, content_type = "text/event-stream"),
-        (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
+        (status = "default", response = ErrorResponse)))]
 async fn events(
     State(s): State<Arc<Sidecar>>,
     Path(run_id): Path<String>,
@@ -519,7 +515,7 @@ async fn events(
 #[utoipa::path(post, path = "/runs/{run_id}/tools/{tool_call_id}", tag = "sidecar", security(("bearer" = [])),
     params(("run_id" = String, Path), ("tool_call_id" = String, Path)),
     request_body = super::wire::ToolResultBody,
-    responses((status = 202, description = "The result reached the agent", body = ToolAccepted), (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
+    responses((status = 202, description = "The result reached the agent", body = ToolAccepted), (status = "default", response = ErrorResponse)))]
 async fn tool_result(
     State(s): State<Arc<Sidecar>>,
     Path((run_id, tool_call_id)): Path<(String, String)>,
@@ -555,7 +551,7 @@ async fn tool_result(
 #[utoipa::path(post, path = "/runs/{run_id}/cancel", tag = "sidecar", security(("bearer" = [])),
     params(("run_id" = String, Path)),
     request_body(content = Option<super::wire::CancelBody>, description = "Optional: `{\"reason\": ...}`"),
-    responses((status = 202, description = "The run is being cancelled", body = RunAccepted), (status = "default", description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)", body = ErrorWire)))]
+    responses((status = 202, description = "The run is being cancelled", body = RunAccepted), (status = "default", response = ErrorResponse)))]
 async fn cancel(State(s): State<Arc<Sidecar>>, Path(run_id): Path<String>, body: Body) -> Response {
     let result = async {
         let run = s.runs.get(&run_id).ok_or_else(|| ApiError::gone(&run_id))?;
@@ -624,6 +620,14 @@ struct ToolAccepted {
     status: String,
 }
 
+/// Every route's error answer in the OpenAPI document.
+#[derive(utoipa::ToResponse)]
+#[response(
+    description = "An error: `{error, message, traceId}` (400 INVALID_REQUEST, 401 UNAUTHORIZED, 404, 409 RUN_CONFLICT, 410 RUN_NOT_FOUND, 413, 429 TOO_MANY_RUNS with Retry-After)"
+)]
+#[allow(dead_code)]
+struct ErrorResponse(ErrorWire);
+
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
@@ -656,6 +660,7 @@ impl utoipa::Modify for Bearer {
 #[openapi(
     info(title = "wasbox agent sidecar", description = "An agent sidecar over HTTP and server-sent events (docs/specs/sidecar-protocol.en.md). Every answer carries `X-Sidecar-Protocol`."),
     paths(status, agents, start_run, events, tool_result, cancel),
+    components(schemas(ErrorWire), responses(ErrorResponse)),
     modifiers(&Bearer)
 )]
 pub struct SidecarApi;

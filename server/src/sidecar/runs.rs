@@ -3,8 +3,9 @@
 //! for [`RETENTION`] (their events can still be read), then forgotten: `410 RUN_NOT_FOUND`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use wasbox_runtime::sync::lock;
 
 use tokio::sync::watch;
 use wasbox_runtime::agent::sidecar::{RunControl, RunEvent};
@@ -17,10 +18,6 @@ pub const REPLAY: usize = 100;
 pub const RETENTION: Duration = Duration::from_secs(600);
 /// Finished runs kept at most (the oldest go first).
 const MAX_FINISHED: usize = 1000;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One event as sent: its id, name and data.
 #[derive(Clone, Debug)]

@@ -18,12 +18,13 @@ use wasbox_runtime::{JobSpec, Limits, SandboxConfig};
 use super::config::{ADMISSION_WAIT, MAX_OUTPUT_BYTES};
 use super::job_table::Claim;
 use super::metrics::Outcome;
-use super::node::{Node, SharedNode, check_version, lock, read_json, required};
+use super::node::{Node, SharedNode, check_version, read_json, required};
 use super::telemetry;
 use super::wire::{
     RESERVED_ENV, ResultWire, RunResponse, SandboxSpec, check_network_policy, check_timeout,
 };
 use crate::problem::Problem;
+use wasbox_runtime::sync::lock;
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub(super) struct RunRequest {
@@ -40,7 +41,7 @@ pub(super) struct RunRequest {
 
 #[utoipa::path(post, path = "/v1/worker/jobs:run", tag = "jobs", security(("bearer" = [])),
     request_body = RunRequest,
-    responses((status = 200, description = "The job ran (its own failure is in `status`)", body = RunResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The job ran (its own failure is in `status`)", body = RunResponse), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     let started = match start(node, headers, body, false).await {
         Ok(s) => s,
@@ -62,7 +63,7 @@ pub async fn run(State(node): State<SharedNode>, headers: HeaderMap, body: Body)
         (status = 202, description = "Accepted; poll `Location`", body = JobStatusWire,
          headers(("Location" = String, description = "/v1/worker/jobs/{job_id}"))),
         (status = 200, description = "This job id already finished: its result", body = RunResponse),
-        (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+        (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn submit(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     match start(node, headers, body, true).await {
         Ok(Started::Done(answer)) => answer.response(),
@@ -386,7 +387,7 @@ async fn stored_answer(
     params(("job_id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "`in_progress` while it runs, else its whole result", body = JobOrResult),
-        (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+        (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn get(State(node): State<SharedNode>, Path(job_id): Path<String>) -> Response {
     let running = lock(&node.jobs).running_task(&job_id).map(str::to_string);
     if let Some(task_id) = running {
@@ -423,7 +424,7 @@ pub(super) struct DeletedWire {
 /// forgets it. 409 while the job runs (stop it first), 404 when unknown.
 #[utoipa::path(delete, path = "/v1/worker/jobs/{job_id}", tag = "jobs", security(("bearer" = [])),
     params(("job_id" = String, Path, description = "The job's id")),
-    responses((status = 200, description = "The node forgot the result", body = DeletedWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The node forgot the result", body = DeletedWire), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn delete(State(node): State<SharedNode>, Path(job_id): Path<String>) -> Response {
     if lock(&node.jobs).running_task(&job_id).is_some() {
         return Problem::conflict(format!(
@@ -461,7 +462,7 @@ pub(super) struct StopAllWire {
 /// down; every job it dispatched is stopped and every session ended (their results are kept
 /// as usual). The node keeps serving.
 #[utoipa::path(post, path = "/v1/worker/admin/stop-all-orchestrator-directed", tag = "jobs", security(("bearer" = [])),
-    responses((status = 200, description = "Every job stopped, every session ended", body = StopAllWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Every job stopped, every session ended", body = StopAllWire), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn stop_all(State(node): State<SharedNode>) -> Response {
     let (stopped_jobs, ended_sessions) = node.stop_all_work("stopped by the orchestrator");
     tracing::info!(
@@ -505,7 +506,7 @@ pub(super) struct StopResponse {
 
 #[utoipa::path(post, path = "/v1/worker/jobs:stop", tag = "jobs", security(("bearer" = [])),
     request_body = StopRequest,
-    responses((status = 200, description = "`stopping` or `not_running`", body = StopResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "`stopping` or `not_running`", body = StopResponse), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn stop(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
         let req: StopRequest = read_json(&headers, body, node.config().max_request_bytes).await?;

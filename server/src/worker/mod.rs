@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tracing::Instrument as _;
 
-pub use node::{Node, SharedNode, lock};
+pub use node::{Node, SharedNode};
 
 use crate::problem::Problem;
 
@@ -131,7 +131,7 @@ async fn tag_route(req: Request, next: Next) -> Response {
 
 /// `GET /metrics`: the Prometheus text format.
 #[utoipa::path(get, path = "/metrics", tag = "operations", security(("bearer" = [])),
-    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"), (status = "default", response = crate::problem::ProblemResponse)))]
 async fn metrics(State(node): State<SharedNode>) -> Response {
     (
         [(

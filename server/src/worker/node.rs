@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use wasbox_runtime::sync::lock;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -271,10 +272,6 @@ impl Node {
             .get(id)
             .ok_or_else(|| Problem::not_found(format!("session `{id}` does not exist")))
     }
-}
-
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Reads a request body of at most `limit` bytes (413 beyond it).

@@ -58,6 +58,10 @@ impl Modify for Bearer {
         super::healthz,
         super::readyz,
     ),
+    components(
+        schemas(crate::problem::Problem),
+        responses(crate::problem::ProblemResponse)
+    ),
     modifiers(&Bearer),
 )]
 pub struct WorkerApi;

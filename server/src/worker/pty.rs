@@ -98,7 +98,7 @@ struct OpenFields {
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:open", tag = "pty", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = PtyOpen,
-    responses((status = 200, description = "The PTY", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The PTY", body = PtyReply), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn open(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -143,7 +143,7 @@ struct SendFields {
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:send", tag = "pty", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = PtySend,
-    responses((status = 200, description = "Bytes accepted", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Bytes accepted", body = PtyReply), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn send(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -198,7 +198,7 @@ pub(super) struct RecvReply {
 
 #[utoipa::path(get, path = "/v1/worker/sessions/{id}/pty:recv", tag = "pty", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id"), RecvQuery),
-    responses((status = 200, description = "Output, long-polled up to `wait_ms`", body = RecvReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Output, long-polled up to `wait_ms`", body = RecvReply), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn recv(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -238,7 +238,7 @@ struct ResizeFields {
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:resize", tag = "pty", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = PtyResize,
-    responses((status = 200, description = "Resized", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Resized", body = PtyReply), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn resize(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -275,7 +275,7 @@ struct NoFields {}
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}/pty:close", tag = "pty", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = PtyClose,
-    responses((status = 200, description = "Closed", body = PtyReply), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Closed", body = PtyReply), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn close(
     State(node): State<SharedNode>,
     Path(id): Path<String>,

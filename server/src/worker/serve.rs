@@ -270,7 +270,7 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         tokio::spawn(super::orchestrator::run(node.clone(), orchestrator));
     }
 
-    // SIGHUP reloads what can change while running (README: "Reloading").
+    // SIGHUP reloads what can change while running (docs/WORKER-API.md, "Routes").
     tokio::spawn({
         let node = node.clone();
         async move {

@@ -93,7 +93,7 @@ pub(super) struct CreateRequest {
 
 #[utoipa::path(post, path = "/v1/worker/sessions", tag = "sessions", security(("bearer" = [])),
     request_body = CreateRequest,
-    responses((status = 200, description = "The session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The session", body = SessionInfo), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn create(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
     respond(create_inner(node, headers, body).await)
 }
@@ -163,7 +163,7 @@ async fn create_inner(
 
 #[utoipa::path(get, path = "/v1/worker/sessions/{id}", tag = "sessions", operation_id = "get_session", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
-    responses((status = 200, description = "The session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The session", body = SessionInfo), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn get(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
     respond(node.session(&id).map(|s| info(&s, "running")))
 }
@@ -193,7 +193,7 @@ pub(super) struct ExecResponse {
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}/exec", tag = "sessions", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = ExecRequest,
-    responses((status = 200, description = "The command ran", body = ExecResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The command ran", body = ExecResponse), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn exec(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -308,7 +308,7 @@ pub(super) struct EndRequest {
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}/end", tag = "sessions", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body(content = Option<EndRequest>, description = "Optional: `{\"version\": 1}`"),
-    responses((status = 200, description = "The session, ended", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The session, ended", body = SessionInfo), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn end(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -350,7 +350,7 @@ fn file_problem(e: FileError) -> Problem {
 /// `GET /v1/worker/sessions/{id}/files?path=...`: the file's bytes.
 #[utoipa::path(get, path = "/v1/worker/sessions/{id}/files", tag = "sessions", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id"), FileQuery),
-    responses((status = 200, description = "The file's bytes", body = Vec<u8>, content_type = "application/octet-stream"), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The file's bytes", body = Vec<u8>, content_type = "application/octet-stream"), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn read_file(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
@@ -392,7 +392,7 @@ pub(super) struct WriteResponse {
 #[utoipa::path(put, path = "/v1/worker/sessions/{id}/files", tag = "sessions", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id"), FileQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 200, description = "Written", body = WriteResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Written", body = WriteResponse), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn write_file(
     State(node): State<SharedNode>,
     Path(id): Path<String>,

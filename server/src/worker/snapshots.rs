@@ -8,7 +8,6 @@
 //! translates.
 
 use std::collections::BTreeMap;
-use std::path::Path as FsPath;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,14 +21,10 @@ use wasbox_runtime::{Limits, SessionConfig, SessionRefused, Snapshot, SnapshotEr
 use super::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
 use super::node::{SharedNode, check_version, read_body, respond};
 use super::sessions::{SessionInfo, info, sandbox_of};
-use super::snapshot_store::{lock, valid_id};
+use super::snapshot_store::{SnapshotStore, StoredTar, valid_id};
 use super::wire::check_timeout;
 use crate::problem::Problem;
 
-/// Snapshots a node keeps at most; more are refused until some are deleted.
-pub const MAX_STORED_SNAPSHOTS: usize = 256;
-/// What the stored tars may take together on the node's disk.
-pub const MAX_STORED_BYTES: u64 = 16 << 30;
 /// Sessions one fork may make at most.
 pub const MAX_FORK_COUNT: usize = 100;
 /// The largest tar `sessions:restore` accepts: a sandbox's default disk quota and room for
@@ -176,7 +171,7 @@ pub async fn session_action(
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}:snapshot", tag = "snapshots", operation_id = "snapshot_session", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id"), SnapshotQuery),
     request_body(content = Option<serde_json::Value>, description = "Empty or `{\"version\": 1}`"),
-    responses((status = 200, description = "The snapshot (with `?download=1`, its tar as `application/x-tar`, or `application/zstd` with `compression=zstd`)", body = SnapshotInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 507 the snapshot store is full)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The snapshot (with `?download=1`, its tar as `application/x-tar`, or `application/zstd` with `compression=zstd`)", body = SnapshotInfo), (status = "default", response = crate::problem::ProblemResponse)))]
 #[allow(dead_code)]
 pub(super) async fn snapshot_route() {}
 
@@ -184,7 +179,7 @@ pub(super) async fn snapshot_route() {}
 #[utoipa::path(post, path = "/v1/worker/sessions/{id}:fork", tag = "snapshots", operation_id = "fork_session", security(("bearer" = [])),
     params(("id" = String, Path, description = "The session id")),
     request_body = ForkRequest,
-    responses((status = 200, description = "The new sessions", body = ForkResponse), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404, 409 processes run in the session, 413, 422, 429 no room for the sessions, with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The new sessions", body = ForkResponse), (status = "default", response = crate::problem::ProblemResponse)))]
 #[allow(dead_code)]
 pub(super) async fn fork_route() {}
 
@@ -242,58 +237,16 @@ async fn snapshot(
     let store = node.snapshots.clone();
     let session_id = id.clone();
     let (snap_id, digest, size, snap) = blocking(move || {
-        let _w = lock(&store.writing);
-        if store.ids().len() >= MAX_STORED_SNAPSHOTS {
-            return Err(Problem::with_status(
-                StatusCode::INSUFFICIENT_STORAGE,
-                format!(
-                    "the node keeps at most {MAX_STORED_SNAPSHOTS} snapshots: delete some first"
-                ),
-            ));
-        }
-        let snap = runtime
-            .snapshot(session.sandbox(), labels)
-            .map_err(snapshot_problem)?;
-        // Its tar: the files' bytes, a header and padding per entry.
-        let m = snap.manifest();
-        let estimate = m.bytes + (m.entries + 2) * 1024;
-        let stored = store.bytes();
-        if stored.saturating_add(estimate) > MAX_STORED_BYTES {
-            return Err(Problem::with_status(
-                StatusCode::INSUFFICIENT_STORAGE,
-                format!(
-                    "the node's snapshots take {stored} of at most {MAX_STORED_BYTES} bytes, \
-                     this one about {estimate} more: delete some first"
-                ),
-            ));
-        }
-        let snap_id = super::snapshot_store::new_id();
-        std::fs::create_dir_all(&store.dir)
-            .map_err(|e| Problem::internal(&anyhow::anyhow!("creating the snapshot store: {e}")))?;
-        let path = store.tar_path(&snap_id);
-        let written = (|| -> std::io::Result<(String, u64)> {
-            let tmp = store.dir.join(format!(".{snap_id}.tar.part"));
-            let file = std::fs::File::create(&tmp)?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-            let digest = snap.write_tar(&mut out)?;
-            let file = out.into_inner().map_err(|e| e.into_error())?;
-            let size = file.metadata()?.len();
-            std::fs::write(store.digest_path(&snap_id), &digest)?;
-            std::fs::rename(&tmp, &path)?;
-            Ok((digest, size))
-        })();
-        let (digest, size) = written.map_err(|e| {
-            let _ = std::fs::remove_file(store.dir.join(format!(".{snap_id}.tar.part")));
-            let _ = std::fs::remove_file(store.digest_path(&snap_id));
-            Problem::internal(&anyhow::anyhow!("writing the snapshot: {e}"))
-        })?;
-        store.cache(&snap_id, snap.clone());
-        Ok((snap_id, digest, size, snap))
+        store.put(|| {
+            runtime
+                .snapshot(session.sandbox(), labels)
+                .map_err(snapshot_problem)
+        })
     })
     .await?;
     tracing::info!(session_id = %session_id, snapshot_id = %snap_id, %digest, size, "snapshot taken");
     if let Some(zstd) = download {
-        return tar_response(&node.snapshots.tar_path(&snap_id), &snap_id, &digest, zstd).await;
+        return tar_response(&node.snapshots, &snap_id, zstd).await;
     }
     Ok(axum::Json(snapshot_info(
         &snap_id,
@@ -307,17 +260,21 @@ async fn snapshot(
 
 /// The stored tar at `path`, as it is or compressed with zstd on the way out. The digest
 /// header is the tar's either way.
+/// The stored tar of `id` as an answer (compressed with zstd on the way when asked).
 async fn tar_response(
-    path: &FsPath,
+    store: &Arc<SnapshotStore>,
     id: &str,
-    digest: &str,
     zstd: bool,
 ) -> Result<Response, Problem> {
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|_| Problem::not_found(format!("snapshot `{id}` does not exist")))?;
+    let (store, owned) = (store.clone(), id.to_string());
+    let tar = blocking(move || {
+        store
+            .open(&owned)
+            .ok_or_else(|| Problem::not_found(format!("snapshot `{owned}` does not exist")))
+    })
+    .await?;
+    let StoredTar { file, digest, size } = tar;
     let mut r = if zstd {
-        let file = file.into_std().await;
         let mut r = Response::new(crate::http::written_body(move |out| {
             wasbox_runtime::compress(std::io::BufReader::new(file), out, ZSTD_LEVEL)
         }));
@@ -327,21 +284,20 @@ async fn tar_response(
         );
         r
     } else {
-        let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-        let mut r = Response::new(crate::http::file_body(file));
+        let mut r = Response::new(crate::http::file_body(tokio::fs::File::from_std(file)));
         let h = r.headers_mut();
         h.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/x-tar"),
         );
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
         r
     };
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(id) {
         h.insert("x-snapshot-id", v);
     }
-    if let Ok(v) = HeaderValue::from_str(digest) {
+    if let Ok(v) = HeaderValue::from_str(&digest) {
         h.insert("x-snapshot-digest", v);
     }
     Ok(r)
@@ -525,7 +481,7 @@ pub struct RestoreQuery {
 #[utoipa::path(post, path = "/v1/worker/sessions:restore", tag = "snapshots", operation_id = "restore_session", security(("bearer" = [])),
     params(RestoreQuery),
     request_body(content = RestoreRequest, description = "JSON naming a stored snapshot, or the tar itself as `application/x-tar` (or compressed, `application/zstd`)"),
-    responses((status = 200, description = "The new session", body = SessionInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401, 404 no such snapshot, 409 the session exists, 413 too large, 422 not a valid snapshot or a foreign image, 429 busy with Retry-After)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The new session", body = SessionInfo), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn restore(
     State(node): State<SharedNode>,
     Query(q): Query<RestoreQuery>,
@@ -638,8 +594,11 @@ fn load(node: &SharedNode, id: &str, limits: TarLimits) -> Result<Snapshot, Prob
     if let Some(s) = store.cached(id) {
         return Ok(s);
     }
-    let file = std::fs::File::open(store.tar_path(id)).map_err(|_| missing())?;
-    let recorded = std::fs::read_to_string(store.digest_path(id)).unwrap_or_default();
+    let StoredTar {
+        file,
+        digest: recorded,
+        ..
+    } = store.open(id).ok_or_else(missing)?;
     // A tar this node wrote may hold what its sandbox held (a symlink to `/usr/bin/python3`);
     // its digest is checked before it is used.
     let limits = TarLimits {
@@ -650,7 +609,7 @@ fn load(node: &SharedNode, id: &str, limits: TarLimits) -> Result<Snapshot, Prob
         .runtime
         .read_snapshot(std::io::BufReader::with_capacity(1 << 20, file), limits)
         .map_err(snapshot_problem)?;
-    if snap.digest() != Some(recorded.trim()) {
+    if snap.digest() != Some(recorded.as_str()) {
         return Err(Problem::with_status(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("snapshot `{id}` is corrupt: its digest does not match the recorded one"),
@@ -675,21 +634,18 @@ pub(super) struct StoredSnapshot {
 
 /// `GET /v1/worker/snapshots`: the snapshots the node keeps.
 #[utoipa::path(get, path = "/v1/worker/snapshots", tag = "snapshots", operation_id = "list_snapshots", security(("bearer" = [])),
-    responses((status = 200, description = "The stored snapshots", body = SnapshotList), (status = "default", description = "An RFC 9457 problem (401)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The stored snapshots", body = SnapshotList), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn list(State(node): State<SharedNode>) -> Response {
     let store = node.snapshots.clone();
     respond(
         blocking(move || {
             let snapshots = store
-                .ids()
+                .list()
                 .into_iter()
-                .map(|id| StoredSnapshot {
-                    digest: std::fs::read_to_string(store.digest_path(&id))
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string(),
-                    size_bytes: std::fs::metadata(store.tar_path(&id)).map_or(0, |m| m.len()),
-                    snapshot_id: id,
+                .map(|(snapshot_id, digest, size_bytes)| StoredSnapshot {
+                    snapshot_id,
+                    digest,
+                    size_bytes,
                 })
                 .collect();
             Ok(SnapshotList {
@@ -704,21 +660,17 @@ pub async fn list(State(node): State<SharedNode>) -> Response {
 /// `GET /v1/worker/snapshots/{id}`: the snapshot's tar.
 #[utoipa::path(get, path = "/v1/worker/snapshots/{id}", tag = "snapshots", operation_id = "download_snapshot", security(("bearer" = [])),
     params(("id" = String, Path, description = "The snapshot id"), DownloadQuery),
-    responses((status = 200, description = "The snapshot's tar (`application/x-tar`, or `application/zstd` with `compression=zstd`)"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The snapshot's tar (`application/x-tar`, or `application/zstd` with `compression=zstd`)"), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn download(
     State(node): State<SharedNode>,
     Path(id): Path<String>,
     Query(q): Query<DownloadQuery>,
 ) -> Response {
-    if !valid_id(&id) {
-        return Problem::not_found(format!("snapshot `{id}` does not exist")).into_response();
-    }
     let zstd = match zstd_wanted(q.compression.as_deref()) {
         Ok(z) => z,
         Err(p) => return p.into_response(),
     };
-    let digest = std::fs::read_to_string(node.snapshots.digest_path(&id)).unwrap_or_default();
-    match tar_response(&node.snapshots.tar_path(&id), &id, digest.trim(), zstd).await {
+    match tar_response(&node.snapshots, &id, zstd).await {
         Ok(r) => r,
         Err(p) => p.into_response(),
     }
@@ -727,19 +679,17 @@ pub async fn download(
 /// `DELETE /v1/worker/snapshots/{id}`: forgets a snapshot (sessions made from it stay).
 #[utoipa::path(delete, path = "/v1/worker/snapshots/{id}", tag = "snapshots", operation_id = "delete_snapshot", security(("bearer" = [])),
     params(("id" = String, Path, description = "The snapshot id")),
-    responses((status = 204, description = "Deleted"), (status = "default", description = "An RFC 9457 problem (401, 404)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 204, description = "Deleted"), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn delete(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
     let store = node.snapshots.clone();
     let r = blocking(move || {
-        let _w = lock(&store.writing);
-        if !valid_id(&id) || std::fs::remove_file(store.tar_path(&id)).is_err() {
-            return Err(Problem::not_found(format!(
+        if store.remove(&id) {
+            Ok(())
+        } else {
+            Err(Problem::not_found(format!(
                 "snapshot `{id}` does not exist"
-            )));
+            )))
         }
-        let _ = std::fs::remove_file(store.digest_path(&id));
-        store.forget(&id);
-        Ok(())
     })
     .await;
     match r {

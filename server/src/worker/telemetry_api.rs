@@ -59,7 +59,7 @@ struct BootWire {
 }
 
 #[utoipa::path(get, path = "/v1/worker/telemetry/node:info", tag = "telemetry", security(("bearer" = [])),
-    responses((status = 200, description = "Who the node is", body = NodeInfo), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Who the node is", body = NodeInfo), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn node_info(State(node): State<SharedNode>) -> Response {
     let b = node.telemetry.boot();
     Json(NodeInfo {
@@ -130,7 +130,7 @@ struct Sandboxes {
 }
 
 #[utoipa::path(get, path = "/v1/worker/telemetry/node:stats", tag = "telemetry", security(("bearer" = [])),
-    responses((status = 200, description = "The node's load now", body = NodeStats), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "The node's load now", body = NodeStats), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn node_stats(State(node): State<SharedNode>) -> Response {
     let (load1, load5, load15) = host::load();
     let (total, available) = host::memory_mb();
@@ -241,7 +241,7 @@ pub(super) struct ContainersWire {
         ("job_id" = Option<String>, Query),
         ("limit" = Option<u32>, Query, description = "1 to 1000, default 100"),
         ("page_token" = Option<String>, Query)),
-    responses((status = 200, description = "Sandboxes, oldest first", body = ContainersWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Sandboxes, oldest first", body = ContainersWire), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn containers(State(node): State<SharedNode>, Query(q): Params) -> Response {
     // Everything recorded before this request is in its answer.
     node.telemetry.store().flush().await;
@@ -305,7 +305,7 @@ pub(super) struct ContainerWire {
 
 #[utoipa::path(get, path = "/v1/worker/telemetry/containers/{id}", tag = "telemetry", security(("bearer" = [])),
     params(("id" = String, Path, description = "`job-{job_id}` or `session-{session_id}`")),
-    responses((status = 200, description = "One sandbox", body = ContainerWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "One sandbox", body = ContainerWire), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn container(State(node): State<SharedNode>, Path(id): Path<String>) -> Response {
     // Everything recorded before this request is in its answer.
     node.telemetry.store().flush().await;
@@ -380,7 +380,7 @@ fn time_filter(q: &HashMap<String, String>, key: &str) -> Result<Option<String>,
         ("until" = Option<String>, Query, description = "RFC 3339, exclusive"),
         ("limit" = Option<u32>, Query, description = "1 to 5000, default 1000"),
         ("page_token" = Option<String>, Query)),
-    responses((status = 200, description = "Log events, at most 1 MiB", body = LogsWire), (status = "default", description = "An RFC 9457 problem (400 invalid, 401 no or wrong token, 404, 409, 413 too large, 429 busy with Retry-After, 503)", body = crate::problem::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "Log events, at most 1 MiB", body = LogsWire), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn logs(State(node): State<SharedNode>, Query(q): Params) -> Response {
     // Everything recorded before this request is in its answer.
     node.telemetry.store().flush().await;

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use wasbox_runtime::sync::lock;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -295,7 +296,7 @@ fn open(path: &Path, cache_kib: i64) -> Result<Connection> {
 /// Records with random ids dirty a page of each job-keyed index apiece; the dirty pages of a
 /// second's transaction that do not fit are spilled into the WAL before the commit and
 /// read back when touched again. With 16 MiB a 2-core node ran 2,750-3,700 random-id jobs
-/// a second once its store passed 550 MB, with 256 MiB 3,550-5,700 (README).
+/// a second once its store passed 550 MB, with 256 MiB 3,550-5,700.
 fn writer_cache_kib() -> i64 {
     let bytes = (wasbox_runtime::limits::default_node_memory() / 64).clamp(16 << 20, 256 << 20);
     (bytes >> 10) as i64
@@ -455,7 +456,7 @@ impl Store {
 
     /// Runs `f` on the read connection.
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
-        let conn = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        let conn = lock(&self.read);
         Ok(f(&conn)?)
     }
 

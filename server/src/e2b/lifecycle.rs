@@ -1,0 +1,254 @@
+//! Pause, resume and fork of an E2B sandbox: a paused sandbox is a copy-on-write snapshot
+//! of its files with what it is resumed with; a fork shares unchanged files the same way.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use wasbox_runtime::sync::lock;
+
+use super::control::{Start, check_timeout, not_found, read_json, sandbox_limits, start};
+use super::*;
+
+/// `POST /sandboxes/{id}/pause`: the sandbox's files, environment and metadata are kept
+/// (a snapshot, copy-on-write) and its session ends; `connect` or `resume` brings it back
+/// with the same id. Running processes are not kept: with `memory: false` (E2B's
+/// "filesystem" mode) they are stopped first; otherwise a pause while a command runs is
+/// refused (501). Already paused: 409.
+pub(super) async fn pause(
+    State(e2b): State<SharedE2b>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    let req: wire::PauseRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let Some(sbx) = e2b.get(&id) else {
+        if e2b.paused(&id).is_some() {
+            return error(
+                StatusCode::CONFLICT,
+                format!("sandbox \"{id}\" is already paused"),
+            );
+        }
+        return not_found(&id);
+    };
+    if lock(&e2b.paused).len() >= MAX_PAUSED {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("the node keeps at most {MAX_PAUSED} paused sandboxes"),
+        );
+    }
+    let files_only = req.memory == Some(false);
+    let runtime = e2b.node.runtime.clone();
+    let mut tries = 0;
+    let snapshot = loop {
+        match runtime.snapshot(sbx.session.sandbox(), Default::default()) {
+            Ok(s) => break s,
+            Err(wasbox_runtime::SnapshotError::Busy(_)) if files_only && tries < 200 => {
+                // Filesystem mode: the processes go; their ends take a moment.
+                if tries == 0 {
+                    sbx.procs.kill_all();
+                }
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(wasbox_runtime::SnapshotError::Busy(n)) => {
+                return error(
+                    StatusCode::NOT_IMPLEMENTED,
+                    format!(
+                        "{n} process(es) run in the sandbox: a pause keeps its files, not running \
+                         processes; end them or pause with mode=\"filesystem\""
+                    ),
+                );
+            }
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    };
+    let limits = sbx.session.sandbox().limits();
+    let paused = Arc::new(Paused {
+        template: sbx.template.clone(),
+        token: sbx.token.clone(),
+        env: sbx.session.env().to_vec(),
+        metadata: sbx.metadata.clone(),
+        started_at: sbx.started_at,
+        snapshot,
+        memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
+        disk_size_mb: limits.disk_bytes / (1 << 20),
+    });
+    lock(&e2b.sandboxes).remove(&id);
+    lock(&e2b.paused).insert(id.clone(), paused);
+    e2b.node
+        .sessions()
+        .end(sbx.session.id(), "paused by the client");
+    tracing::info!(sandbox_id = %id, "e2b sandbox paused");
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST /sandboxes/{id}/resume`: a paused sandbox runs again (201); a running one is a 409.
+pub(super) async fn resume(
+    State(e2b): State<SharedE2b>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    let req: wire::TimeoutRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if e2b.get(&id).is_some() {
+        return error(
+            StatusCode::CONFLICT,
+            format!("sandbox \"{id}\" is already running"),
+        );
+    }
+    resume_paused(&e2b, &id, req.timeout).await
+}
+
+/// Brings the paused sandbox `id` back (same id and access token, its files, environment
+/// and metadata) with a lifetime of `timeout` seconds (E2B's default when `None`).
+pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64>) -> Response {
+    let Some(p) = lock(&e2b.paused).remove(id) else {
+        return not_found(id);
+    };
+    let lifetime = match check_timeout(timeout, DEFAULT_TIMEOUT_SECS) {
+        Ok(t) => t,
+        Err(r) => {
+            lock(&e2b.paused).insert(id.to_string(), p);
+            return r;
+        }
+    };
+    let e2b2 = e2b.clone();
+    let (id2, p2) = (id.to_string(), p.clone());
+    let made = tokio::task::spawn_blocking(move || {
+        let new = Start {
+            id: id2,
+            token: Some(p2.token.clone()),
+            template: p2.template.clone(),
+            lifetime,
+            env: p2.env.clone(),
+            metadata: p2.metadata.clone(),
+        };
+        start(&e2b2, new, || {
+            e2b2.node
+                .runtime
+                .restore(&p2.snapshot, Some(sandbox_limits()))
+                .map_err(anyhow::Error::from)
+        })
+    })
+    .await;
+    match made {
+        Ok(Ok(s)) => {
+            tracing::info!(sandbox_id = %id, "e2b sandbox resumed");
+            (StatusCode::CREATED, axum::Json(s.created())).into_response()
+        }
+        Ok(Err(r)) => {
+            // Still paused: it may be resumed later.
+            lock(&e2b.paused).insert(id.to_string(), p);
+            r
+        }
+        Err(e) => {
+            lock(&e2b.paused).insert(id.to_string(), p);
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("resume failed: {e}"),
+            )
+        }
+    }
+}
+
+/// Forks one sandbox makes at most (E2B's SDK allows 1 to 20).
+pub(super) const MAX_FORKS: i64 = 20;
+
+/// `POST /sandboxes/{id}/fork`: `count` new sandboxes (default 1), each with the sandbox's
+/// files, environment and metadata as they are now, sharing unchanged files copy-on-write.
+/// Running processes are not copied: the fork is refused (409) while a command runs in it.
+pub(super) async fn fork(
+    State(e2b): State<SharedE2b>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    let Some(src) = e2b.get(&id) else {
+        return not_found(&id);
+    };
+    let req: wire::ForkRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let count = req.count.unwrap_or(1);
+    if !(1..=MAX_FORKS).contains(&count) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("count must be from 1 to {MAX_FORKS}"),
+        );
+    }
+    let lifetime = match check_timeout(req.timeout, DEFAULT_TIMEOUT_SECS) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let e2b2 = e2b.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        let snap = match e2b2
+            .node
+            .runtime
+            .snapshot(src.session.sandbox(), Default::default())
+        {
+            Ok(s) => s,
+            Err(wasbox_runtime::SnapshotError::Busy(n)) => {
+                return Err(error(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "{n} process(es) run in the sandbox: a fork copies its files, not running \
+                         processes, and is made while no command runs"
+                    ),
+                ));
+            }
+            Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        };
+        let mut results = Vec::new();
+        for _ in 0..count {
+            let new_id = format!("i{}", crate::ids::hex::<10>());
+            let env = src
+                .session
+                .env()
+                .iter()
+                .map(|(k, v)| {
+                    let v = if k == "E2B_SANDBOX_ID" { new_id.clone() } else { v.clone() };
+                    (k.clone(), v)
+                })
+                .collect();
+            let new = Start {
+                id: new_id,
+                token: None,
+                template: src.template.clone(),
+                lifetime,
+                env,
+                metadata: src.metadata.clone(),
+            };
+            let made = start(&e2b2, new, || {
+                e2b2.node
+                    .runtime
+                    .restore(&snap, Some(sandbox_limits()))
+                    .map_err(anyhow::Error::from)
+            });
+            results.push(match made {
+                Ok(s) => serde_json::json!({"sandbox": s.created()}),
+                Err(r) => {
+                    let status = r.status().as_u16();
+                    serde_json::json!({"error": {"code": status, "message": "the fork could not start"}})
+                }
+            });
+        }
+        Ok(results)
+    })
+    .await;
+    match made {
+        Ok(Ok(results)) => (StatusCode::CREATED, axum::Json(results)).into_response(),
+        Ok(Err(r)) => r,
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("fork failed: {e}"),
+        ),
+    }
+}
