@@ -3,12 +3,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::cmds::{Args, split_dashdash, unknown_option};
 use super::diff::{self, Delta, Files};
+use super::refs::valid_ref_name;
+use super::staging::{State, matches, remove_empty_parents, specs, state};
 use super::store::{self, Id, Index, IndexEntry, Stat, hash_object, hex, io_fail, read_work_file};
 use super::{Fail, Git, R, error, fatal, ident, usage};
-
-use super::cmds::*;
-use super::refs::*;
 
 // ---------------------------------------------------------------- checkout, switch, restore, reset
 

@@ -2,11 +2,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::cmds::{Args, split_dashdash, unknown_option};
 use super::diff::{self, Delta, Files, Source};
+use super::diffcmd::{DiffOpts, diff_option};
+use super::staging::{matches, specs};
 use super::store::{Commit, Id, Kind, hex, parse_ident};
 use super::{Git, R, fatal, format_date};
-
-use super::cmds::*;
 
 // ---------------------------------------------------------------- log, show
 

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use guest_support::textdiff::{Change, changes};
 
 use super::checkout::write_file_data;
-use super::cmds::{State, state};
 use super::diff::{self, Files, Listing, Output, Show, Source};
 use super::history::walk;
+use super::staging::{State, state};
 use super::store::{Commit, Id, Index, IndexEntry, Kind, Stat, hex};
 use super::{Fail, Git, R, error, fatal, ident};
 
@@ -407,7 +407,7 @@ fn move_to(g: &Git, st: &State, from: &Files, to: &Files) -> R<()> {
             (Some(_), None) => {
                 index.entries.remove(p);
                 let _ = std::fs::remove_file(g.work_path(p));
-                super::cmds::remove_empty_parents(g, p);
+                super::staging::remove_empty_parents(g, p);
             }
             (None, None) => {}
         }

@@ -11,12 +11,18 @@ mod apply;
 mod blame;
 mod checkout;
 mod cmds;
+mod commit;
 mod diff;
+mod diffcmd;
 mod history;
 mod ignore;
 mod merge;
+mod plumbing;
 mod refs;
 mod remote;
+mod setup;
+mod staging;
+mod status;
 mod store;
 mod worktree;
 

@@ -5,12 +5,13 @@ use std::collections::BTreeSet;
 
 use guest_support::cli::glob;
 
+use super::cmds::{Args, unknown_option};
+use super::commit::cleanup;
+use super::history::walk;
 use super::ignore::Ignore;
+use super::staging::ancestors_ignored;
 use super::store::{Id, Kind, hex, io_fail};
 use super::{Fail, Git, R, error, fatal, format_date, ident, usage};
-
-use super::cmds::*;
-use super::history::*;
 
 // ---------------------------------------------------------------- rev-parse
 

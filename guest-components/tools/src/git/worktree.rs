@@ -3,12 +3,11 @@
 use std::collections::BTreeSet;
 
 use super::checkout::{reset_to, write_file};
-use super::cmds::{
-    Untracked, matches, print_long_status, remove_empty_parents, specs, split_dashdash, state,
-    tracked_dirs, unknown_option,
-};
+use super::cmds::{split_dashdash, unknown_option};
 use super::diff::{self, Files, Listing, Output, Show, Source};
 use super::ignore::{self, Ignore};
+use super::staging::{matches, remove_empty_parents, specs, state, tracked_dirs};
+use super::status::{Untracked, print_long_status};
 use super::store::{Commit, Id, Index, Kind, NULL_ID, hex, io_fail, parse_hex, read_work_file};
 use super::{Fail, Git, R, error, fatal, ident};
 
