@@ -46,6 +46,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-env-changed=WASBOX_GUESTS_DIR");
+    println!("cargo:rerun-if-env-changed=CLIPPY_ARGS");
 
     // A directory of prebuilt guests (e.g. from a packaging step) skips the nested build.
     let built = match std::env::var_os("WASBOX_GUESTS_DIR") {
@@ -123,13 +124,16 @@ fn build_guests(guests: &Path, target_dir: &Path) {
             "--target-dir",
         ])
         .arg(target_dir);
-    // The outer build's settings are for the host, not for the guests.
+    // The outer build's settings are for the host, not for the guests; but a build that
+    // lints while it compiles (`.ci/run`: clippy-driver as the workspace's rustc wrapper, with
+    // CLIPPY_ARGS) lints the guests' own crates the same way as they are built.
+    let linting = std::env::var_os("CLIPPY_ARGS").is_some();
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy().to_string();
         if key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE"
             || key == "RUSTFLAGS"
             || key == "RUSTC_WRAPPER"
-            || key == "RUSTC_WORKSPACE_WRAPPER"
+            || key == "RUSTC_WORKSPACE_WRAPPER" && !linting
             || key == "RUSTDOCFLAGS"
         {
             cmd.env_remove(&key);

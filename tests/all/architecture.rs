@@ -428,3 +428,42 @@ fn the_architecture_document_names_every_module() {
         "not in docs/ARCHITECTURE.md: {missing:?}"
     );
 }
+
+/// Every guest crate with unit tests is among those `.ci/run` tests natively, so that a
+/// guest's new test cannot be left out of CI.
+#[test]
+fn ci_runs_every_guest_crate_that_has_unit_tests() {
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let guests = repo().join("guest-components");
+    let workspace = std::fs::read_to_string(guests.join("Cargo.toml")).unwrap();
+    let members: Vec<&str> = workspace
+        .split("members = [")
+        .nth(1)
+        .and_then(|m| m.split(']').next())
+        .unwrap()
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert!(members.len() > 5, "{members:?}");
+    for member in members {
+        let mut files = Vec::new();
+        rust_files(&guests.join(member).join("src"), &mut files);
+        let tested = files
+            .iter()
+            .any(|f| std::fs::read_to_string(f).unwrap().contains("#[test]"));
+        if !tested {
+            continue;
+        }
+        let manifest = std::fs::read_to_string(guests.join(member).join("Cargo.toml")).unwrap();
+        let name = manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .unwrap()
+            .trim_matches('"');
+        assert!(
+            ci.contains(&format!("-p {name} ")) || ci.contains(&format!("-p {name}\n")),
+            "guest crate {name} has unit tests that .ci/run does not run"
+        );
+    }
+}
