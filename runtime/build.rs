@@ -1,12 +1,15 @@
 //! Builds the guest components of the built-in image (`guest-components/`, its own Cargo
 //! workspace, target `wasm32-wasip2`) and hands them to the crate through `OUT_DIR`.
 //!
-//! The guests are built into `target/guests` (shared by every profile, so a test build and
-//! a release build compile them once) by a nested `cargo build --release`. If the
+//! The guests are built into `target/guests` by a nested `cargo build`: with the guest
+//! workspace's `release` profile for release builds (and benches), and with its
+//! `test-guests` profile (optimised, without LTO: half the compile time on a 2-core machine)
+//! for test and debug builds, whose tests check what the programs do, not how fast. If the
 //! `wasm32-wasip2` target is missing it is installed with rustup, or the build stops saying
 //! what to run.
 //!
-//! `python3` is CPython made into a component by componentize-py (from PyPI): the build
+//! `python3` is CPython made into a component by componentize-py (from PyPI, pinned by version
+//! and the SHA-256 of its wheels, `guest-components/python/componentize-py.sha256`): the build
 //! installs it into a virtual environment under `target/guests` with the host's `python3`,
 //! gathers the WIT it needs (WASI's, from the wasmtime-wasi crate, and ours) and runs it on
 //! `guest-components/python/main.py`, again only when an input changed.
@@ -49,19 +52,24 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CLIPPY_ARGS");
 
     // A directory of prebuilt guests (e.g. from a packaging step) skips the nested build.
-    let built = match std::env::var_os("WASBOX_GUESTS_DIR") {
-        Some(dir) => PathBuf::from(dir),
+    let (built, python) = match std::env::var_os("WASBOX_GUESTS_DIR") {
+        Some(dir) => (PathBuf::from(&dir), PathBuf::from(dir).join("python.wasm")),
         None => {
             ensure_target();
             let target_dir = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target"))
                 .join("guests");
-            build_guests(&guests, &target_dir);
-            build_python(&root, &target_dir);
-            target_dir.join(TARGET).join("release")
+            let profile = match std::env::var("PROFILE").as_deref() {
+                Ok("release") => "release",
+                _ => "test-guests",
+            };
+            build_guests(&guests, &target_dir, profile);
+            let python = build_python(&root, &target_dir);
+            (target_dir.join(TARGET).join(profile), python)
         }
     };
+    println!("cargo:rustc-env=WASBOX_BUILT_GUESTS={}", built.display());
     // The example term agents are components of their own worlds, not programs of the image.
     for g in GUESTS.iter().chain(&[
         "python",
@@ -71,7 +79,11 @@ fn main() {
         "sidecar_tool_echo",
         "sidecar_chat",
     ]) {
-        let from = built.join(format!("{g}.wasm"));
+        let from = if *g == "python" {
+            python.clone()
+        } else {
+            built.join(format!("{g}.wasm"))
+        };
         let to = out_dir.join(format!("{g}.wasm"));
         let bytes = copy_if_changed(&from, &to);
         // Its SHA-256, so that the compile cache finds its entry without hashing the
@@ -111,13 +123,14 @@ fn ensure_target() {
     }
 }
 
-fn build_guests(guests: &Path, target_dir: &Path) {
+fn build_guests(guests: &Path, target_dir: &Path, profile: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(guests)
         .args([
             "build",
-            "--release",
+            "--profile",
+            profile,
             "--locked",
             "--target",
             TARGET,
@@ -197,10 +210,48 @@ fn wasi_wit(root: &Path) -> PathBuf {
         .join("src/p2/wit/deps")
 }
 
-/// The `tzdata` release bundled with python3 (PyPI's packaging of the IANA database).
+/// The `tzdata` release bundled with python3 (PyPI's packaging of the IANA database), and the
+/// SHA-256 of its wheel.
 const TZDATA: &str = "2026.6";
+const TZDATA_SHA256: &str = "0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec";
 
-fn build_python(root: &Path, target_dir: &Path) {
+/// Installs `name==version` from PyPI with pip into `target` (a virtual environment's
+/// `site-packages` when `None`), refusing any file whose SHA-256 is not one of `hashes`.
+fn pip_install(
+    pip: &Path,
+    name: &str,
+    version: &str,
+    hashes: &[&str],
+    target: Option<&Path>,
+    scratch: &Path,
+) {
+    let pins: String = hashes
+        .iter()
+        .map(|h| format!(" --hash=sha256:{h}"))
+        .collect();
+    let requirements = scratch.join(format!("{name}-requirements.txt"));
+    std::fs::write(&requirements, format!("{name}=={version}{pins}\n"))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", requirements.display()));
+    let mut cmd = Command::new(pip);
+    cmd.args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "-r",
+    ])
+    .arg(&requirements);
+    if let Some(target) = target {
+        cmd.args(["--no-compile", "--target"]).arg(target);
+    }
+    run(&mut cmd, &format!("installing {name} {version} from PyPI"));
+}
+
+/// Makes `python.wasm` (the same for every profile: componentize-py's CPython) and returns
+/// where it is.
+fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
     let src = root.join("guest-components/python");
     // The one place the componentize-py version is written (`wasbox term build` reads it too).
     let version_file = src.join("componentize-py.version");
@@ -208,9 +259,19 @@ fn build_python(root: &Path, target_dir: &Path) {
     let componentize_py = std::fs::read_to_string(&version_file)
         .unwrap_or_else(|e| panic!("reading {}: {e}", version_file.display()));
     let componentize_py = componentize_py.trim();
-    let out = target_dir.join("wasm32-wasip2/release/python.wasm");
+    let hash_file = src.join("componentize-py.sha256");
+    println!("cargo:rerun-if-changed={}", hash_file.display());
+    let hashes = std::fs::read_to_string(&hash_file)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", hash_file.display()));
+    let hashes: Vec<&str> = hashes
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let out = target_dir.join("python/python.wasm");
     let stamp_file = target_dir.join("python.stamp");
-    let mut stamp = format!("componentize-py {componentize_py}\ntzdata {TZDATA}\n");
+    let mut stamp =
+        format!("componentize-py {componentize_py} {hashes:?}\ntzdata {TZDATA} {TZDATA_SHA256}\n");
     for f in [
         src.join("main.py"),
         src.join("wasbox_pip.py"),
@@ -231,7 +292,7 @@ fn build_python(root: &Path, target_dir: &Path) {
         tool.display()
     );
     if out.exists() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp) {
-        return;
+        return out;
     }
 
     let have = Command::new(&tool)
@@ -249,11 +310,13 @@ fn build_python(root: &Path, target_dir: &Path) {
             Command::new(&python).args(["-m", "venv"]).arg(&venv),
             "creating a Python virtual environment for componentize-py (needs python3 with venv)",
         );
-        run(
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", "--disable-pip-version-check"])
-                .arg(format!("componentize-py=={componentize_py}")),
-            "installing componentize-py from PyPI",
+        pip_install(
+            &venv.join("bin/pip"),
+            "componentize-py",
+            componentize_py,
+            &hashes,
+            None,
+            target_dir,
         );
     }
 
@@ -265,18 +328,13 @@ fn build_python(root: &Path, target_dir: &Path) {
             "cargo:warning=installing tzdata {TZDATA} from PyPI into {}",
             tzdata.display()
         );
-        run(
-            Command::new(venv.join("bin/pip"))
-                .args([
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                ])
-                .args(["--no-compile", "--target"])
-                .arg(&tzdata)
-                .arg(format!("tzdata=={TZDATA}")),
-            "installing tzdata from PyPI",
+        pip_install(
+            &venv.join("bin/pip"),
+            "tzdata",
+            TZDATA,
+            &[TZDATA_SHA256],
+            Some(&tzdata),
+            target_dir,
         );
     }
 
@@ -312,4 +370,5 @@ fn build_python(root: &Path, target_dir: &Path) {
         "building the python3 component with componentize-py",
     );
     std::fs::write(&stamp_file, stamp).expect("writing the python stamp");
+    out
 }

@@ -74,5 +74,9 @@ pub use snapshot::{
 };
 pub use watch::{Change, ChangeKind, Watch};
 
+/// Where the build of this crate took the guest programs from (`target/guests/...`, or
+/// `WASBOX_GUESTS_DIR`): the agents and programs the tests load as files.
+pub const BUILT_GUESTS: &str = env!("WASBOX_BUILT_GUESTS");
+
 /// The componentize-py the build of this crate installed (for `wasbox term build`), if any.
 pub const COMPONENTIZE_PY: Option<&str> = option_env!("WASBOX_BUILD_COMPONENTIZE_PY");

@@ -95,8 +95,7 @@ impl Drop for Sidecar {
 }
 
 fn test_agent() -> String {
-    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("../guests/wasm32-wasip2/release/sidecar_test.wasm");
+    let p = PathBuf::from(wasbox_runtime::BUILT_GUESTS).join("sidecar_test.wasm");
     assert!(p.is_file(), "{} is missing", p.display());
     p.to_string_lossy().into_owned()
 }

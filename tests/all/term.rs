@@ -904,8 +904,7 @@ fn term_run_is_the_harness_of_a_term1_agent() {
 fn agents_are_told_apart_by_their_exports() {
     let dir = tempfile::tempdir().unwrap();
     // A command component (the built-in shell) is no agent: refused naming both worlds.
-    let sh =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("../guests/wasm32-wasip2/release/sh.wasm");
+    let sh = PathBuf::from(wasbox_runtime::BUILT_GUESTS).join("sh.wasm");
     assert!(sh.is_file(), "{} is missing", sh.display());
     let proxy = LlmProxy::start(vec![complete()]);
     let (code, out) = agent_run(

@@ -108,7 +108,7 @@ impl Call {
                 )));
             }
         };
-        let deadline = connect::timeout(headers).map_err(|e| fail(e))?;
+        let deadline = connect::timeout(headers).map_err(fail)?;
         let keepalive = headers
             .get("keepalive-ping-interval")
             .and_then(|v| v.to_str().ok())
