@@ -131,12 +131,19 @@ fn edges(module: &Module, file: &Path, mods: &BTreeMap<Module, PathBuf>) -> BTre
         if !word_at(i, "super") {
             continue;
         }
+        let rest = path_after(&text[i + "super".len()..]);
+        // `super::*` and `super::{..}` name no module of their own (as in modcycles.py): an
+        // edge to the parent from every child that takes its items would fold sibling
+        // cycles into the parent's family, where they are forgiven.
+        if rest.is_empty() {
+            continue;
+        }
         let mut base = if dir_module {
             parent[..parent.len().saturating_sub(1)].to_vec()
         } else {
             parent.clone()
         };
-        base.extend(path_after(&text[i + "super".len()..]));
+        base.extend(rest);
         out.extend(resolve(&base, mods));
     }
     for child in declared_children(text) {
@@ -296,7 +303,10 @@ fn the_cycle_check_follows_a_parent_into_its_children() {
             "mod process;\nmod quota;\npub(crate) use process::{Stdio, run};\nfn f(q: self::quota::Q) {}",
         ),
         ("host/process.rs", "pub struct Stdio;"),
-        ("host/quota.rs", "use super::{Launch, process::Stdio};"),
+        (
+            "host/quota.rs",
+            "use super::Launch;\nuse super::process::Stdio;",
+        ),
         ("job.rs", "use crate::host::run;"),
     ];
     let graph = graph_of(&family);
@@ -310,6 +320,26 @@ fn the_cycle_check_follows_a_parent_into_its_children() {
     let found = cycles(&graph);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].contains(&m("job")), "{found:?}");
+    // Two siblings that use each other are a cycle, even when both take their parent's
+    // items with a glob.
+    let siblings = [
+        ("lib.rs", "mod e2b;"),
+        (
+            "e2b/mod.rs",
+            "mod control;\nmod lifecycle;\nfn r() { control::a(); lifecycle::b(); }",
+        ),
+        (
+            "e2b/control.rs",
+            "use super::*;\nuse super::lifecycle::resume;",
+        ),
+        (
+            "e2b/lifecycle.rs",
+            "use super::*;\nuse super::control::{start, Start};",
+        ),
+    ];
+    let found = cycles(&graph_of(&siblings));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].len(), 2, "{found:?}");
 }
 
 /// Lines of the project's Rust code (outside `target/` and test code) that contain `needle`.

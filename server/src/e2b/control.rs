@@ -1,5 +1,6 @@
 //! The control plane's sandbox routes: create, info, kill, timeout, refresh, connect, list
-//! and metrics (pause, resume and fork are in `lifecycle`).
+//! and metrics, and what making and resuming a sandbox takes (pause, resume and fork, in
+//! `lifecycle`, use them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -13,7 +14,6 @@ use serde::de::DeserializeOwned;
 use wasbox_runtime::sync::lock;
 use wasbox_runtime::{Limits, SandboxConfig, SessionConfig, SessionRefused};
 
-use super::lifecycle::resume_paused;
 use super::*;
 
 pub(super) async fn read_json<T: DeserializeOwned + Default>(
@@ -285,6 +285,58 @@ pub(super) async fn refresh(
             StatusCode::NO_CONTENT.into_response()
         }
         Err(r) => r,
+    }
+}
+
+/// Brings the paused sandbox `id` back (same id and access token, its files, environment
+/// and metadata) with a lifetime of `timeout` seconds (E2B's default when `None`).
+pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64>) -> Response {
+    let Some(p) = lock(&e2b.paused).remove(id) else {
+        return not_found(id);
+    };
+    let lifetime = match check_timeout(timeout, DEFAULT_TIMEOUT_SECS) {
+        Ok(t) => t,
+        Err(r) => {
+            lock(&e2b.paused).insert(id.to_string(), p);
+            return r;
+        }
+    };
+    let e2b2 = e2b.clone();
+    let (id2, p2) = (id.to_string(), p.clone());
+    let made = tokio::task::spawn_blocking(move || {
+        let new = Start {
+            id: id2,
+            token: Some(p2.token.clone()),
+            template: p2.template.clone(),
+            lifetime,
+            env: p2.env.clone(),
+            metadata: p2.metadata.clone(),
+        };
+        start(&e2b2, new, || {
+            e2b2.node
+                .runtime
+                .restore(&p2.snapshot, Some(sandbox_limits()))
+                .map_err(anyhow::Error::from)
+        })
+    })
+    .await;
+    match made {
+        Ok(Ok(s)) => {
+            tracing::info!(sandbox_id = %id, "e2b sandbox resumed");
+            (StatusCode::CREATED, axum::Json(s.created())).into_response()
+        }
+        Ok(Err(r)) => {
+            // Still paused: it may be resumed later.
+            lock(&e2b.paused).insert(id.to_string(), p);
+            r
+        }
+        Err(e) => {
+            lock(&e2b.paused).insert(id.to_string(), p);
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("resume failed: {e}"),
+            )
+        }
     }
 }
 

@@ -9,7 +9,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use wasbox_runtime::sync::lock;
 
-use super::control::{Start, check_timeout, not_found, read_json, sandbox_limits, start};
+use super::control::{
+    Start, check_timeout, not_found, read_json, resume_paused, sandbox_limits, start,
+};
 use super::*;
 
 /// `POST /sandboxes/{id}/pause`: the sandbox's files, environment and metadata are kept
@@ -104,58 +106,6 @@ pub(super) async fn resume(
         );
     }
     resume_paused(&e2b, &id, req.timeout).await
-}
-
-/// Brings the paused sandbox `id` back (same id and access token, its files, environment
-/// and metadata) with a lifetime of `timeout` seconds (E2B's default when `None`).
-pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64>) -> Response {
-    let Some(p) = lock(&e2b.paused).remove(id) else {
-        return not_found(id);
-    };
-    let lifetime = match check_timeout(timeout, DEFAULT_TIMEOUT_SECS) {
-        Ok(t) => t,
-        Err(r) => {
-            lock(&e2b.paused).insert(id.to_string(), p);
-            return r;
-        }
-    };
-    let e2b2 = e2b.clone();
-    let (id2, p2) = (id.to_string(), p.clone());
-    let made = tokio::task::spawn_blocking(move || {
-        let new = Start {
-            id: id2,
-            token: Some(p2.token.clone()),
-            template: p2.template.clone(),
-            lifetime,
-            env: p2.env.clone(),
-            metadata: p2.metadata.clone(),
-        };
-        start(&e2b2, new, || {
-            e2b2.node
-                .runtime
-                .restore(&p2.snapshot, Some(sandbox_limits()))
-                .map_err(anyhow::Error::from)
-        })
-    })
-    .await;
-    match made {
-        Ok(Ok(s)) => {
-            tracing::info!(sandbox_id = %id, "e2b sandbox resumed");
-            (StatusCode::CREATED, axum::Json(s.created())).into_response()
-        }
-        Ok(Err(r)) => {
-            // Still paused: it may be resumed later.
-            lock(&e2b.paused).insert(id.to_string(), p);
-            r
-        }
-        Err(e) => {
-            lock(&e2b.paused).insert(id.to_string(), p);
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("resume failed: {e}"),
-            )
-        }
-    }
 }
 
 /// Forks one sandbox makes at most (E2B's SDK allows 1 to 20).
