@@ -169,9 +169,7 @@ impl ChatBackend for LlmProxy {
         if v.get("success").and_then(Value::as_bool) != Some(true) {
             return Err(ChatError::Failed(format!("LLM proxy error: {message}")));
         }
-        let usage = v.get("usage").cloned().unwrap_or(Value::Null);
-        let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let (prompt, completion) = (n("prompt_tokens"), n("completion_tokens"));
+        let (prompt, completion, total) = token_counts(&v);
         Ok(ChatCompletion {
             content: v
                 .get("content")
@@ -186,10 +184,7 @@ impl ChatBackend for LlmProxy {
                 .unwrap_or_default(),
             prompt_tokens: prompt,
             completion_tokens: completion,
-            total_tokens: usage
-                .get("total_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(prompt + completion),
+            total_tokens: total,
             cost_usd: v.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
         })
     }
@@ -485,6 +480,25 @@ impl ChatBackend for OpenAiClient {
     }
 }
 
+/// An answer's `usage` (the proxy's and OpenAI's alike): prompt, completion and total tokens,
+/// the total their sum when the answer gives none, 0 for what is missing.
+fn token_counts(answer: &Value) -> (u64, u64, u64) {
+    let n = |k: &str| {
+        answer
+            .pointer(&format!("/usage/{k}"))
+            .and_then(Value::as_u64)
+    };
+    let (prompt, completion) = (
+        n("prompt_tokens").unwrap_or(0),
+        n("completion_tokens").unwrap_or(0),
+    );
+    (
+        prompt,
+        completion,
+        n("total_tokens").unwrap_or(prompt + completion),
+    )
+}
+
 /// A whole chat completion (`choices[0].message.content`, `usage`, `model`).
 async fn completion(answer: Answer, model: String) -> Result<ChatCompletion, ChatError> {
     let text = answer
@@ -500,12 +514,7 @@ async fn completion(answer: Answer, model: String) -> Result<ChatCompletion, Cha
             ChatError::Failed("the LLM's answer has no choices[0].message.content".into())
         })?
         .to_string();
-    let n = |k: &str| {
-        v.pointer(&format!("/usage/{k}"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    let (prompt, completion) = (n("prompt_tokens"), n("completion_tokens"));
+    let (prompt, completion, total) = token_counts(&v);
     Ok(ChatCompletion {
         content,
         model: v
@@ -515,10 +524,7 @@ async fn completion(answer: Answer, model: String) -> Result<ChatCompletion, Cha
             .unwrap_or(model),
         prompt_tokens: prompt,
         completion_tokens: completion,
-        total_tokens: v
-            .pointer("/usage/total_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(prompt + completion),
+        total_tokens: total,
         cost_usd: 0.0,
     })
 }
