@@ -226,7 +226,7 @@ static BASE_TOOLS: (&[u8], [u8; 32]) = guest!("tools.wasm");
 /// The applets of `guest-components/tools` (its `main.rs` dispatches on them).
 const TOOLS_APPLETS: &[&str] = &[
     "jq", "gzip", "gunzip", "zcat", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat", "lzma",
-    "unlzma", "lzcat", "tar", "zip", "unzip", "bc", "git", "make", "gmake",
+    "unlzma", "lzcat", "tar", "zip", "unzip", "bc", "git", "make", "gmake", "curl", "wget",
 ];
 static BASE_NODE: (&[u8], [u8; 32]) = guest!("node.wasm");
 static BASE_PYTHON: (&[u8], [u8; 32]) = guest!("python.wasm");

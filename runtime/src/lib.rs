@@ -44,6 +44,7 @@ pub mod io;
 mod job;
 mod lazydir;
 pub mod limits;
+pub mod net;
 mod pty;
 mod rootfs;
 mod runtime;
@@ -63,9 +64,10 @@ pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench
 pub use io::Terminal;
 pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;
+pub use net::{EgressConfig, EgressStats, NetRule, NetworkPolicy};
 pub use pty::{Pty, PtyConfig, PtyOutput};
 pub use runtime::{Runtime, RuntimeBuilder, Sandbox};
-pub use sandbox::{DEFAULT_MOUNT, FileError, NetworkPolicy, SandboxConfig};
+pub use sandbox::{DEFAULT_MOUNT, FileError, SandboxConfig};
 pub use session::{
     MAX_SESSION_LIMIT, PtyRefused, Session, SessionConfig, SessionRefused, Sessions,
 };

@@ -32,6 +32,12 @@ pub struct Limits {
     pub disk_bytes: u64,
     /// Files, directories and symlinks the sandbox may add; past it, `ENOSPC`.
     pub disk_inodes: u64,
+    /// Network connections the sandbox's processes may hold open at once (when its policy
+    /// lets it out at all).
+    pub net_connections: u32,
+    /// Bytes the sandbox may send and receive over the network, all connections together;
+    /// past it, its connections fail.
+    pub net_bytes: u64,
 }
 
 /// Defaults: generous enough for real agent work, small enough that a runaway job cannot
@@ -48,11 +54,21 @@ impl Default for Limits {
             max_output_bytes: 1 << 20,
             disk_bytes: DEFAULT_DISK_BYTES,
             disk_inodes: DEFAULT_DISK_INODES,
+            net_connections: 32,
+            net_bytes: 1 << 30,
         }
     }
 }
 
 impl Limits {
+    pub fn net_connections(mut self, n: u32) -> Self {
+        self.net_connections = n;
+        self
+    }
+    pub fn net_bytes(mut self, bytes: u64) -> Self {
+        self.net_bytes = bytes;
+        self
+    }
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

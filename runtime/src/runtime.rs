@@ -68,9 +68,17 @@ pub struct RuntimeBuilder {
     reserved_for_jobs: usize,
     wide_instances: Option<usize>,
     pool_slots: u32,
+    egress: crate::net::EgressConfig,
 }
 
 impl RuntimeBuilder {
+    /// The node's egress policy: where sandboxes may connect at most, TLS roots, the
+    /// node's connection bound (default: nowhere).
+    pub fn egress(mut self, config: crate::net::EgressConfig) -> Self {
+        self.egress = config;
+        self
+    }
+
     /// Warm instance slots of the pooling allocator (default
     /// [`POOL_INSTANCES`](crate::limits::POOL_INSTANCES)); short jobs start fastest there,
     /// and what finds them all taken is allocated on demand. 0 allocates everything on
@@ -192,6 +200,7 @@ impl RuntimeBuilder {
             }),
             self.wide_instances,
             self.reserved_for_jobs,
+            Arc::new(crate::net::Egress::new(self.egress)?),
         )?;
         let roots = Some(crate::rootfs::RootTrees::new(&temp_dir, host.cache.dir())?);
         Ok(Runtime {
@@ -237,6 +246,7 @@ impl Runtime {
             reserved_for_jobs: 0,
             wide_instances: None,
             pool_slots: crate::limits::POOL_INSTANCES,
+            egress: crate::net::EgressConfig::default(),
         }
     }
 
@@ -252,6 +262,17 @@ impl Runtime {
 
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
+    }
+
+    /// What the node's sandboxes have done on the network since it started.
+    pub fn egress_stats(&self) -> crate::EgressStats {
+        self.inner.host.egress.stats()
+    }
+
+    /// Tells the egress policy where one of this node's own servers listens: no sandbox
+    /// reaches it unless the operator names that address and port exactly.
+    pub fn add_own_listener(&self, addr: std::net::SocketAddr) {
+        self.inner.host.egress.add_own_listener(addr);
     }
 
     /// Linear memory held by every process of every sandbox now, and the node's budget.
@@ -440,7 +461,11 @@ impl Runtime {
             return Err(SnapshotError::Io("a fork worker failed".into()));
         }
         all.sort_by_key(|(i, _)| *i);
-        all.into_iter().map(|(_, r)| r).collect()
+        // The copies may connect where their parent may.
+        let policy = sandbox.network();
+        all.into_iter()
+            .map(|(_, r)| r.inspect(|s| s.set_network(policy.clone())))
+            .collect()
     }
 
     /// Reads a snapshot tar (see [`Snapshot::write_tar`]), an untrusted input checked as
@@ -497,6 +522,22 @@ impl Sandbox {
 
     pub fn limits(&self) -> &Limits {
         &self.site.sandbox.limits
+    }
+
+    /// Where the sandbox may connect (within the node's egress policy).
+    pub fn network(&self) -> crate::NetworkPolicy {
+        self.site.sandbox.net.policy()
+    }
+
+    /// Replaces where the sandbox may connect; requests from now on follow the new policy
+    /// (connections already open stay open until they end).
+    pub fn set_network(&self, policy: crate::NetworkPolicy) {
+        self.site.sandbox.net.set_policy(policy);
+    }
+
+    /// Bytes the sandbox has sent and received over the network.
+    pub fn network_bytes(&self) -> u64 {
+        self.site.sandbox.net.bytes()
     }
 
     /// A place for one process now (see [`Runtime::try_admit`]).

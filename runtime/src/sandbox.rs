@@ -20,13 +20,7 @@ pub(crate) use crate::rootfs::DirView;
 use crate::rootfs::{Device, RootTree};
 use crate::scratch::ScratchRoot;
 
-/// Where a sandbox may connect to. Only `None` exists for now: no sockets, no HTTP.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NetworkPolicy {
-    #[default]
-    None,
-}
+pub use crate::net::NetworkPolicy;
 
 /// How to make a sandbox.
 #[derive(Clone, Debug)]
@@ -42,7 +36,11 @@ pub struct SandboxConfig {
     pub env: Vec<(String, String)>,
     /// Limits for every job; the runtime's limits when `None`.
     pub limits: Option<Limits>,
+    /// Where its processes may connect, within the node's egress policy (nowhere by
+    /// default); replaceable while it runs ([`Sandbox::set_network`]).
     pub network: NetworkPolicy,
+    /// How the sandbox is named in the node's logs (a session or sandbox id).
+    pub label: Option<String>,
 }
 
 impl Default for SandboxConfig {
@@ -54,6 +52,7 @@ impl Default for SandboxConfig {
             env: Vec::new(),
             limits: None,
             network: NetworkPolicy::None,
+            label: None,
         }
     }
 }
@@ -121,6 +120,8 @@ pub(crate) struct SandboxState {
     /// The processes alive now, by pid (for `ps`), and the next pid.
     pub(crate) procs: std::sync::Mutex<std::collections::BTreeMap<u32, ProcEntry>>,
     next_pid: AtomicU32,
+    /// Where it may connect, and what it has used of the network.
+    pub(crate) net: Arc<crate::net::SandboxNet>,
 }
 
 /// A process alive in a sandbox.
@@ -324,7 +325,14 @@ impl SandboxState {
         };
         let limits = config.limits.unwrap_or_else(|| limits.clone());
         let in_memory = workspace_in_memory && (tmp.is_none() || scratch_root.in_memory);
+        let net = Arc::new(crate::net::SandboxNet::new(
+            config.network,
+            config.label.unwrap_or_else(|| "-".to_string()),
+            limits.net_connections,
+            limits.net_bytes,
+        ));
         Ok(SandboxState {
+            net,
             in_memory,
             workspace,
             dir,

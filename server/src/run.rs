@@ -45,6 +45,16 @@ pub struct RunArgs {
     /// zstd-compressed) instead of an empty workspace: its files, environment and mount point.
     #[arg(long, value_name = "FILE", conflicts_with = "workspace")]
     pub from_snapshot: Option<PathBuf>,
+    /// Let the command connect to these destinations (repeatable, comma lists; the syntax
+    /// of `wasbox serve --allow-net`) [default: nowhere].
+    #[arg(long = "allow-net", value_name = "RULES")]
+    pub allow_net: Vec<String>,
+    /// Destinations it never reaches, whatever allows them.
+    #[arg(long = "deny-net", value_name = "RULES")]
+    pub deny_net: Vec<String>,
+    /// PEM file of extra trusted roots for its HTTPS (repeatable).
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    pub ca_cert: Vec<PathBuf>,
     /// The program and its arguments, e.g. `-- sh -c 'echo hi'`.
     #[arg(
         required = true,
@@ -136,11 +146,16 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let egress = wasbox_runtime::EgressConfig::default()
+        .allow(wasbox_runtime::net::parse_rules(&args.allow_net).context("--allow-net")?)
+        .deny(wasbox_runtime::net::parse_rules(&args.deny_net).context("--deny-net")?)
+        .ca_certs(std::mem::take(&mut args.ca_cert));
     rt.block_on(async move {
         // One job, then exit: a pool of warm slots would cost more to set up than it saves.
         let runtime = Runtime::builder()
             .limits(limits.clone())
             .pool_slots(0)
+            .egress(egress)
             .build()?;
         let sandbox = match &args.from_snapshot {
             Some(file) => {
@@ -168,6 +183,8 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
                 runtime.sandbox(config)?
             }
         };
+        // What the flags allow is the command's to use.
+        sandbox.set_network(wasbox_runtime::NetworkPolicy::Node);
         let limit = match args.max_output {
             Some(0) => None,
             Some(n) => Some(n),

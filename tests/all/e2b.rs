@@ -24,7 +24,7 @@ fn root() -> PathBuf {
 }
 
 /// The node's token in E2B's key form.
-fn api_key() -> String {
+pub(crate) fn api_key() -> String {
     wasbox::e2b::api_key_for(TOKEN)
 }
 
@@ -95,9 +95,13 @@ fn run_python_check(version: &str) {
     let Some(sdk) = python_sdk(version) else {
         return;
     };
-    let server = Server::start(&[]);
+    // A server of the test's own that sandboxes may reach (the egress checks).
+    let origin = crate::egress::Origin::start(None);
+    let allow = format!("127.0.0.1:{}", origin.addr.port());
+    let server = Server::start(&["--allow-net", &allow]);
     let mut cmd = Command::new("python3");
     cmd.arg(root().join("tests/e2b/sdk_check.py"))
+        .env("WASBOX_TEST_ORIGIN", origin.url(""))
         .env("PYTHONPATH", &sdk)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .envs(sdk_env(&server));
@@ -171,8 +175,22 @@ fn control(server: &Server, method: &str, path: &str, body: &Value) -> Reply {
 }
 
 pub(crate) struct Sbx {
-    id: String,
-    token: String,
+    pub(crate) id: String,
+    pub(crate) token: String,
+}
+
+/// Runs `script` in `bash -c` in the sandbox through envd's `process.Process/Start`: its
+/// stdout.
+pub(crate) fn run_command(server: &Server, s: &Sbx, script: &str) -> String {
+    let start = json!({"process": {"cmd": "/bin/bash", "args": ["-c", script]}});
+    let msgs = stream(server, s, "/process.Process/Start", &start, &[]);
+    msgs.iter()
+        .filter_map(|(_, m)| m["event"]["data"]["stdout"].as_str())
+        .map(|d| {
+            use base64::Engine as _;
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(d).unwrap()).unwrap()
+        })
+        .collect()
 }
 
 pub(crate) fn create(server: &Server) -> Sbx {

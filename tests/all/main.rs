@@ -13,6 +13,7 @@ mod coreutils;
 mod corpus;
 mod deploy;
 mod e2b;
+mod egress;
 mod fuzz;
 mod host_files;
 mod limits;

@@ -463,6 +463,61 @@ def _():
     assert not s.is_running(), "still running after its timeout"
 
 
+ORIGIN = os.environ.get("WASBOX_TEST_ORIGIN")
+if ORIGIN:
+    import inspect
+
+    CREATE = inspect.signature(Sandbox.create).parameters
+    ORIGIN_HOST = ORIGIN.split("://", 1)[1].rsplit(":", 1)[0]
+    CURL = f"curl -sS {ORIGIN}/hello"
+
+    def blocked(s):
+        try:
+            s.commands.run(CURL)
+        except CommandExitException as e:
+            eq(e.exit_code, 7, "curl's exit code")
+            assert "blocked by the sandbox network policy" in e.stderr, e.stderr
+        else:
+            raise AssertionError("the sandbox reached the server")
+
+    @check("egress_allowed_by_default_within_the_node")
+    def _():
+        s = Sandbox.create(timeout=60)
+        try:
+            eq(s.commands.run(CURL).stdout, "hello\n")
+        finally:
+            s.kill()
+
+    if "allow_internet_access" in CREATE:
+
+        @check("egress_allow_internet_access_false")
+        def _():
+            s = Sandbox.create(timeout=60, allow_internet_access=False)
+            try:
+                blocked(s)
+            finally:
+                s.kill()
+
+    if "network" in CREATE:
+
+        @check("egress_allow_and_deny_lists")
+        def _():
+            s = Sandbox.create(
+                timeout=60,
+                network={"allow_out": [ORIGIN_HOST], "deny_out": ["0.0.0.0/0"]},
+            )
+            d = Sandbox.create(timeout=60, network={"deny_out": [ORIGIN_HOST]})
+            try:
+                eq(s.commands.run(CURL).stdout, "hello\n")
+                blocked(d)
+                if hasattr(s, "update_network"):
+                    s.update_network({"deny_out": ["0.0.0.0/0"]})
+                    blocked(s)
+            finally:
+                s.kill()
+                d.kill()
+
+
 @check("killed_while_running")
 def _():
     s = Sandbox.create(timeout=60)

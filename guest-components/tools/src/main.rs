@@ -1,7 +1,8 @@
 //! The multi-call program of the base image's larger tools, kept apart from `coreutils` so
 //! that a plain `ls` never loads a jq interpreter or a deflate codec: `jq`, `gzip`,
 //! `gunzip`, `zcat`, `bzip2`, `bunzip2`, `bzcat`, `xz`, `unxz`, `xzcat`, `lzma`, `unlzma`,
-//! `lzcat`, `tar`, `zip`, `unzip`, `bc`, `git` and `make`. `argv[0]` names the applet; `tools APPLET
+//! `lzcat`, `tar`, `zip`, `unzip`, `bc`, `git`, `make`, and
+//! `curl` and `wget` (HTTP through the host's egress policy). `argv[0]` names the applet; `tools APPLET
 //! ARGS...` works too.
 
 mod archive;
@@ -11,6 +12,7 @@ mod git;
 mod jq;
 mod jq_assign;
 mod make;
+mod net;
 
 use archive::GzipMode;
 use codec::Codec;
@@ -30,6 +32,8 @@ fn main() {
         "git" => git::main(args),
         "bc" => bc::main(args),
         "make" | "gmake" => make::main(args),
+        "curl" => net::curl::main(args),
+        "wget" => net::wget::main(args),
         "gzip" => archive::compressor(args, Codec::Gzip, GzipMode::Compress),
         "gunzip" => archive::compressor(args, Codec::Gzip, GzipMode::Decompress),
         "zcat" => archive::compressor(args, Codec::Gzip, GzipMode::Cat),

@@ -3,7 +3,8 @@
 //!
 //! A store's data is a [`HostState`]: the WASI context (arguments, environment, working
 //! directory, the sandbox's workspace and `/tmp` as the only preopened directories, no
-//! sockets, no name lookups), a capped resource table, the memory limiter (the process's
+//! sockets, no name lookups; HTTP only through the egress policy of `crate::net`), a
+//! capped resource table, the memory limiter (the process's
 //! own limit, then the sandbox's and the node's budgets), the `wasbox:sandbox/process` host,
 //! and whatever a protocol adds (`E`: a term agent's task context, a sidecar's tool calls).
 //! Programs, shell children and agents of every protocol all get their store from
@@ -41,6 +42,7 @@ use crate::capacity::{Admission, COMPACT_MEMORY, Capacity, Unpooled};
 use crate::engine::{Engines, Placement};
 use crate::image::Image;
 use crate::limits::Budget;
+use crate::net::{Egress, NetHooks};
 use crate::rootfs::SANDBOX_USER;
 use crate::sandbox::SandboxState;
 use memory::MemoryLimiter;
@@ -65,8 +67,21 @@ pub struct HostState<E = ()> {
     own_deadline: Option<std::time::Instant>,
     /// Its `/dev/stdin`, `/dev/stdout` and `/dev/stderr` while open.
     std_files: StdFiles,
+    /// `wasi:http`: its context, and the hooks that send requests under the egress policy.
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    net: NetHooks,
     /// The protocol's own host state.
     pub(crate) ext: E,
+}
+
+impl<E: Send> wasmtime_wasi_http::WasiHttpView for HostState<E> {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.net,
+        }
+    }
 }
 
 impl<E: Send> WasiView for HostState<E> {
@@ -117,6 +132,8 @@ pub(crate) fn add_to_linker<E: Send + 'static>(
     linker: &mut Linker<HostState<E>>,
 ) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    // wasi:http's client: every request goes through the egress policy (crate::net).
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     // wasi:filesystem again, over wasmtime-wasi's own: the same calls, charged to the
     // sandbox's disk quota, and preopens that share the sandbox's descriptors.
     linker.allow_shadowing(true);
@@ -156,6 +173,8 @@ pub(crate) struct HostContext {
     pub(crate) node_memory: Arc<Budget>,
     /// Live instances, all sandboxes together.
     pub(crate) capacity: Capacity,
+    /// The node's egress policy, TLS trust and connection counts.
+    pub(crate) egress: Arc<Egress>,
     /// The linkers of agent protocols (one per store data type), made when first needed.
     agent_linkers: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
@@ -168,6 +187,7 @@ impl HostContext {
         max_instances: usize,
         wide_instances: Option<usize>,
         reserved_for_jobs: usize,
+        egress: Arc<Egress>,
     ) -> wasmtime::Result<Self> {
         // Without a pool the engines are one, and every program goes on demand (see
         // `placement`): the other linkers stay empty, never used.
@@ -194,6 +214,7 @@ impl HostContext {
             capacity: Capacity::new(max_instances, reserved_for_jobs, node_memory.clone())
                 .with_wide_max(wide_instances),
             node_memory,
+            egress,
             agent_linkers: Mutex::new(HashMap::new()),
         })
     }
@@ -415,6 +436,11 @@ pub(crate) fn new_store<E: Send + 'static>(
         sandbox: job.site.sandbox.clone(),
         own_deadline: None,
         std_files: StdFiles::default(),
+        http: wasmtime_wasi_http::WasiHttpCtx::new(),
+        net: NetHooks {
+            egress: host.egress.clone(),
+            sandbox: sandbox.net.clone(),
+        },
         ext,
     };
     let mut store = Store::new(host.engine_for(launch_placement), state);

@@ -107,6 +107,8 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         env.push((k, v));
     }
     let metadata = req.metadata.unwrap_or_default();
+    let network = super::network::policy(req.allow_internet_access, req.network.as_ref())?;
+    let label = format!("e2b {id}");
     start(
         e2b,
         Start {
@@ -118,12 +120,13 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
             metadata,
         },
         || {
-            node.runtime.sandbox(
-                SandboxConfig::default()
-                    .image(image)
-                    .mount(HOME)
-                    .limits(sandbox_limits()),
-            )
+            let mut config = SandboxConfig::default()
+                .image(image)
+                .mount(HOME)
+                .limits(sandbox_limits());
+            config.network = network;
+            config.label = Some(label);
+            node.runtime.sandbox(config)
         },
     )
 }
@@ -316,6 +319,7 @@ pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64
             e2b2.node
                 .runtime
                 .restore(&p2.snapshot, Some(sandbox_limits()))
+                .inspect(|s| s.set_network(p2.network.clone()))
                 .map_err(anyhow::Error::from)
         })
     })
@@ -539,5 +543,29 @@ mod tests {
             one("%a\u{e9}=%ff"),
             [("%a\u{e9}".into(), "\u{fffd}".into())]
         );
+    }
+}
+
+/// `PUT /sandboxes/{id}/network`: replaces the sandbox's egress rules at once (fields left
+/// out are cleared, as E2B does); requests from now on follow them. 204.
+pub(super) async fn update_network(
+    State(e2b): State<SharedE2b>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    let Some(sbx) = e2b.get(&id) else {
+        return not_found(&id);
+    };
+    let req: wire::NetworkConfig = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    match super::network::policy(req.allow_internet_access, Some(&req)) {
+        Ok(p) => {
+            tracing::info!(sandbox_id = %id, policy = ?p, "e2b sandbox network replaced");
+            sbx.session.sandbox().set_network(p);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(r) => r,
     }
 }

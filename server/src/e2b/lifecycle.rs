@@ -77,6 +77,7 @@ pub(super) async fn pause(
         metadata: sbx.metadata.clone(),
         started_at: sbx.started_at,
         snapshot,
+        network: sbx.session.sandbox().network(),
         memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
         disk_size_mb: limits.disk_bytes / (1 << 20),
     });

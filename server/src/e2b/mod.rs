@@ -20,6 +20,7 @@ mod envd;
 mod files;
 mod fs;
 mod lifecycle;
+mod network;
 mod process;
 mod wire;
 
@@ -70,6 +71,8 @@ pub(crate) struct Paused {
     metadata: BTreeMap<String, String>,
     started_at: SystemTime,
     snapshot: wasbox_runtime::Snapshot,
+    /// Where it may connect once resumed.
+    network: wasbox_runtime::NetworkPolicy,
     memory_mb: u64,
     disk_size_mb: u64,
 }
@@ -94,6 +97,8 @@ impl Paused {
             metadata: self.metadata.clone(),
             envd_access_token: None,
             domain: None,
+            allow_internet_access: network::describe(&self.network).0,
+            network: network::describe(&self.network).1,
         }
     }
 }
@@ -130,6 +135,8 @@ impl Sbx {
             metadata: self.metadata.clone(),
             envd_access_token: with_token.then(|| self.token.clone()),
             domain: None,
+            allow_internet_access: network::describe(&self.session.sandbox().network()).0,
+            network: network::describe(&self.session.sandbox().network()).1,
         }
     }
 
@@ -199,7 +206,9 @@ impl E2b {
 /// E2B's control plane and envd's API, on one router. Control-plane routes need the node's
 /// token as `X-API-KEY` (or a bearer token); envd routes need the sandbox's access token.
 pub fn router(e2b: SharedE2b) -> Router {
-    use control::{connect_sandbox, create, info, kill, list, metrics, refresh, set_timeout};
+    use control::{
+        connect_sandbox, create, info, kill, list, metrics, refresh, set_timeout, update_network,
+    };
     use lifecycle::{fork, pause, resume};
     let control = Router::new()
         .route("/sandboxes", post(create).get(list))
@@ -214,6 +223,10 @@ pub fn router(e2b: SharedE2b) -> Router {
         .route("/sandboxes/{id}/resume", post(resume))
         .route("/sandboxes/{id}/snapshots", post(control::unsupported))
         .route("/sandboxes/{id}/fork", post(fork))
+        .route(
+            "/sandboxes/{id}/network",
+            axum::routing::put(update_network),
+        )
         .route_layer(middleware::from_fn_with_state(e2b.clone(), auth::api_key));
     let envd =
         Router::new()

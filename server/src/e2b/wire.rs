@@ -279,6 +279,28 @@ pub struct NewSandbox {
     pub env_vars: Option<BTreeMap<String, String>>,
     #[serde(rename = "allow_internet_access")]
     pub allow_internet_access: Option<bool>,
+    pub network: Option<NetworkConfig>,
+}
+
+/// `network` of `NewSandbox`, and the body of `PUT /sandboxes/{id}/network`
+/// (`SandboxNetworkUpdateConfig`, which also carries `allow_internet_access`).
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NetworkConfig {
+    pub allow_out: Option<Vec<String>>,
+    pub deny_out: Option<Vec<String>>,
+    #[serde(rename = "allow_internet_access")]
+    pub allow_internet_access: Option<bool>,
+}
+
+/// `network` of `SandboxDetail`.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkInfo {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_out: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny_out: Vec<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -348,6 +370,9 @@ pub struct SandboxDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub envd_access_token: Option<String>,
     pub domain: Option<String>,
+    pub allow_internet_access: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInfo>,
 }
 
 #[cfg(test)]

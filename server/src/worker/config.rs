@@ -63,6 +63,9 @@ pub struct ServeConfig {
     /// HTTP connections held open at once, and the deadlines for a request's head and body.
     pub http: crate::http::Limits,
     pub images: Vec<ImageRule>,
+    /// Where sandboxes may connect at most (`sandbox.network`, `--allow-net`, `--deny-net`,
+    /// `--ca-cert`): nowhere by default.
+    pub egress: Egress,
     pub cache_dir: Option<PathBuf>,
     /// Where the telemetry database and retained job results live (`storage.state_dir`).
     pub state_dir: PathBuf,
@@ -77,6 +80,23 @@ pub struct ServeConfig {
     /// What the orchestrator's node configuration granted (its token, its image policy);
     /// kept across reloads of the local files.
     pub granted: Granted,
+}
+
+/// The node's egress ceiling as configured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Egress {
+    pub allow: Vec<wasbox_runtime::NetRule>,
+    pub deny: Vec<wasbox_runtime::NetRule>,
+    pub ca_certs: Vec<PathBuf>,
+}
+
+impl Egress {
+    pub fn runtime_config(&self) -> wasbox_runtime::EgressConfig {
+        wasbox_runtime::EgressConfig::default()
+            .allow(self.allow.clone())
+            .deny(self.deny.clone())
+            .ca_certs(self.ca_certs.clone())
+    }
 }
 
 /// How `wasbox serve` registers with its orchestrator (worker_node.md, "Node Startup YAML"
@@ -315,8 +335,39 @@ struct WorkerApiYaml {
 #[serde(default)]
 struct SandboxYaml {
     timeouts: TimeoutsYaml,
+    network: NetworkYaml,
     images: Option<Vec<ImageRule>>,
     max_concurrency: Option<usize>,
+}
+
+/// `sandbox.network`: the node's egress ceiling. Each key is a list, or one string of
+/// comma-separated values (as its environment variable gives it).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct NetworkYaml {
+    allow: Option<TextList>,
+    deny: Option<TextList>,
+    ca_certs: Option<TextList>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TextList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TextList {
+    fn values(self) -> Vec<String> {
+        match self {
+            TextList::One(s) => s
+                .split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect(),
+            TextList::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -353,6 +404,11 @@ pub struct Flags {
     pub cache_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub log_format: Option<String>,
+    /// `--allow-net`, `--deny-net` and `--ca-cert` (each replaces the YAML's and the
+    /// environment's list when given).
+    pub allow_net: Vec<String>,
+    pub deny_net: Vec<String>,
+    pub ca_certs: Vec<PathBuf>,
 }
 
 /// Every key of the startup YAML wasbox reads, and whether its value is text (an
@@ -389,6 +445,9 @@ pub const KEYS: &[(&str, bool)] = &[
     ("sandbox.timeouts.default_seconds", false),
     ("sandbox.timeouts.max_seconds", false),
     ("sandbox.images", false),
+    ("sandbox.network.allow", true),
+    ("sandbox.network.deny", true),
+    ("sandbox.network.ca_certs", true),
     ("storage.state_dir", true),
     ("storage.cache_dir", true),
     ("storage.results.max_age_hours", false),
@@ -497,7 +556,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         tree = serde_norway::Value::Mapping(Default::default());
     }
     let used = overlay_env(&mut tree, &env)?;
-    let yaml: StartupYaml = serde_norway::from_value(tree).with_context(|| {
+    let mut yaml: StartupYaml = serde_norway::from_value(tree).with_context(|| {
         format!(
             "the configuration with the environment's {} is not valid",
             used.join(", ")
@@ -650,6 +709,33 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             crate::http::DEFAULT_BODY_TIMEOUT,
         )?,
     };
+    let network = std::mem::take(&mut yaml.sandbox.network);
+    let rules = |flag: &[String],
+                 yaml: Option<TextList>,
+                 what: &str|
+     -> Result<Vec<wasbox_runtime::NetRule>> {
+        let values = if flag.is_empty() {
+            yaml.map(TextList::values).unwrap_or_default()
+        } else {
+            flag.to_vec()
+        };
+        wasbox_runtime::net::parse_rules(&values).with_context(|| format!("sandbox.network.{what}"))
+    };
+    let egress = Egress {
+        allow: rules(&flags.allow_net, network.allow, "allow")?,
+        deny: rules(&flags.deny_net, network.deny, "deny")?,
+        ca_certs: if flags.ca_certs.is_empty() {
+            network
+                .ca_certs
+                .map(TextList::values)
+                .unwrap_or_default()
+                .into_iter()
+                .map(PathBuf::from)
+                .collect()
+        } else {
+            flags.ca_certs.clone()
+        },
+    };
     let images = yaml.sandbox.images.unwrap_or_else(|| {
         vec![ImageRule {
             pattern: "*".into(),
@@ -679,6 +765,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         node_memory_mib,
         http,
         images,
+        egress,
         cache_dir: flags
             .cache_dir
             .or_else(|| env("WASBOX_CACHE_DIR").map(PathBuf::from))
@@ -863,6 +950,11 @@ pub fn effective_yaml(c: &ServeConfig) -> String {
             },
             "constraints_max_job_timeout_seconds": c.constraint_timeout_secs,
             "images": c.images,
+            "network": {
+                "allow": c.egress.allow.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "deny": c.egress.deny.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "ca_certs": c.egress.ca_certs,
+            },
         },
         "storage": {
             "state_dir": c.state_dir,

@@ -21,7 +21,7 @@ use super::metrics::Outcome;
 use super::node::{Node, SharedNode, check_version, read_json, required};
 use super::telemetry;
 use super::wire::{
-    RESERVED_ENV, ResultWire, RunResponse, SandboxSpec, check_network_policy, check_timeout,
+    RESERVED_ENV, ResultWire, RunResponse, SandboxSpec, check_timeout, network_policy,
 };
 use crate::problem::Problem;
 use wasbox_runtime::sync::lock;
@@ -167,7 +167,7 @@ async fn start(
         Some(_) => return Err(Problem::bad_request("sandbox.command must not be empty")),
         None => return Err(Problem::bad_request("sandbox.command is required")),
     };
-    check_network_policy(&sandbox.network_policy)?;
+    let network = network_policy(&sandbox.network_policy)?;
     let requested = check_timeout(sandbox.timeout_seconds, "sandbox.timeout_seconds")?;
     let Some(image) = node.config().image_for(&image_ref).map(str::to_string) else {
         return Err(Problem::bad_request(format!(
@@ -250,9 +250,10 @@ async fn start(
                     .timeout(timeout)
                     .max_output_bytes(MAX_OUTPUT_BYTES);
                 let result = async {
-                    let sandbox = node
-                        .runtime
-                        .sandbox(SandboxConfig::default().image(image).limits(limits))?;
+                    let mut config = SandboxConfig::default().image(image).limits(limits);
+                    config.network = network;
+                    config.label = Some(format!("job {task_id}/{job_id}"));
+                    let sandbox = node.runtime.sandbox(config)?;
                     // Room other sandboxes hold (their memory) is waited for like a place.
                     let mut spec = JobSpec::new(argv)
                         .timeout(timeout)

@@ -57,6 +57,14 @@ pub struct Metrics {
     memory_max: Gauge,
     resident: Gauge,
     telemetry_dropped: Gauge,
+    egress_allowed: Counter,
+    egress_denied: Counter,
+    egress_open: Gauge,
+    egress_bytes_out: Counter,
+    egress_bytes_in: Counter,
+    /// Held while the egress counters catch up with the runtime's totals (two scrapes at
+    /// once would add the same difference twice).
+    egress_sync: std::sync::Mutex<()>,
 }
 
 /// What a scrape reads from the node at that moment.
@@ -71,6 +79,8 @@ pub struct Snapshot {
     pub memory: (usize, usize),
     pub resident_bytes: u64,
     pub telemetry_dropped: u64,
+    /// What sandboxes did on the network.
+    pub egress: wasbox_runtime::EgressStats,
 }
 
 impl Default for Metrics {
@@ -100,6 +110,12 @@ impl Metrics {
             memory_max: Gauge::default(),
             resident: Gauge::default(),
             telemetry_dropped: Gauge::default(),
+            egress_allowed: Counter::default(),
+            egress_denied: Counter::default(),
+            egress_open: Gauge::default(),
+            egress_bytes_out: Counter::default(),
+            egress_bytes_in: Counter::default(),
+            egress_sync: std::sync::Mutex::new(()),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -176,6 +192,31 @@ impl Metrics {
             "Telemetry records dropped because the store fell behind",
             m.telemetry_dropped.clone(),
         );
+        r.register(
+            "egress_connections",
+            "Connections sandboxes made to the network (the egress policy allowed them)",
+            m.egress_allowed.clone(),
+        );
+        r.register(
+            "egress_denied",
+            "Sandbox network requests refused by a policy or a limit",
+            m.egress_denied.clone(),
+        );
+        r.register(
+            "egress_connections_open",
+            "Sandbox network connections open now",
+            m.egress_open.clone(),
+        );
+        r.register(
+            "egress_sent_bytes",
+            "Bytes sandboxes sent over the network",
+            m.egress_bytes_out.clone(),
+        );
+        r.register(
+            "egress_received_bytes",
+            "Bytes sandboxes received over the network",
+            m.egress_bytes_in.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -213,6 +254,16 @@ impl Metrics {
         g(&self.memory_max, now.memory.1 as u64);
         g(&self.resident, now.resident_bytes);
         g(&self.telemetry_dropped, now.telemetry_dropped);
+        g(&self.egress_open, now.egress.open);
+        // The runtime counts; the counters here follow its totals.
+        let _sync = wasbox_runtime::sync::lock(&self.egress_sync);
+        let c = |counter: &Counter, total: u64| {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        c(&self.egress_allowed, now.egress.allowed);
+        c(&self.egress_denied, now.egress.denied);
+        c(&self.egress_bytes_out, now.egress.bytes_out);
+        c(&self.egress_bytes_in, now.egress.bytes_in);
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out

@@ -126,6 +126,7 @@ impl Node {
                 "worker_api.body_timeout_seconds",
                 new.http.body_timeout != old.http.body_timeout,
             ),
+            ("sandbox.network", new.egress != old.egress),
             ("storage.state_dir", new.state_dir != old.state_dir),
             ("storage.cache_dir", new.cache_dir != old.cache_dir),
             ("node.id", new.node_slug != old.node_slug),
@@ -154,6 +155,7 @@ impl Node {
             memory: self.runtime.memory_in_use(),
             resident_bytes: telemetry::host::resident_bytes(),
             telemetry_dropped: self.telemetry.store().dropped(),
+            egress: self.runtime.egress_stats(),
         })
     }
 

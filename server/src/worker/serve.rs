@@ -88,6 +88,21 @@ pub struct ServeArgs {
     /// [env: WASBOX_LOGGING_FORMAT] [default: text]. The level is WASBOX_LOG or logging.level.
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
+    /// Let sandboxes connect to these destinations at most (repeatable, comma lists):
+    /// `example.org`, `*.example.org`, `10.1.2.3`, `10.0.0.0/8`, `[::1]`, `*`, each with an
+    /// optional `:port`. Loopback, private and link-local addresses and this node's own
+    /// need an address rule of their own [env: WASBOX_SANDBOX_NETWORK_ALLOW]
+    /// [default: nowhere].
+    #[arg(long = "allow-net", value_name = "RULES")]
+    pub allow_net: Vec<String>,
+    /// Destinations no sandbox reaches, whatever allows them (same syntax)
+    /// [env: WASBOX_SANDBOX_NETWORK_DENY].
+    #[arg(long = "deny-net", value_name = "RULES")]
+    pub deny_net: Vec<String>,
+    /// PEM file of extra trusted roots for sandboxes' HTTPS (repeatable)
+    /// [env: WASBOX_SANDBOX_NETWORK_CA_CERTS].
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    pub ca_cert: Vec<PathBuf>,
     /// Print the effective configuration (files, environment and flags together; the token
     /// never shown) as YAML, and exit.
     #[arg(long)]
@@ -116,6 +131,9 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         cache_dir: args.cache_dir,
         state_dir: args.state_dir,
         log_format: args.log_format,
+        allow_net: args.allow_net,
+        deny_net: args.deny_net,
+        ca_certs: args.ca_cert,
     };
     let config = config::load(flags.clone(), |k| std::env::var(k).ok())?;
     if args.print_config {
@@ -189,7 +207,8 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
     }
     let mut builder = Runtime::builder()
         .max_instances(config.max_instances)
-        .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2));
+        .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2))
+        .egress(config.egress.runtime_config());
     if let Some(mib) = config.node_memory_mib {
         builder = builder.node_memory_bytes(mib.saturating_mul(1 << 20));
     }
@@ -200,6 +219,7 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
     let listener = crate::http::bind(config.listen)
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    runtime.add_own_listener(addr);
     {
         // The address (and a generated token, once) go to stdout for whoever started us, in
         // one write: a reader that takes the first line and closes the pipe never makes a

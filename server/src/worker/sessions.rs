@@ -20,7 +20,7 @@ use super::config::{
 };
 use super::node::{SharedNode, check_version, read_body, read_json, required, respond};
 use super::telemetry;
-use super::wire::{RESERVED_ENV, ResultWire, SandboxSpec, check_network_policy, check_timeout};
+use super::wire::{RESERVED_ENV, ResultWire, SandboxSpec, check_timeout, network_policy};
 use crate::problem::Problem;
 use crate::rfc3339;
 
@@ -109,7 +109,7 @@ async fn create_inner(
     let task_id = required("task_id", &req.task_id)?.to_string();
     let session_id = required("session_id", &req.session_id)?.to_string();
     let sandbox_spec = req.sandbox.unwrap_or_default();
-    check_network_policy(&sandbox_spec.network_policy)?;
+    let network = network_policy(&sandbox_spec.network_policy)?;
     let image_ref = req
         .image
         .or(sandbox_spec.image)
@@ -146,8 +146,10 @@ async fn create_inner(
     let session = node
         .sessions
         .create(config, || {
-            node.runtime
-                .sandbox(SandboxConfig::default().image(image).limits(limits))
+            let mut sandbox = SandboxConfig::default().image(image).limits(limits);
+            sandbox.network = network;
+            sandbox.label = Some(format!("session {session_id}"));
+            node.runtime.sandbox(sandbox)
         })
         .map_err(|e| match e {
             SessionRefused::Exists(_) => Problem::conflict(e.to_string()),

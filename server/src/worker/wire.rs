@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use wasbox_runtime::{JobOutput, JobStatus};
+use wasbox_runtime::{JobOutput, JobStatus, NetworkPolicy};
 
 use crate::problem::Problem;
 use crate::rfc3339;
@@ -21,13 +21,23 @@ pub struct SandboxSpec {
     pub network_policy: Option<String>,
 }
 
-/// Accepts the network policies of the spec; both mean no network at all.
-pub fn check_network_policy(p: &Option<String>) -> Result<(), Problem> {
-    match p.as_deref() {
-        None | Some("none") | Some("restricted") => Ok(()),
-        Some(other) => Err(Problem::bad_request(format!(
-            "sandbox.network_policy must be `restricted` or `none` (got `{other}`)"
-        ))),
+/// Reads `sandbox.network_policy`: the spec's `none` and `restricted` (and no value) are no
+/// network at all; `allow:RULES` lets the sandbox reach what the comma-separated rules
+/// name (`allow:pypi.org,*.pythonhosted.org:443`, the syntax of `--allow-net`), within
+/// what the node allows.
+pub fn network_policy(p: &Option<String>) -> Result<NetworkPolicy, Problem> {
+    match p.as_deref().map(str::trim) {
+        None | Some("none") | Some("restricted") => Ok(NetworkPolicy::None),
+        Some(text) => match text.strip_prefix("allow:") {
+            Some(rules) => {
+                let rules = wasbox_runtime::net::parse_rules(&[rules])
+                    .map_err(|e| Problem::bad_request(format!("sandbox.network_policy: {e}")))?;
+                Ok(NetworkPolicy::allow_only(rules))
+            }
+            None => Err(Problem::bad_request(format!(
+                "sandbox.network_policy must be `restricted`, `none` or `allow:RULES` (got `{text}`)"
+            ))),
+        },
     }
 }
 

@@ -1,0 +1,509 @@
+//! Network egress end to end: `curl` and `wget` in a sandbox against HTTP and HTTPS servers
+//! the test starts on loopback, under `--allow-net`, the worker API's and E2B's per-sandbox
+//! policies, and the attacks a policy must refuse (each with curl's exit 7 and no
+//! connection reaching the server).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::e2b::Sbx;
+use crate::support::http::{Server, request};
+use crate::support::runtime::{run_bounded, text, wasbox};
+use crate::support::tls::Certificates;
+
+/// The blob the origin serves: 1 MiB that no compression shortens much.
+fn blob() -> Vec<u8> {
+    let mut x: u32 = 0x1234_5678;
+    (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+/// An HTTP(S) server of the test's own on 127.0.0.1, counting the connections it gets.
+pub(crate) struct Origin {
+    pub(crate) addr: SocketAddr,
+    tls: bool,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Origin {
+    pub(crate) fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (count, secure) = (connections.clone(), tls.is_some());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                count.fetch_add(1, Ordering::SeqCst);
+                let tls = tls.clone();
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
+                    let conn: Box<dyn Conn> = match tls {
+                        Some(config) => {
+                            let session = rustls::ServerConnection::new(config).unwrap();
+                            Box::new(rustls::StreamOwned::new(session, conn))
+                        }
+                        None => Box::new(conn),
+                    };
+                    Origin::answer(BufReader::new(conn));
+                });
+            }
+        });
+        Origin {
+            addr,
+            tls: secure,
+            connections,
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Answers one request, then closes.
+    fn answer(mut r: BufReader<Box<dyn Conn>>) {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_string();
+        let target = parts.next().unwrap_or_default().to_string();
+        let mut headers = serde_json::Map::new();
+        let mut len = 0usize;
+        loop {
+            line.clear();
+            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                let k = k.trim().to_ascii_lowercase();
+                if k == "content-length" {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                headers.insert(k, Value::String(v.trim().to_string()));
+            }
+        }
+        let mut body = vec![0; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let mut extra = String::new();
+        let (status, content) = match path {
+            "/hello" => (200, b"hello\n".to_vec()),
+            "/blob" => (200, blob()),
+            "/echo" => (
+                200,
+                serde_json::to_vec(&json!({
+                    "method": method,
+                    "target": target,
+                    "headers": headers,
+                    "body": String::from_utf8_lossy(&body),
+                }))
+                .unwrap(),
+            ),
+            "/redirect" => {
+                let to = query.strip_prefix("to=").unwrap_or("/hello");
+                extra = format!("Location: {to}\r\n");
+                (302, b"moved\n".to_vec())
+            }
+            "/gzip" => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                e.write_all(b"compressed hello\n").unwrap();
+                extra = "Content-Encoding: gzip\r\n".into();
+                (200, e.finish().unwrap())
+            }
+            "/files/report.txt" => (200, b"report\n".to_vec()),
+            _ => (404, b"not here\n".to_vec()),
+        };
+        let reason = match status {
+            200 => "OK",
+            302 => "Found",
+            _ => "Not Found",
+        };
+        let mut out = r.into_inner();
+        let head = format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\nContent-Type: text/plain\r\n{extra}Connection: close\r\n\r\n",
+            content.len()
+        );
+        let _ = out.write_all(head.as_bytes());
+        if method != "HEAD" {
+            let _ = out.write_all(&content);
+        }
+        let _ = out.flush();
+    }
+}
+
+/// `wasbox run` with `flags`, running `script` in `sh`: (exit code, stdout, stderr).
+fn run(flags: &[&str], script: &str) -> (i32, String, String) {
+    let mut cmd: Command = wasbox();
+    cmd.arg("run").args(flags).args(["--", "sh", "-c", script]);
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+const BLOCKED: &str = "blocked by the sandbox network policy";
+
+#[test]
+fn nothing_leaves_a_sandbox_without_a_flag() {
+    let origin = Origin::start(None);
+    let url = origin.url("/hello");
+    let (code, out, err) = run(
+        &[],
+        &format!("curl -sS {url}; echo \"curl=$?\"; wget -q -O- {url}; echo \"wget=$?\""),
+    );
+    assert!(out.contains("curl=7"), "{out}\n{err}");
+    assert!(out.contains("wget=4"), "{out}\n{err}");
+    assert!(err.contains(BLOCKED), "{err}");
+    assert_eq!(code, 0);
+    assert_eq!(origin.connections(), 0, "a request reached the server");
+}
+
+#[test]
+fn curl_and_wget_download_from_allowed_servers() {
+    let plain = Origin::start(None);
+    let Some(certs) = Certificates::make() else {
+        return;
+    };
+    let secure = Origin::start(Some(certs.server_config()));
+    let allow = format!(
+        "127.0.0.1:{},127.0.0.1:{}",
+        plain.addr.port(),
+        secure.addr.port()
+    );
+    let ca = certs.ca.display().to_string();
+    let want = hex(&sha2::Sha256::digest(blob()));
+    let script = format!(
+        r#"
+curl -fsSL {blob} | sha256sum
+curl -fsSL {sblob} | sha256sum
+curl -s -o got.bin -w '%{{http_code}} %{{size_download}}\n' {blob}
+sha256sum got.bin
+curl -sSL {redirect}
+curl -s -w '%{{http_code}}\n' {redirect}
+curl -fsS {missing}; echo "fail=$?"
+curl -s -X PUT -H 'X-Test: yes' -u ann:secret -d 'a=1' -d 'b=2' {echo}
+echo
+curl -sS --data-binary @got.bin -o /dev/null -w '%{{http_code}}\n' {echo}
+curl -sI {hello}
+curl -s --compressed {gzip}
+curl -sO {report} && cat report.txt
+wget -q -O- {shello}
+wget -q {report} && cat report.txt.1
+"#,
+        blob = plain.url("/blob"),
+        sblob = secure.url("/blob"),
+        redirect = plain.url("/redirect?to=/hello"),
+        missing = plain.url("/missing"),
+        echo = plain.url("/echo"),
+        hello = plain.url("/hello"),
+        gzip = plain.url("/gzip"),
+        report = plain.url("/files/report.txt"),
+        shello = secure.url("/hello"),
+    );
+    let (code, out, err) = run(&["--allow-net", &allow, "--ca-cert", &ca], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("{want}  -"), "{out}\n{err}");
+    assert_eq!(lines[1], format!("{want}  -"), "https: {out}\n{err}");
+    assert_eq!(lines[2], "200 1048576", "{out}");
+    assert_eq!(lines[3], format!("{want}  got.bin"));
+    assert_eq!(lines[4], "hello", "-L follows: {out}");
+    assert_eq!(lines[5], "moved", "without -L: {out}");
+    assert_eq!(lines[6], "302");
+    assert_eq!(lines[7], "fail=22", "{out}\n{err}");
+    let echo: Value = serde_json::from_str(lines[8]).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(echo["method"], "PUT");
+    assert_eq!(echo["body"], "a=1&b=2");
+    assert_eq!(echo["headers"]["x-test"], "yes");
+    assert_eq!(echo["headers"]["authorization"], "Basic YW5uOnNlY3JldA==");
+    assert_eq!(
+        echo["headers"]["content-type"],
+        "application/x-www-form-urlencoded"
+    );
+    assert_eq!(lines[9], "200", "a 1 MiB upload: {out}");
+    assert_eq!(lines[10], "HTTP/1.1 200 OK", "{out}");
+    assert!(out.contains("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(out.contains("content-length: 6\r\n"), "{out}");
+    assert!(out.contains("compressed hello\n"), "{out}");
+    assert!(out.contains("report\nhello\nreport\n"), "{out}\n{err}");
+}
+
+#[test]
+fn https_without_the_tests_root_is_a_certificate_error() {
+    let Some(certs) = Certificates::make() else {
+        return;
+    };
+    let secure = Origin::start(Some(certs.server_config()));
+    let allow = format!("127.0.0.1:{}", secure.addr.port());
+    let (_, out, err) = run(
+        &["--allow-net", &allow],
+        &format!("curl -sS {}; echo \"curl=$?\"", secure.url("/hello")),
+    );
+    assert!(out.contains("curl=60"), "{out}\n{err}");
+    assert!(err.contains("SSL certificate problem"), "{err}");
+}
+
+/// Every trick for reaching the host's loopback, link-local metadata or a private range
+/// from a sandbox allowed "everything public" fails as a denied destination, and nothing
+/// reaches the server listening on loopback.
+#[test]
+fn attacks_on_private_addresses_are_refused() {
+    let origin = Origin::start(None);
+    let port = origin.addr.port();
+    let other = Origin::start(None);
+    let targets = [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/"),
+        format!("http://2130706433:{port}/"),
+        format!("http://0177.0.0.1:{port}/"),
+        format!("http://0x7f.1:{port}/"),
+        format!("http://127.1:{port}/"),
+        format!("http://127.0.0.1.:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://[::ffff:7f00:1]:{port}/"),
+        format!("http://[::1]:{port}/"),
+        format!("http://0.0.0.0:{port}/"),
+        format!("http://user@127.0.0.1:{port}/"),
+        format!("http://evil.example@127.0.0.1:{port}/"),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        "http://[fd00:ec2::254]/latest/meta-data/".to_string(),
+        "http://10.0.0.1/".to_string(),
+        "http://192.168.1.1/".to_string(),
+    ];
+    let mut script = String::new();
+    for t in &targets {
+        script.push_str(&format!("curl -sS --max-time 5 '{t}'; echo \"$?\"\n"));
+    }
+    // Allowed is only the other server; it redirects to the first: the hop is checked too.
+    script.push_str(&format!(
+        "curl -sSL '{}'; echo \"$?\"\n",
+        other.url(&format!("/redirect?to=http://127.0.0.1:{port}/hello"))
+    ));
+    let allow = format!("*,127.0.0.1:{}", other.addr.port());
+    let (_, out, err) = run(&["--allow-net", &allow], &script);
+    let codes: Vec<&str> = out.lines().collect();
+    assert_eq!(codes.len(), targets.len() + 1, "{out}\n{err}");
+    for (i, code) in codes.iter().enumerate() {
+        let what = targets.get(i).map_or("the redirect", |t| t.as_str());
+        assert_eq!(*code, "7", "{what}: {out}\n{err}");
+    }
+    assert_eq!(err.matches(BLOCKED).count(), targets.len() + 1, "{err}");
+    assert_eq!(origin.connections(), 0, "a request reached loopback");
+    assert_eq!(other.connections(), 1, "the allowed server answered once");
+}
+
+#[test]
+fn deny_net_wins_over_allow_net() {
+    let origin = Origin::start(None);
+    let allow = format!("127.0.0.1:{}", origin.addr.port());
+    let (_, out, err) = run(
+        &["--allow-net", &allow, "--deny-net", "127.0.0.0/8"],
+        &format!("curl -sS {}; echo \"$?\"", origin.url("/hello")),
+    );
+    assert_eq!(out.trim(), "7", "{out}\n{err}");
+    assert_eq!(origin.connections(), 0);
+}
+
+#[test]
+fn bad_rules_are_refused_at_start() {
+    let mut cmd = wasbox();
+    cmd.args(["run", "--allow-net", "example.org:99999", "--", "true"]);
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("port"), "{}", text(&out.stderr));
+}
+
+/// The worker API: `network_policy` of a job and a session, within `--allow-net`; the node's
+/// own port stays out of reach; `/metrics` counts what happened.
+#[test]
+fn worker_api_policies_narrow_the_node() {
+    let origin = Origin::start(None);
+    let port = origin.addr.port();
+    let allow = format!("127.0.0.1:{port}");
+    // Loopback is allowed, every port: the node's own port still needs naming.
+    let server = Server::start(&["--allow-net", "127.0.0.1"]);
+    let _ = allow;
+    let job = |id: &str, policy: Value, script: &str| -> Value {
+        let mut sandbox = json!({"image": "python:3.12", "command": ["sh", "-c", script]});
+        if !policy.is_null() {
+            sandbox["network_policy"] = policy;
+        }
+        let r = server.post(
+            "/v1/worker/jobs:run",
+            &json!({"version": 1, "task_id": "t-net", "job_id": id, "sandbox": sandbox}),
+        );
+        assert!(r.status == 200 || r.status == 400, "{}", r.text());
+        if r.status == 400 {
+            return json!({"status": 400, "detail": r.json()["detail"]});
+        }
+        r.json()
+    };
+    let curl = format!("curl -sS {}; echo \"rc=$?\"", origin.url("/hello"));
+    let none = job("j1", Value::Null, &curl);
+    assert!(none["stdout"].as_str().unwrap().contains("rc=7"), "{none}");
+    let restricted = job("j2", json!("restricted"), &curl);
+    assert!(
+        restricted["stdout"].as_str().unwrap().contains("rc=7"),
+        "{restricted}"
+    );
+    let allowed = job("j3", json!(format!("allow:127.0.0.1:{port}")), &curl);
+    assert_eq!(allowed["stdout"], "hello\nrc=0\n", "{allowed}");
+    let everything = job("j4", json!("allow:*"), &curl);
+    assert_eq!(everything["stdout"], "hello\nrc=0\n", "{everything}");
+    let elsewhere = job("j5", json!("allow:example.org"), &curl);
+    assert!(
+        elsewhere["stdout"].as_str().unwrap().contains("rc=7"),
+        "{elsewhere}"
+    );
+    let bad = job("j6", json!("allow:not a host"), &curl);
+    assert_eq!(bad["status"], 400, "{bad}");
+    let bad = job("j7", json!("open"), &curl);
+    assert_eq!(bad["status"], 400, "{bad}");
+    assert_eq!(origin.connections(), 2);
+
+    // The node's own API: loopback is allowed (127.0.0.2 only), the port is not named.
+    let own = format!(
+        "curl -sS http://127.0.0.1:{}/healthz; echo \"rc=$?\"",
+        server.addr.port()
+    );
+    let own = job("j8", json!("allow:*"), &own);
+    assert!(own["stdout"].as_str().unwrap().contains("rc=7"), "{own}");
+
+    // A session keeps its policy across execs.
+    let r = server.post(
+        "/v1/worker/sessions",
+        &json!({"version": 1, "task_id": "t-net", "session_id": "s-net",
+                "sandbox": {"image": "python:3.12", "network_policy": format!("allow:127.0.0.1:{port}")}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = server.post(
+        "/v1/worker/sessions/s-net/exec",
+        &json!({"version": 1, "command": ["sh", "-c", curl]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["stdout"], "hello\nrc=0\n", "{}", r.text());
+
+    let metrics = server.get("/metrics").text();
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("wasbox_{name} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+    };
+    assert!(value("egress_connections_total") >= 3.0, "{metrics}");
+    assert!(value("egress_denied_total") >= 4.0, "{metrics}");
+    assert!(value("egress_received_bytes_total") > 0.0, "{metrics}");
+    assert!(
+        server.log().contains("wasbox::egress"),
+        "connections are logged"
+    );
+}
+
+/// E2B's options through its REST API: `allow_internet_access`, `network` on create, the
+/// sandbox's details, and `PUT /sandboxes/{id}/network` on a running sandbox.
+#[test]
+fn e2b_network_options() {
+    let origin = Origin::start(None);
+    let port = origin.addr.port();
+    let server = Server::start(&["--allow-net", &format!("127.0.0.1:{port}")]);
+    let key = crate::e2b::api_key();
+    let control = |method: &str, path: &str, body: &Value| {
+        request(
+            server.addr,
+            method,
+            path,
+            &[("X-API-KEY", &key), ("Content-Type", "application/json")],
+            &serde_json::to_vec(body).unwrap(),
+        )
+    };
+    let curl = format!("curl -sS {}; echo \"rc=$?\"", origin.url("/hello"));
+    let run_in = |s: &Sbx| -> String { crate::e2b::run_command(&server, s, &curl) };
+    let create = |body: Value| -> Sbx {
+        let r = control("POST", "/sandboxes", &body);
+        assert_eq!(r.status, 201, "{}", r.text());
+        let v = r.json();
+        Sbx {
+            id: v["sandboxID"].as_str().unwrap().to_string(),
+            token: v["envdAccessToken"].as_str().unwrap().to_string(),
+        }
+    };
+    let open = create(json!({"templateID": "base"}));
+    assert_eq!(run_in(&open), "hello\nrc=0\n");
+    let closed = create(json!({"templateID": "base", "allow_internet_access": false}));
+    assert!(run_in(&closed).contains("rc=7"));
+    let info = control("GET", &format!("/sandboxes/{}", closed.id), &Value::Null).json();
+    assert_eq!(info["allowInternetAccess"], false, "{info}");
+    let listed = create(json!({"templateID": "base",
+        "network": {"allowOut": ["127.0.0.1"], "denyOut": ["0.0.0.0/0"]}}));
+    assert_eq!(run_in(&listed), "hello\nrc=0\n");
+    let info = control("GET", &format!("/sandboxes/{}", listed.id), &Value::Null).json();
+    assert_eq!(info["network"]["allowOut"], json!(["127.0.0.1"]), "{info}");
+    assert_eq!(info["network"]["denyOut"], json!(["0.0.0.0/0"]), "{info}");
+
+    // Replaced while it runs.
+    let r = control(
+        "PUT",
+        &format!("/sandboxes/{}/network", open.id),
+        &json!({"denyOut": ["127.0.0.0/8"]}),
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert!(run_in(&open).contains("rc=7"));
+    let r = control(
+        "PUT",
+        &format!("/sandboxes/{}/network", open.id),
+        &json!({}),
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(run_in(&open), "hello\nrc=0\n");
+    let r = control(
+        "PUT",
+        &format!("/sandboxes/{}/network", open.id),
+        &json!({"allowOut": ["not a host"]}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.json()["code"].is_number(),
+        "E2B's error shape: {}",
+        r.text()
+    );
+    let r = control("PUT", "/sandboxes/inope/network", &json!({}));
+    assert_eq!(r.status, 404);
+    assert_eq!(origin.connections(), 3);
+}
