@@ -187,7 +187,8 @@ fn run(cmd: &mut Command, what: &str) {
     }
 }
 
-/// Where cargo keeps the wasmtime-wasi sources this build uses: their `wit/deps` is WASI.
+/// Where cargo keeps the wasmtime-wasi-http sources this build uses: their `wit/deps` is
+/// WASI's packages, `wasi:http` among them, at the version the host serves.
 fn wasi_wit(root: &Path) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
@@ -201,13 +202,10 @@ fn wasi_wit(root: &Path) -> PathBuf {
         .as_array()
         .into_iter()
         .flatten()
-        .find(|p| p["name"] == "wasmtime-wasi")
+        .find(|p| p["name"] == "wasmtime-wasi-http")
         .and_then(|p| p["manifest_path"].as_str())
-        .expect("wasmtime-wasi in cargo metadata");
-    Path::new(manifest)
-        .parent()
-        .unwrap()
-        .join("src/p2/wit/deps")
+        .expect("wasmtime-wasi-http in cargo metadata");
+    Path::new(manifest).parent().unwrap().join("wit/deps")
 }
 
 /// The `tzdata` release bundled with python3 (PyPI's packaging of the IANA database), and the
@@ -277,6 +275,7 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
         src.join("wasbox_pip.py"),
         src.join("wasbox_sqlite3.py"),
         src.join("wasbox_compress.py"),
+        src.join("wasbox_http.py"),
         src.join("wit/world.wit"),
         root.join("wit/sandbox/process.wit"),
     ] {

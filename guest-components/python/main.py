@@ -37,6 +37,7 @@ except ImportError:
     pass
 import encodings.latin_1, encodings.ascii, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
 
+import wasbox_http
 import wasbox_pip
 import wasbox_sqlite3
 from wit_world import exports
@@ -45,6 +46,9 @@ from wit_world.imports import exit as wasi_exit
 from componentize_py_types import Err
 
 VERSION = "Python %d.%d.%d" % sys.version_info[:3]
+
+# http.client and urllib over wasi:http (the host's connections, under the network policy).
+wasbox_http.install()
 
 
 def _flush():

@@ -69,6 +69,16 @@ impl SandboxConfig {
         self.mount = mount.into();
         self
     }
+    /// Where its processes may connect (within the node's egress policy).
+    pub fn network(mut self, policy: NetworkPolicy) -> Self {
+        self.network = policy;
+        self
+    }
+    /// How the sandbox is named in the node's logs.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
     pub fn image(mut self, image: impl Into<String>) -> Self {
         self.image = Some(image.into());
         self

@@ -263,6 +263,93 @@ wget -q {report} && cat report.txt.1
     assert!(out.contains("report\nhello\nreport\n"), "{out}\n{err}");
 }
 
+/// Python's `urllib` and `http.client`, and node's `fetch`, through the same host client.
+#[test]
+fn python_and_node_reach_allowed_servers() {
+    let plain = Origin::start(None);
+    let Some(certs) = Certificates::make() else {
+        return;
+    };
+    let secure = Origin::start(Some(certs.server_config()));
+    let allow = format!(
+        "127.0.0.1:{},127.0.0.1:{}",
+        plain.addr.port(),
+        secure.addr.port()
+    );
+    let ca = certs.ca.display().to_string();
+    let want = hex(&sha2::Sha256::digest(blob()));
+    let python = format!(
+        r#"
+import hashlib, http.client, json, urllib.request, urllib.error
+print(hashlib.sha256(urllib.request.urlopen("{blob}").read()).hexdigest())
+print(urllib.request.urlopen("{shello}").read().decode(), end="")
+print(urllib.request.urlopen("{redirect}").read().decode(), end="")
+c = http.client.HTTPConnection("127.0.0.1", {port})
+c.request("POST", "/echo", body=json.dumps({{"a": 1}}), headers={{"Content-Type": "application/json"}})
+r = c.getresponse()
+echo = json.loads(r.read())
+print(r.status, echo["method"], echo["body"], echo["headers"]["content-type"])
+try:
+    urllib.request.urlopen("{missing}")
+except urllib.error.HTTPError as e:
+    print("HTTPError", e.code)
+try:
+    urllib.request.urlopen("http://169.254.169.254/latest/meta-data/")
+except urllib.error.URLError as e:
+    print("URLError", e.reason)
+"#,
+        blob = plain.url("/blob"),
+        shello = secure.url("/hello"),
+        redirect = plain.url("/redirect?to=/hello"),
+        missing = plain.url("/missing"),
+        port = plain.addr.port(),
+    );
+    let node = format!(
+        r#"
+(async () => {{
+  const r = await fetch("{hello}");
+  console.log(r.status, r.ok, JSON.stringify(await r.text()));
+  const s = await fetch("{shello}");
+  console.log(await s.text());
+  const e = await fetch("{echo}", {{ method: "POST", body: JSON.stringify({{ b: 2 }}), headers: {{ "Content-Type": "application/json" }} }});
+  const j = await e.json();
+  console.log(j.method, j.body, j.headers["content-length"]);
+  const d = await fetch("{redirect}");
+  console.log(d.redirected, await d.text());
+  try {{ await fetch("http://10.1.2.3/"); }} catch (err) {{ console.log(err.message, err.cause.code); }}
+}})();
+"#,
+        hello = plain.url("/hello"),
+        shello = secure.url("/hello"),
+        echo = plain.url("/echo"),
+        redirect = plain.url("/redirect?to=/hello"),
+    );
+    let script = "python3 check.py; node check.js";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("check.py"), python).unwrap();
+    std::fs::write(dir.path().join("check.js"), node).unwrap();
+    let workspace = dir.path().display().to_string();
+    let (code, out, err) = run(
+        &[
+            "--allow-net",
+            &allow,
+            "--ca-cert",
+            &ca,
+            "--workspace",
+            &workspace,
+        ],
+        script,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let expected = format!(
+        "{want}\nhello\nhello\n200 POST {{\"a\": 1}} application/json\nHTTPError 404\n\
+         URLError [Errno 111] Connection refused: {BLOCKED}\n\
+         200 true \"hello\\n\"\nhello\n\nPOST {{\"b\":2}} 7\ntrue hello\n\n\
+         fetch failed ECONNREFUSED\n"
+    );
+    assert_eq!(out, expected, "{err}");
+}
+
 #[test]
 fn https_without_the_tests_root_is_a_certificate_error() {
     let Some(certs) = Certificates::make() else {

@@ -13,6 +13,7 @@ mod bindings {
 }
 
 pub mod cli;
+pub mod http;
 pub mod process;
 pub mod textdiff;
 

@@ -449,6 +449,105 @@ impl RejectionTracker {
     }
 }
 
+/// `fetch(method, url, headers, body)`: one HTTP request through the host (no redirects
+/// followed here: the prelude follows them, each a request checked again). `headers` is
+/// `name: value` lines. The answer is `STATUS\nname: value\n...\n\nBODY` (the body as
+/// UTF-8 text); a failure throws `CODE|message` as Node's errors carry them.
+fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    use guest_support::http::{Failure, Request, Target, send};
+    use wasip2::http::types::ErrorCode;
+    let method = arg_string(args, 0, ctx)?;
+    let url = arg_string(args, 1, ctx)?;
+    let header_text = arg_string(args, 2, ctx)?;
+    let body = if args.get_or_undefined(3).is_undefined() || args.get_or_undefined(3).is_null() {
+        None
+    } else {
+        Some(arg_string(args, 3, ctx)?)
+    };
+    let bad = |msg: &str| -> JsError {
+        JsNativeError::typ()
+            .with_message(format!("ERR_INVALID_URL|{msg}"))
+            .into()
+    };
+    let (https, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err(bad("only http: and https: URLs can be fetched"));
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let tail = tail.split('#').next().unwrap_or_default();
+    let path = match tail {
+        "" => "/".to_string(),
+        t if t.starts_with('?') => format!("/{t}"),
+        t => t.to_string(),
+    };
+    let headers: Vec<(String, String)> = header_text
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let req = Request {
+        method: &method,
+        target: Target {
+            https,
+            authority,
+            path: &path,
+        },
+        headers: &headers,
+        body: body.as_deref().map(str::as_bytes),
+        deadline: None,
+        connect_timeout: None,
+    };
+    let fail = |code: &str, msg: String| -> JsError {
+        JsNativeError::typ()
+            .with_message(format!("{code}|{msg}"))
+            .into()
+    };
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    let why = |f: Failure| -> JsError {
+        match f {
+            Failure::Http(ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited) => {
+                fail(
+                    "ECONNREFUSED",
+                    format!(
+                        "connect ECONNREFUSED {authority}: blocked by the sandbox network policy"
+                    ),
+                )
+            }
+            Failure::Http(
+                ErrorCode::DnsError(_) | ErrorCode::DnsTimeout | ErrorCode::DestinationNotFound,
+            ) => fail("ENOTFOUND", format!("getaddrinfo ENOTFOUND {host}")),
+            Failure::Http(ErrorCode::ConnectionRefused | ErrorCode::DestinationUnavailable) => {
+                fail("ECONNREFUSED", format!("connect ECONNREFUSED {authority}"))
+            }
+            Failure::Http(ErrorCode::TlsCertificateError) => fail(
+                "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+                "unable to get local issuer certificate".into(),
+            ),
+            Failure::Http(ErrorCode::ConnectionTimeout | ErrorCode::ConnectionReadTimeout)
+            | Failure::Timeout => fail("ETIMEDOUT", format!("connect ETIMEDOUT {authority}")),
+            Failure::Http(code) => fail("ECONNRESET", format!("{code:?}")),
+            Failure::Other(m) => fail("ECONNRESET", m),
+        }
+    };
+    let mut response = send(&req).map_err(why)?;
+    let mut out = format!("{}\n", response.status);
+    for (k, v) in &response.headers {
+        out.push_str(&format!("{k}: {}\n", String::from_utf8_lossy(v)));
+    }
+    out.push('\n');
+    let mut data = Vec::new();
+    while let Some(piece) = response.chunk().map_err(why)? {
+        data.extend_from_slice(&piece);
+    }
+    out.push_str(&String::from_utf8_lossy(&data));
+    Ok(text(&out))
+}
+
 fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
     let tracker = std::rc::Rc::new(RejectionTracker::default());
     let Ok(mut ctx) = Context::builder().host_hooks(tracker.clone()).build() else {
@@ -478,6 +577,7 @@ fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 
         ("hash", 2, hash),
         ("hmac", 3, hmac),
         ("random", 1, random),
+        ("fetch", 4, fetch),
     ];
     for (name, len, f) in natives {
         let name = JsString::from(format!("__wasbox_{name}").as_str());

@@ -1188,6 +1188,123 @@
     toJSON() { return this.href; }
   }
   g.URL = URL;
+
+  // -- fetch, over the host's HTTP client (the sandbox's network policy applies) --------
+  class Headers {
+    constructor(init) {
+      this._h = new Map();
+      if (init instanceof Headers) init.forEach((v, k) => this.append(k, v));
+      else if (Array.isArray(init)) for (const [k, v] of init) this.append(k, v);
+      else if (init && typeof init === 'object') for (const k of Object.keys(init)) this.append(k, init[k]);
+    }
+    append(k, v) {
+      const key = String(k).toLowerCase();
+      const old = this._h.get(key);
+      this._h.set(key, old === undefined ? String(v) : old + ', ' + String(v));
+    }
+    set(k, v) { this._h.set(String(k).toLowerCase(), String(v)); }
+    get(k) { const v = this._h.get(String(k).toLowerCase()); return v === undefined ? null : v; }
+    has(k) { return this._h.has(String(k).toLowerCase()); }
+    delete(k) { this._h.delete(String(k).toLowerCase()); }
+    forEach(f, self) { for (const [k, v] of this.entries()) f.call(self, v, k, this); }
+    *entries() { yield* [...this._h.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)); }
+    *keys() { for (const [k] of this.entries()) yield k; }
+    *values() { for (const [, v] of this.entries()) yield v; }
+    [Symbol.iterator]() { return this.entries(); }
+  }
+  class Response {
+    constructor(body, init) {
+      init = init || {};
+      this._body = body == null ? '' : String(body);
+      this.status = init.status === undefined ? 200 : init.status;
+      this.statusText = init.statusText || '';
+      this.headers = new Headers(init.headers);
+      this.url = init.url || '';
+      this.redirected = !!init.redirected;
+      this.ok = this.status >= 200 && this.status < 300;
+      this.type = 'basic';
+      this.bodyUsed = false;
+    }
+    _take() {
+      if (this.bodyUsed) return Promise.reject(new TypeError('Body is unusable: Body has already been read'));
+      this.bodyUsed = true;
+      return Promise.resolve(this._body);
+    }
+    text() { return this._take(); }
+    json() { return this._take().then((t) => JSON.parse(t)); }
+    arrayBuffer() { return this._take().then((t) => { const b = Buffer.from(t); return b.buffer.slice(b.byteOffset, b.byteOffset + b.length); }); }
+    blob() { return this.arrayBuffer(); }
+    clone() { return new Response(this._body, this); }
+  }
+  function fetchError(e, url) {
+    const m = /^([A-Z_]+)\|(.*)$/.exec(String(e && e.message));
+    const cause = new Error(m ? m[2] : String(e));
+    if (m) cause.code = m[1];
+    if (m && m[1] === 'ERR_INVALID_URL') {
+      const err = new TypeError('Failed to parse URL from ' + url);
+      err.cause = cause;
+      return err;
+    }
+    const err = new TypeError('fetch failed');
+    err.cause = cause;
+    return err;
+  }
+  function fetchNow(input, init) {
+    init = init || {};
+    let url = typeof input === 'string' ? input : (input && input.href) || (input && input.url) || String(input);
+    let method = String(init.method || (input && input.method) || 'GET').toUpperCase();
+    const headers = new Headers(init.headers || (input && input.headers));
+    let body = init.body == null ? null : init.body;
+    if (body !== null && typeof body === 'object' && !(body instanceof Uint8Array) && typeof body.toString === 'function' && body.constructor && body.constructor.name === 'URLSearchParams') {
+      if (!headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8');
+      body = body.toString();
+    } else if (body instanceof Uint8Array) body = Buffer.from(body).toString();
+    else if (body !== null) {
+      body = String(body);
+      if (!headers.has('content-type')) headers.set('content-type', 'text/plain;charset=UTF-8');
+    }
+    if (body !== null) headers.set('content-length', String(Buffer.byteLength(body)));
+    if (!headers.has('accept')) headers.set('accept', '*/*');
+    if (!headers.has('user-agent')) headers.set('user-agent', 'node');
+    for (let hops = 0; ; hops++) {
+      let lines = '';
+      headers.forEach((v, k) => { lines += k + ': ' + v + '\n'; });
+      let raw;
+      try {
+        raw = N.fetch(method, url, lines, body);
+      } catch (e) {
+        throw fetchError(e, url);
+      }
+      const split = raw.indexOf('\n\n');
+      const head = raw.slice(0, split).split('\n');
+      const status = Number(head[0]);
+      const rh = new Headers();
+      for (const l of head.slice(1)) {
+        const i = l.indexOf(': ');
+        if (i > 0) rh.append(l.slice(0, i), l.slice(i + 2));
+      }
+      const location = rh.get('location');
+      if ([301, 302, 303, 307, 308].includes(status) && location && (init.redirect || 'follow') === 'follow') {
+        if (hops >= 20) throw fetchError(new Error('ECONNRESET|redirect count exceeded'), url);
+        url = new URL(location, url).href;
+        if (status === 303 || ((status === 301 || status === 302) && method === 'POST')) {
+          method = 'GET';
+          body = null;
+          headers.delete('content-type');
+          headers.delete('content-length');
+        }
+        continue;
+      }
+      if (location && init.redirect === 'error') throw fetchError(new Error('ECONNRESET|unexpected redirect'), url);
+      return new Response(raw.slice(split + 2), { status, statusText: STATUS_TEXT[status] || '', headers: rh, url, redirected: hops > 0 });
+    }
+  }
+  const STATUS_TEXT = { 200: 'OK', 201: 'Created', 204: 'No Content', 301: 'Moved Permanently', 302: 'Found', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable' };
+  g.fetch = (input, init) => new Promise((resolve, reject) => {
+    try { resolve(fetchNow(input, init)); } catch (e) { reject(e); }
+  });
+  g.Headers = Headers;
+  g.Response = Response;
   g.URLSearchParams = URLSearchParams;
   builtins.url = { URL, URLSearchParams, parse: (u) => new URL(u), fileURLToPath: (u) => decodeURIComponent(new URL(String(u)).pathname), pathToFileURL: (p) => new URL('file://' + path.resolve(String(p))) };
   builtins.string_decoder = { StringDecoder: class { constructor(e) { this.e = e || 'utf8'; } write(b) { return typeof b === 'string' ? b : Buffer.from(b).toString(this.e); } end(b) { return b ? this.write(b) : ''; } } };

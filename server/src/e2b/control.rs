@@ -525,27 +525,6 @@ pub(super) async fn unsupported() -> Response {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metadata_filters_are_percent_decoded() {
-        let one = |m: &str| metadata_filter(m);
-        assert_eq!(one("a%20b+c%3D=1"), [("a b c=".into(), "1".into())]);
-        assert_eq!(
-            one("k=100%&&x"),
-            [("k".into(), "100%".into()), ("x".into(), String::new())]
-        );
-        assert_eq!(one("k=%zz"), [("k".into(), "%zz".into())]);
-        // A `%` before a character of several bytes, and a byte that is no UTF-8.
-        assert_eq!(
-            one("%a\u{e9}=%ff"),
-            [("%a\u{e9}".into(), "\u{fffd}".into())]
-        );
-    }
-}
-
 /// `PUT /sandboxes/{id}/network`: replaces the sandbox's egress rules at once (fields left
 /// out are cleared, as E2B does); requests from now on follow them. 204.
 pub(super) async fn update_network(
@@ -567,5 +546,26 @@ pub(super) async fn update_network(
             StatusCode::NO_CONTENT.into_response()
         }
         Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_filters_are_percent_decoded() {
+        let one = |m: &str| metadata_filter(m);
+        assert_eq!(one("a%20b+c%3D=1"), [("a b c=".into(), "1".into())]);
+        assert_eq!(
+            one("k=100%&&x"),
+            [("k".into(), "100%".into()), ("x".into(), String::new())]
+        );
+        assert_eq!(one("k=%zz"), [("k".into(), "%zz".into())]);
+        // A `%` before a character of several bytes, and a byte that is no UTF-8.
+        assert_eq!(
+            one("%a\u{e9}=%ff"),
+            [("%a\u{e9}".into(), "\u{fffd}".into())]
+        );
     }
 }

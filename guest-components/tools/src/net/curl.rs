@@ -5,7 +5,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use super::{Failure, Request, Response, Url, base64, now, percent_encode, reason, send};
+use super::{Failure, Request, Response, Target, Url, base64, now, percent_encode, reason, send};
 use wasip2::http::types::ErrorCode;
 
 const USER_AGENT: &str = "curl/8.11.1";
@@ -633,9 +633,14 @@ fn transfer(o: &Options, url_text: &str, output: Option<&Output>) -> Result<i32,
             }
             eprintln!(">");
         }
+        let authority = url.authority();
         let req = Request {
             method: &method,
-            url: &url,
+            target: Target {
+                https: url.https,
+                authority: &authority,
+                path: &url.path,
+            },
             headers: &headers,
             body: body.as_deref(),
             deadline,

@@ -5,7 +5,7 @@
 use std::fs;
 use std::io::Write;
 
-use super::{Failure, Request, Url, base64, now, reason, send};
+use super::{Failure, Request, Target, Url, base64, now, reason, send};
 use wasip2::http::types::ErrorCode;
 
 struct Options {
@@ -221,9 +221,14 @@ fn fetch(o: &Options, text: &str, sink: &mut Option<Box<dyn Write>>) -> i32 {
         if !o.quiet {
             eprintln!("Connecting to {}... ", url.authority());
         }
+        let authority = url.authority();
         let req = Request {
             method: &method,
-            url: &url,
+            target: Target {
+                https: url.https,
+                authority: &authority,
+                path: &url.path,
+            },
             headers: &headers,
             body,
             deadline,
