@@ -1,30 +1,42 @@
 """`pip` of the wasbox python3 (`pip`, `pip3`, `python3 -m pip`).
 
-The sandbox has no network and its system directories are read-only, so this pip installs
-pure-Python wheels (`*-none-any.whl`) from files and `--find-links` directories (also
-`PIP_FIND_LINKS`) into the user site (`~/.local/lib/pythonX.Y/site-packages`, on
+The sandbox's system directories are read-only, and it has only the network its policy
+allows, so this pip installs pure-Python wheels (`*-none-any.whl`) from files,
+`--find-links` directories (also `PIP_FIND_LINKS`) and package indexes (the simple API,
+PEP 503 HTML and PEP 691 JSON: `--index-url`, `--extra-index-url`, `PIP_INDEX_URL`,
+`PIP_EXTRA_INDEX_URL`, `pip.conf`; pypi.org by default), each download checked against the
+index's SHA-256, into the user site (`~/.local/lib/pythonX.Y/site-packages`, on
 `sys.path` at every start), a `--target` directory or a `--prefix`, with their
 dependencies, console scripts and RECORD as the wheel format (PEP 427, PEP 376) describes.
 `list`, `freeze`, `show` and `uninstall` work on what is installed. What needs a network or
-a compiler (an index, source trees, wheels with C extensions) is refused with pip's own
+a compiler (source trees and sdists, wheels with C extensions) is refused with pip's own
 messages and a reason.
 """
 
 import base64
+import configparser
 import csv
 import email.parser
 import hashlib
+import html.parser
 import io
+import json
 import os
 import re
 import shutil
 import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 import zipfile
 
 PY = "%d.%d" % sys.version_info[:2]
-VERSION = "wasbox-pip 1.0 (python %s; wheels from local files only)" % PY
-NO_NETWORK = ("this sandbox has no network: pip installs wheel files given as paths or "
-              "found in --find-links directories (or PIP_FIND_LINKS)")
+VERSION = "wasbox-pip 1.1 (python %s; pure-Python wheels)" % PY
+NO_NETWORK = ("pip installs wheel files given as paths, found in --find-links directories "
+              "(or PIP_FIND_LINKS) or on a package index the sandbox's network policy lets "
+              "it reach")
+DEFAULT_INDEX = "https://pypi.org/simple"
 
 
 class PipError(Exception):
@@ -256,12 +268,14 @@ class Requirement:
 class Wheel:
     """A wheel file, from its name (`dist-version(-build)?-python-abi-platform.whl`)."""
 
-    def __init__(self, path):
+    def __init__(self, path, url=None, sha256=None):
         self.path = path
-        name = os.path.basename(path)[:-4]
+        self.url = url
+        self.sha256 = sha256
+        name = os.path.basename(path or urllib.parse.urlsplit(url).path)[:-4]
         parts = name.split("-")
         if len(parts) not in (5, 6):
-            raise PipError("%s is not a valid wheel filename." % os.path.basename(path))
+            raise PipError("%s.whl is not a valid wheel filename." % name)
         self.dist, self.version = parts[0], parts[1]
         self.key = canonical(self.dist)
         self.python, self.abi, self.platform = parts[-3:]
@@ -288,6 +302,163 @@ def find_wheels(links):
         elif link.endswith(".whl") and os.path.isfile(link):
             found.append(Wheel(link))
     return found
+
+
+# -- package indexes (the simple repository API) -------------------------------------------
+
+class _Links(html.parser.HTMLParser):
+    """The anchors of a PEP 503 project page: (href, text, data-requires-python)."""
+
+    def __init__(self):
+        super().__init__()
+        self.links, self._at = [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            a = dict(attrs)
+            self._at = [a.get("href") or "", "", a.get("data-requires-python"),
+                        "data-yanked" in a]
+
+    def handle_data(self, data):
+        if self._at is not None:
+            self._at[1] += data
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._at is not None:
+            self.links.append(tuple(self._at))
+            self._at = None
+
+
+def _python_fits(requires):
+    if not requires:
+        return True
+    try:
+        return spec_allows(requires, "%d.%d.%d" % sys.version_info[:3])
+    except Exception:  # noqa: BLE001 (an odd specifier: let it through, as pip does)
+        return True
+
+
+def _open(url, headers=None, timeout=60):
+    """urlopen with the credentials of `user:password@host` sent as Basic authorization
+    (urllib itself does not take them from the URL)."""
+    parts = urllib.parse.urlsplit(url)
+    headers = dict(headers or {})
+    if parts.username is not None:
+        creds = "%s:%s" % (urllib.parse.unquote(parts.username),
+                           urllib.parse.unquote(parts.password or ""))
+        headers["Authorization"] = "Basic " + base64.b64encode(creds.encode()).decode()
+        host = parts.hostname if ":" not in (parts.hostname or "") else "[%s]" % parts.hostname
+        netloc = host + (":%d" % parts.port if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def index_files(index, key, opts):
+    """The wheels and source archives `index` lists for project `key`: Wheels (not yet
+    downloaded) and the names of sdists. An index that answers 404 lists nothing."""
+    url = index.rstrip("/") + "/" + key + "/"
+    try:
+        with _open(url, {"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+                         "User-Agent": "pip/25.0 (wasbox)"}) as r:
+            kind = r.headers.get("Content-Type", "")
+            body = r.read()
+            base = r.geturl()
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return [], []
+        raise PipError("%s answered %d %s" % (_shown(url), e.code, e.reason))
+    except (urllib.error.URLError, OSError) as e:
+        # As pip does when an index cannot be reached: a warning, then no files from it.
+        reason = getattr(e, "reason", e)
+        print("WARNING: Could not fetch %s: %s (%s)" % (_shown(url), reason, NO_NETWORK),
+              file=sys.stderr)
+        return [], []
+    entries = []
+    if "json" in kind:
+        data = json.loads(body)
+        for f in data.get("files", []):
+            entries.append((f.get("url", ""), f.get("filename", ""), f.get("requires-python"),
+                            bool(f.get("yanked")), (f.get("hashes") or {}).get("sha256")))
+    else:
+        parser = _Links()
+        parser.feed(body.decode("utf-8", "replace"))
+        for href, text, requires, yanked in parser.links:
+            frag = urllib.parse.urlsplit(href).fragment
+            sha = frag[len("sha256="):] if frag.startswith("sha256=") else None
+            entries.append((href, text.strip(), requires, yanked, sha))
+    wheels, sdists = [], []
+    for href, filename, requires, yanked, sha in entries:
+        full = urllib.parse.urljoin(base, href).split("#", 1)[0]
+        # Files on the index's own host keep its credentials.
+        ip, fp = urllib.parse.urlsplit(url), urllib.parse.urlsplit(full)
+        if ip.username and fp.hostname == ip.hostname and fp.port == ip.port and \
+                not fp.username:
+            full = urllib.parse.urlunsplit(fp._replace(netloc=ip.netloc))
+        filename = filename or os.path.basename(urllib.parse.urlsplit(full).path)
+        if yanked or not _python_fits(requires):
+            continue
+        if filename.endswith(".whl"):
+            try:
+                w = Wheel(None, full, sha)
+            except PipError:
+                continue
+            if w.key == key:
+                wheels.append(w)
+        elif filename.endswith((".tar.gz", ".zip", ".tar.bz2")):
+            sdists.append(filename)
+    return wheels, sdists
+
+
+def download(wheel, opts, into):
+    """Fetches a wheel an index listed into `into`, checking its SHA-256."""
+    name = os.path.basename(urllib.parse.urlsplit(wheel.url).path)
+    try:
+        with _open(wheel.url, timeout=300) as r:
+            data = r.read()
+    except (urllib.error.URLError, OSError) as e:
+        raise PipError("Could not download %s: %s" % (_shown(wheel.url),
+                                                       getattr(e, "reason", e)))
+    _say(opts, "  Downloading %s (%s)" % (name, _size(len(data))))
+    if wheel.sha256 and hashlib.sha256(data).hexdigest() != wheel.sha256.lower():
+        raise PipError("THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. "
+                       "If you have updated the package versions, please update the hashes. "
+                       "Otherwise, examine the package contents carefully; someone may have "
+                       "tampered with them.\n    %s from %s:\n        Expected sha256 %s\n"
+                       "             Got        %s" % (
+                           wheel.dist, _shown(wheel.url), wheel.sha256,
+                           hashlib.sha256(data).hexdigest()))
+    path = os.path.join(into, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    wheel.path = path
+    return wheel
+
+
+def _size(n):
+    return "%.1f kB" % (n / 1000) if n < 1000 * 1000 else "%.1f MB" % (n / 1e6)
+
+
+def pip_config():
+    """`index-url`, `extra-index-url` and `find-links` of pip.conf (global, user, then
+    `$PIP_CONFIG_FILE`; the later wins), from the `[global]` and `[install]` sections."""
+    files = ["/etc/pip.conf", os.path.expanduser("~/.pip/pip.conf"),
+             os.path.expanduser("~/.config/pip/pip.conf")]
+    if os.environ.get("VIRTUAL_ENV"):
+        files.append(os.path.join(os.environ["VIRTUAL_ENV"], "pip.conf"))
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(os.environ["PIP_CONFIG_FILE"])
+    conf = configparser.ConfigParser()
+    try:
+        conf.read([f for f in files if os.path.isfile(f)])
+    except configparser.Error:
+        return {}
+    out = {}
+    for section in ("global", "install"):
+        if conf.has_section(section):
+            for key in ("index-url", "extra-index-url", "find-links", "no-index"):
+                if conf.has_option(section, key):
+                    out[key] = conf.get(section, key)
+    return out
 
 
 def _metadata(text):
@@ -674,8 +845,9 @@ _INSTALL = dict(_COMMON, **{
     "-r": ("requirement", True), "--requirement": ("requirement", True),
     "-c": ("constraint", True), "--constraint": ("constraint", True),
     "-f": ("find_links", True), "--find-links": ("find_links", True),
-    "--no-index": ("noop", False), "-i": ("index", True), "--index-url": ("index", True),
-    "--extra-index-url": ("index", True), "--trusted-host": ("noop", True),
+    "--no-index": ("no_index", False), "-i": ("index_url", True),
+    "--index-url": ("index_url", True), "--extra-index-url": ("extra_index", True),
+    "--trusted-host": ("noop", True),
     "--user": ("user", False), "-t": ("target", True), "--target": ("target", True),
     "--prefix": ("prefix", True), "-U": ("upgrade", False), "--upgrade": ("upgrade", False),
     "--upgrade-strategy": ("noop", True), "--force-reinstall": ("force", False),
@@ -722,11 +894,24 @@ def _requirements_file(path, seen=None):
         elif line.startswith(("-f ", "--find-links")):
             value = line.split(None, 1)[1] if " " in line else line.split("=", 1)[1]
             links.append(os.path.join(base, value.strip()))
+        elif line.startswith(("-i ", "--index-url", "--extra-index-url", "--no-index")):
+            name, _, value = line.replace("=", " ", 1).partition(" ")
+            links.append((name, value.strip()))
         elif line.startswith("-"):
-            continue  # index options: no network here
+            continue
         else:
             reqs.append(line)
     return reqs, links
+
+
+def _shown(url):
+    """An index URL as pip prints it: without its password."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password:
+        netloc = "%s:****@%s" % (parts.username, parts.hostname + (
+            ":%d" % parts.port if parts.port else ""))
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return url
 
 
 def _say(opts, *lines):
@@ -740,13 +925,39 @@ def cmd_install(args):
     if opts.get("editable"):
         raise PipError("editable installs need a build backend, which this sandbox does not "
                        "run: build a wheel elsewhere and install it from a file")
+    conf = pip_config()
     links = list(opts.get("find_links", []))
-    links += [x for x in os.environ.get("PIP_FIND_LINKS", "").split() if x]
+    links += [x for x in os.environ.get("PIP_FIND_LINKS", conf.get("find-links", "")).split()
+              if x]
     texts = list(rest)
+    file_index = []
     for path in opts.get("requirement", []):
         r, lk = _requirements_file(path)
         texts += r
-        links += lk
+        links += [x for x in lk if isinstance(x, str)]
+        file_index += [x for x in lk if not isinstance(x, str)]
+    # The indexes: the flag, else the environment, else pip.conf, else pypi.org; the extra
+    # ones after it. `--no-index` (or PIP_NO_INDEX) uses none.
+    index_url = (opts.get("index_url") or [None])[-1]
+    extra = list(opts.get("extra_index", []))
+    no_index = bool(opts.get("no_index"))
+    for name, value in file_index:
+        if name in ("-i", "--index-url"):
+            index_url = index_url or value
+        elif name == "--extra-index-url":
+            extra.append(value)
+        elif name == "--no-index":
+            no_index = True
+    index_url = (index_url or os.environ.get("PIP_INDEX_URL") or conf.get("index-url")
+                 or DEFAULT_INDEX)
+    extra += [x for x in (os.environ.get("PIP_EXTRA_INDEX_URL")
+                          or conf.get("extra-index-url", "")).split() if x]
+    if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on") or \
+            conf.get("no-index", "").lower() in ("1", "true", "yes", "on"):
+        no_index = True
+    indexes = [] if no_index else [index_url] + extra
+    downloads = None
+    listed = {}  # key -> (wheels, sdists) from the indexes
     if not texts:
         raise PipError("You must give at least one requirement to install (see \"pip help "
                        "install\")")
@@ -769,6 +980,8 @@ def cmd_install(args):
         scheme = Scheme(user_site(), os.path.join(user_base(), "bin"), user_base())
     present = installed([scheme.site]) if (opts.get("target") or opts.get("prefix")) \
         else installed()
+    if indexes and indexes != [DEFAULT_INDEX]:
+        _say(opts, "Looking in indexes: %s" % ", ".join(_shown(i) for i in indexes))
     if links:
         _say(opts, "Looking in links: %s" % ", ".join(links))
     pool = find_wheels(links)
@@ -783,8 +996,13 @@ def cmd_install(args):
             raise PipError("%s is a source tree or archive: building packages from source is "
                            "not supported in this sandbox; build a wheel elsewhere and install "
                            "that file" % t)
+        elif re.match(r"^https?://", t) and urllib.parse.urlsplit(t).path.endswith(".whl"):
+            if downloads is None:
+                downloads = tempfile.mkdtemp(prefix="pip-download-")
+            todo.append((download(Wheel(None, t), opts, downloads), True, []))
         elif re.match(r"^[a-z+]+://", t):
-            raise PipError("cannot fetch %s: %s" % (t, NO_NETWORK))
+            raise PipError("cannot install %s: only wheel files (.whl) can be fetched by URL "
+                           "in this sandbox" % t)
         else:
             todo.append((Requirement(t), True, []))
     chosen = {}  # key -> (Wheel, requested)
@@ -809,17 +1027,34 @@ def cmd_install(args):
             specs = [req.spec] + [c.spec for c in constraints if c.key == req.key and c.spec]
             fits = [w for w in pool if w.key == req.key and w.pure()
                     and all(spec_allows(s, w.version) for s in specs if s)]
+            if not fits and indexes and req.key not in listed:
+                _say(opts, "Collecting %s" % req.text.split(";")[0].strip())
+                found, sdists = [], []
+                for index in indexes:
+                    w, sd = index_files(index, req.key, opts)
+                    found += w
+                    sdists += sd
+                listed[req.key] = (found, sdists)
+                pool += found
+                fits = [w for w in pool if w.key == req.key and w.pure()
+                        and all(spec_allows(s, w.version) for s in specs if s)]
             if not opts.get("pre") and any(not is_prerelease(w.version) for w in fits):
                 fits = [w for w in fits if not is_prerelease(w.version)]
             if not fits:
                 versions = sorted({w.version for w in pool if w.key == req.key and w.pure()},
                                   key=version_key)
                 impure = [w for w in pool if w.key == req.key and not w.pure()]
-                if not links:
+                if not links and not indexes:
                     print("WARNING: %s" % NO_NETWORK, file=sys.stderr)
+                sdists = listed.get(req.key, ((), ()))[1]
+                if sdists and not versions:
+                    raise PipError("%s has only source distributions (%s) for this "
+                                   "interpreter: building packages from source is not "
+                                   "supported in this sandbox; install a wheel built "
+                                   "elsewhere" % (req.display(), ", ".join(sdists[-3:])))
                 if impure:
                     print("WARNING: skipping %s: only wheels for any platform (none-any) run "
-                          "here" % ", ".join(os.path.basename(w.path) for w in impure),
+                          "here" % ", ".join(os.path.basename(w.path or w.url) for w in impure),
                           file=sys.stderr)
                 raise PipError("Could not find a version that satisfies the requirement %s "
                                "(from versions: %s)\nERROR: No matching distribution found for "
@@ -831,7 +1066,12 @@ def cmd_install(args):
                 _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
                     req.name, have[3], have[1]))
                 continue
-            _say(opts, "Processing %s" % wheel.path)
+            if wheel.path is None:
+                if downloads is None:
+                    downloads = tempfile.mkdtemp(prefix="pip-download-")
+                download(wheel, opts, downloads)
+            else:
+                _say(opts, "Processing %s" % wheel.path)
         if not wheel.pure():
             raise PipError("%s is not a supported wheel on this platform (only pure-Python "
                            "wheels, *-none-any.whl, run in a wasm sandbox)" %

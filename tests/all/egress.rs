@@ -350,6 +350,155 @@ except urllib.error.URLError as e:
     assert_eq!(out, expected, "{err}");
 }
 
+/// A package index of the test's own: wheels it builds, served by Python's `http.server`
+/// (PEP 503 pages) on loopback. Killed when dropped.
+struct Index {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const BUILD_INDEX: &str = r#"
+import hashlib, os, sys, zipfile
+root = sys.argv[1]
+os.makedirs(os.path.join(root, "files"))
+def wheel(name, version, code, requires=(), tag="py3-none-any"):
+    fname = "%s-%s-%s.whl" % (name, version, tag)
+    info = "%s-%s.dist-info" % (name, version)
+    meta = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)
+    meta += "".join("Requires-Dist: %s\n" % r for r in requires)
+    files = {name + "/__init__.py": code, info + "/METADATA": meta,
+             info + "/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: %s\n" % tag}
+    files[info + "/RECORD"] = "".join("%s,,\n" % f for f in files) + info + "/RECORD,,\n"
+    path = os.path.join(root, "files", fname)
+    with zipfile.ZipFile(path, "w") as z:
+        for f, text in files.items():
+            z.writestr(f, text)
+    return fname, hashlib.sha256(open(path, "rb").read()).hexdigest()
+projects = {
+    "alpha": [wheel("alpha", "0.9", "VALUE = 'old'\n"),
+              wheel("alpha", "1.0", "from beta import B\nfrom gamma import G\nVALUE = 'alpha'\n",
+                    ["beta>=2", "gamma"])],
+    "beta": [wheel("beta", "1.0", "B = 'beta1'\n"), wheel("beta", "2.0", "B = 'beta2'\n")],
+    "gamma": [wheel("gamma", "1.0", "G = 'gamma'\n")],
+    "native": [wheel("native", "1.0", "", tag="cp314-cp314-manylinux_2_17_x86_64")],
+}
+fname, _ = wheel("tampered", "1.0", "X = 1\n")
+projects["tampered"] = [(fname, "0" * 64)]
+for name, files in projects.items():
+    os.makedirs(os.path.join(root, "simple", name))
+    with open(os.path.join(root, "simple", name, "index.html"), "w") as f:
+        f.write("<html><body>\n")
+        for fname, sha in files:
+            f.write('<a href="../../files/%s#sha256=%s">%s</a><br>\n' % (fname, sha, fname))
+        f.write("</body></html>\n")
+os.makedirs(os.path.join(root, "simple", "srconly"))
+with open(os.path.join(root, "simple", "srconly", "index.html"), "w") as f:
+    f.write('<a href="../../files/srconly-1.0.tar.gz">srconly-1.0.tar.gz</a>\n')
+"#;
+
+impl Index {
+    fn start() -> Index {
+        let dir = tempfile::tempdir().unwrap();
+        let built = Command::new("python3")
+            .args(["-c", BUILD_INDEX])
+            .arg(dir.path())
+            .status()
+            .expect("python3");
+        assert!(built.success());
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .split(" port ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Index {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+/// `pip install` from an index with dependencies, requirements files, PIP_INDEX_URL and
+/// pip.conf; hashes checked; clear errors for native wheels, sdists and a refused index.
+#[test]
+fn pip_installs_from_an_index() {
+    let index = Index::start();
+    let url = format!("http://127.0.0.1:{}/simple", index.port);
+    let allow = format!("127.0.0.1:{}", index.port);
+    let script = format!(
+        r#"
+pip install -q --index-url {url} alpha && python3 -c "import alpha; print(alpha.VALUE, alpha.B, alpha.G)"
+pip list 2>/dev/null | grep -E '^(alpha|beta|gamma) '
+pip uninstall -q -y alpha beta gamma
+printf -- '-i {url}
+alpha==0.9
+' > req.txt
+pip install -q -r req.txt && python3 -c "import alpha; print(alpha.VALUE)"
+pip uninstall -q -y alpha
+PIP_INDEX_URL={url} pip install -q 'beta<2' && python3 -c "import beta; print(beta.B)"
+mkdir -p ~/.config/pip && printf '[global]
+index-url = {url}
+' > ~/.config/pip/pip.conf
+pip install -q gamma && python3 -c "import gamma; print(gamma.G)"
+pip install -q tampered; echo "tampered=$?"
+pip install -q native; echo "native=$?"
+pip install -q srconly; echo "srconly=$?"
+pip install -q nosuchthing; echo "missing=$?"
+"#
+    );
+    let (code, out, err) = run(&["--allow-net", &allow], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        out,
+        "alpha beta2 gamma\nalpha   1.0\nbeta    2.0\ngamma   1.0\nold\nbeta1\ngamma\n\
+         tampered=1\nnative=1\nsrconly=1\nmissing=1\n",
+        "{err}"
+    );
+    assert!(err.contains("DO NOT MATCH THE HASHES"), "{err}");
+    assert!(err.contains("none-any"), "{err}");
+    assert!(err.contains("only source distributions"), "{err}");
+    assert!(
+        err.contains("No matching distribution found for nosuchthing"),
+        "{err}"
+    );
+
+    // Without the index allowed: a clear refusal, nothing installed.
+    let (_, out, err) = run(
+        &[],
+        &format!("pip install --index-url {url} alpha; echo \"rc=$?\""),
+    );
+    assert!(out.contains("rc=1"), "{out}");
+    assert!(err.contains(BLOCKED), "{err}");
+}
+
 #[test]
 fn https_without_the_tests_root_is_a_certificate_error() {
     let Some(certs) = Certificates::make() else {

@@ -76,9 +76,14 @@ async fn send(
         denied("the node allows no network access");
         return Err(Error::HttpRequestDenied);
     }
+    let policy = sandbox.policy();
     let (name, addresses): (Option<&str>, Vec<IpAddr>) = match &host {
         Host::Ip(ip) => (None, vec![*ip]),
         Host::Name(n) => {
+            if let Err(why) = egress.may_resolve(&policy, n, port) {
+                denied(why);
+                return Err(Error::HttpRequestDenied);
+            }
             let found =
                 tokio::time::timeout(connect_timeout, tokio::net::lookup_host((n.as_str(), port)))
                     .await
@@ -90,7 +95,6 @@ async fn send(
             (Some(n.as_str()), found.map(|a| canonical(a.ip())).collect())
         }
     };
-    let policy = sandbox.policy();
     let mut why = "the name has no address";
     let mut chosen = None;
     for ip in addresses {

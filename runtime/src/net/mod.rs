@@ -234,6 +234,35 @@ impl Egress {
         Ok(())
     }
 
+    /// Whether a name may be looked up at all: never for a sandbox without network, nor
+    /// for a name no rule of the node (or of the sandbox) could let through, so that a
+    /// sandbox cannot send data out in the names it asks the host's resolver for.
+    pub(crate) fn may_resolve(
+        &self,
+        policy: &NetworkPolicy,
+        name: &str,
+        port: u16,
+    ) -> Result<(), &'static str> {
+        if !self.allow.iter().any(|r| r.may_match_name(name, port)) {
+            return Err("the node's policy does not allow it");
+        }
+        let sandbox = match policy {
+            NetworkPolicy::None => false,
+            NetworkPolicy::Node => true,
+            NetworkPolicy::Rules { allow, deny } => {
+                allow.iter().any(|r| r.may_match_name(name, port))
+                    || !deny
+                        .iter()
+                        .any(|r| r.is_everything() || r.covers_name(name, port))
+            }
+        };
+        if sandbox {
+            Ok(())
+        } else {
+            Err("the sandbox's policy does not allow it")
+        }
+    }
+
     /// The TLS client configuration: the system's trusted roots and the operator's.
     fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
         self.tls
@@ -402,6 +431,32 @@ mod tests {
         assert!(e.check(&e2b, Some("www.example.org"), public, 443).is_err());
         let private: IpAddr = "10.2.3.4".parse().unwrap();
         assert!(e.check(&NetworkPolicy::Node, None, private, 80).is_ok());
+    }
+
+    #[test]
+    fn names_nobody_allows_are_never_looked_up() {
+        let e = egress(&["*.example.org", "pypi.org:443"], &[]);
+        assert!(
+            e.may_resolve(&NetworkPolicy::Node, "a.example.org", 443)
+                .is_ok()
+        );
+        assert!(e.may_resolve(&NetworkPolicy::Node, "pypi.org", 80).is_err());
+        assert!(
+            e.may_resolve(&NetworkPolicy::Node, "secret.attacker.net", 443)
+                .is_err()
+        );
+        assert!(
+            e.may_resolve(&NetworkPolicy::None, "a.example.org", 443)
+                .is_err()
+        );
+        let only = NetworkPolicy::allow_only(parse_rules(&["pypi.org"]).unwrap());
+        assert!(e.may_resolve(&only, "a.example.org", 443).is_err());
+        assert!(e.may_resolve(&only, "pypi.org", 443).is_ok());
+        let wide = egress(&["*"], &[]);
+        assert!(
+            wide.may_resolve(&NetworkPolicy::Node, "anything.net", 443)
+                .is_ok()
+        );
     }
 
     #[test]

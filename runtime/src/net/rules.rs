@@ -286,6 +286,33 @@ impl NetRule {
         }
     }
 
+    /// Whether the rule could match a destination asked for as `name` on `port`, whatever
+    /// the name resolves to (false only when it surely cannot: another name or port).
+    pub(crate) fn may_match_name(&self, name: &str, port: u16) -> bool {
+        if self.port.is_some_and(|p| p != port) {
+            return false;
+        }
+        match &self.host {
+            HostPattern::Any | HostPattern::Net(..) => true,
+            HostPattern::Name(n) => n == name,
+            HostPattern::Subdomains(s) => name.len() > s.len() && name.ends_with(&format!(".{s}")),
+        }
+    }
+
+    /// Whether the rule covers every address `name` could resolve to (`*`, or the name by
+    /// name or subdomain), as a deny rule.
+    pub(crate) fn covers_name(&self, name: &str, port: u16) -> bool {
+        if self.port.is_some_and(|p| p != port) {
+            return false;
+        }
+        match &self.host {
+            HostPattern::Any => true,
+            HostPattern::Name(n) => n == name,
+            HostPattern::Subdomains(s) => name.ends_with(&format!(".{s}")),
+            HostPattern::Net(_, len) => *len == 0,
+        }
+    }
+
     /// The rule that matches every destination (`*`).
     pub fn any() -> NetRule {
         NetRule {
