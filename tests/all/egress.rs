@@ -413,31 +413,7 @@ impl Index {
             .status()
             .expect("python3");
         assert!(built.success());
-        let mut child = Command::new("python3")
-            .args([
-                "-u",
-                "-m",
-                "http.server",
-                "0",
-                "--bind",
-                "127.0.0.1",
-                "--directory",
-            ])
-            .arg(dir.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("python3 -m http.server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .split(" port ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        let (child, port) = python_server(dir.path(), &[]);
         Index {
             child,
             port,
@@ -496,6 +472,199 @@ pip install -q nosuchthing; echo "missing=$?"
         &format!("pip install --index-url {url} alpha; echo \"rc=$?\""),
     );
     assert!(out.contains("rc=1"), "{out}");
+    assert!(err.contains(BLOCKED), "{err}");
+}
+
+/// Starts `python3 -u -m http.server ARGS` in `dir` on 127.0.0.1 and reads its port.
+fn python_server(dir: &std::path::Path, args: &[&str]) -> (std::process::Child, u16) {
+    let mut child = Command::new("python3")
+        .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .split(" port ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}
+
+/// A git smart-HTTP server of the test's own: `git http-backend` behind Python's CGI server.
+struct GitServer {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn host_git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Host")
+        .env("GIT_AUTHOR_EMAIL", "host@example.org")
+        .env("GIT_COMMITTER_NAME", "Host")
+        .env("GIT_COMMITTER_EMAIL", "host@example.org")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+impl GitServer {
+    /// A bare repository `proj.git` with three commits (packed, with deltas) and a tag.
+    fn start() -> Option<GitServer> {
+        if Command::new("git").arg("--version").output().is_err() {
+            crate::support::skip("git is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("cgi-bin")).unwrap();
+        std::fs::create_dir_all(root.join("repos")).unwrap();
+        host_git(
+            root,
+            &["init", "-q", "--bare", "-b", "main", "repos/proj.git"],
+        );
+        host_git(
+            &root.join("repos/proj.git"),
+            &["config", "http.receivepack", "true"],
+        );
+        host_git(root, &["clone", "-q", "repos/proj.git", "seed"]);
+        let seed = root.join("seed");
+        std::fs::write(seed.join("a.txt"), "hello\n").unwrap();
+        let numbers: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+        std::fs::write(seed.join("n.txt"), &numbers).unwrap();
+        host_git(&seed, &["add", "."]);
+        host_git(&seed, &["commit", "-qm", "first"]);
+        for i in 1..=2 {
+            std::fs::write(seed.join("n.txt"), format!("{numbers}{i}\n")).unwrap();
+            host_git(&seed, &["commit", "-qam", &format!("change {i}")]);
+        }
+        host_git(&seed, &["tag", "v1"]);
+        host_git(&seed, &["push", "-q", "origin", "main", "--tags"]);
+        host_git(&root.join("repos/proj.git"), &["repack", "-adq"]);
+        std::fs::write(
+            root.join("cgi-bin/git"),
+            format!(
+                "#!/bin/sh\nexport GIT_PROJECT_ROOT={} GIT_HTTP_EXPORT_ALL=1 GIT_CONFIG_COUNT=1 \
+                 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'\nexec git http-backend\n",
+                root.join("repos").display()
+            ),
+        )
+        .unwrap();
+        // Python's CGI server runs scripts as `nobody` when started by root.
+        let chmod = Command::new("chmod")
+            .args(["-R", "a+rwX"])
+            .arg(root)
+            .status()
+            .unwrap();
+        assert!(chmod.success());
+        let chmod = Command::new("chmod")
+            .arg("a+rx")
+            .arg(root.join("cgi-bin/git"))
+            .status()
+            .unwrap();
+        assert!(chmod.success());
+        let (child, port) = python_server(root, &["--cgi"]);
+        Some(GitServer { child, port, dir })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/cgi-bin/git/proj.git", self.port)
+    }
+
+    fn bare(&self) -> std::path::PathBuf {
+        self.dir.path().join("repos/proj.git")
+    }
+}
+
+/// `git clone`, `log`, `commit`, `push`, then `pull` of a commit pushed elsewhere, a push
+/// rejected for being behind, and `ls-remote`, against `git http-backend` on loopback; the
+/// server's own git checks what was pushed.
+#[test]
+fn git_clones_and_pushes_over_http() {
+    let Some(server) = GitServer::start() else {
+        return;
+    };
+    let url = server.url();
+    let allow = format!("127.0.0.1:{}", server.port);
+    let work = tempfile::tempdir().unwrap();
+    let workspace = work.path().display().to_string();
+    let flags = ["--allow-net", &allow, "--workspace", &workspace];
+    let script = format!(
+        r#"
+git ls-remote {url} | cut -f2
+git clone -q {url} && cd proj && git log --format=%s && cat a.txt && git branch -a
+git config user.email sandbox@example.org && git config user.name Sandbox
+echo more >> a.txt && git commit -qam "from the sandbox" && git push -q && echo pushed
+"#
+    );
+    let (code, out, err) = run(&flags, &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        out,
+        "HEAD\nrefs/heads/main\nrefs/tags/v1\nchange 2\nchange 1\nfirst\nhello\n* main\n  \
+         remotes/origin/HEAD -> origin/main\n  remotes/origin/main\npushed\n",
+        "{err}"
+    );
+    let bare = server.bare();
+    assert_eq!(
+        host_git(&bare, &["log", "-1", "--format=%s"]),
+        "from the sandbox\n"
+    );
+    host_git(&bare, &["fsck", "--strict"]);
+    assert_eq!(host_git(&bare, &["show", "main:a.txt"]), "hello\nmore\n");
+
+    // A commit pushed from elsewhere comes in with pull; a push behind the remote is refused.
+    let other = tempfile::tempdir().unwrap();
+    host_git(other.path(), &["clone", "-q", bare.to_str().unwrap(), "o"]);
+    let o = other.path().join("o");
+    std::fs::write(o.join("b.txt"), "from the host\n").unwrap();
+    host_git(&o, &["add", "b.txt"]);
+    host_git(&o, &["commit", "-qm", "from the host"]);
+    host_git(&o, &["push", "-q"]);
+    let (code, out, err) = run(
+        &flags,
+        "cd proj && git pull -q && git log -1 --format=%s && cat b.txt && git status -sb | head -1",
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        out, "from the host\nfrom the host\n## main...origin/main\n",
+        "{err}"
+    );
+    std::fs::write(o.join("c.txt"), "again\n").unwrap();
+    host_git(&o, &["add", "c.txt"]);
+    host_git(&o, &["commit", "-qm", "again"]);
+    host_git(&o, &["push", "-q"]);
+    let (_, out, err) = run(
+        &flags,
+        "cd proj && echo x > x.txt && git add x.txt && git commit -qm local && git push; echo \"push=$?\"",
+    );
+    assert!(out.contains("push=1"), "{out}\n{err}");
+    assert!(
+        err.contains("! [rejected]        main -> main (fetch first)"),
+        "{err}"
+    );
+
+    // Without the server allowed: git's own error, the policy named.
+    let (_, out, err) = run(&[], &format!("git clone {url}; echo \"clone=$?\""));
+    assert!(out.contains("clone=128"), "{out}");
     assert!(err.contains(BLOCKED), "{err}");
 }
 

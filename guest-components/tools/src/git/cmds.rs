@@ -41,8 +41,8 @@ grow, mark and tweak your common history
    tag        Create, list, delete or verify a tag object signed with GPG
    stash      Stash the changes in a dirty working directory away
 
-This git keeps history in the sandbox only: it has no network commands (clone, fetch,
-pull, push) and no merge or rebase.
+This git reaches remotes over HTTP(S) only (clone, fetch, pull, push, ls-remote: what the
+sandbox's network policy allows), and has no rebase.
 ";
 
 /// Bundled short options (`-qb NAME`, `-am MSG`, `-rf`) split into one per argument, for
@@ -149,8 +149,13 @@ pub fn run(cmd: &str, args: Vec<String>, overrides: &[(String, String)]) -> R<i3
         "grep" => with_repo(super::worktree::grep),
         "stash" => with_repo(super::worktree::stash),
         "symbolic-ref" => with_repo(symbolic_ref),
+        "clone" => super::transport::clone(args),
+        "ls-remote" => super::transport::ls_remote(args),
+        "fetch" => with_repo(super::transport::fetch),
+        "pull" => with_repo(super::transport::pull),
+        "push" => with_repo(super::transport::push),
         c if MISSING.contains(&c) => Err(fatal(format!(
-            "'{c}' is not available in this sandbox's git: it keeps history locally (no network, no rebase)"
+            "'{c}' is not available in this sandbox's git"
         ))),
         c => Err(Fail {
             msg: format!("git: '{c}' is not a git command. See 'git --help'."),

@@ -250,11 +250,13 @@ pub fn merge(g: &mut Git, args: Vec<String>) -> R<i32> {
     if base == Some(ours) && !no_ff && !squash {
         // Fast-forward: the tree moves like a checkout, keeping unrelated local changes.
         guard_local_changes(g, &st, &our_files, &their_files)?;
-        g.say(&format!(
-            "Updating {}..{}\nFast-forward\n",
-            g.repo.abbrev(&ours),
-            g.repo.abbrev(&theirs)
-        ));
+        if !quiet {
+            g.say(&format!(
+                "Updating {}..{}\nFast-forward\n",
+                g.repo.abbrev(&ours),
+                g.repo.abbrev(&theirs)
+            ));
+        }
         let ds = diff::compare(&our_files, &their_files, true);
         move_to(g, &st, &our_files, &their_files)?;
         g.repo.set_head(&theirs)?;

@@ -813,7 +813,7 @@ pub fn io_fail(p: &Path, e: std::io::Error) -> Fail {
     ))
 }
 
-fn apply_delta(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
+pub fn apply_delta(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
     let mut i = 0;
     let mut varint = || -> Option<usize> {
         let mut v = 0usize;
