@@ -1305,6 +1305,138 @@
   });
   g.Headers = Headers;
   g.Response = Response;
+
+  // -- http and https: requests through the same host client (no servers) ---------------
+  const STATUS_CODES = Object.assign({}, STATUS_TEXT);
+  function netError(e) {
+    const m = /^([A-Z_]+)\|(.*)$/.exec(String(e && e.message));
+    const err = new Error(m ? m[2] : String(e));
+    if (m) { err.code = m[1]; err.errno = m[1]; err.syscall = 'connect'; }
+    return err;
+  }
+  function httpModule(defaultProtocol) {
+    function request(url, options, cb) {
+      if (typeof url === 'string' || (url && url.href && url.protocol)) {
+        url = new URL(String(url.href || url));
+        if (typeof options === 'function') { cb = options; options = {}; }
+        options = Object.assign({}, options || {});
+      } else {
+        cb = options;
+        options = Object.assign({}, url || {});
+        url = null;
+      }
+      const protocol = options.protocol || (url ? url.protocol : defaultProtocol);
+      let host = options.hostname || options.host || (url ? url.hostname : 'localhost');
+      if (host.includes(':') && !host.startsWith('[')) host = '[' + host + ']';
+      const port = options.port || (url ? url.port : '');
+      const path = options.path || (url ? url.pathname + url.search : '/');
+      const method = String(options.method || 'GET').toUpperCase();
+      const headers = {};
+      for (const k of Object.keys(options.headers || {})) headers[k.toLowerCase()] = options.headers[k];
+      if (options.auth && !headers.authorization) headers.authorization = 'Basic ' + Buffer.from(options.auth).toString('base64');
+      const req = new EventEmitter();
+      const chunks = [];
+      let sent = false;
+      req.method = method;
+      req.path = path;
+      req.host = host;
+      req.protocol = protocol;
+      req.setHeader = (k, v) => { headers[String(k).toLowerCase()] = v; return req; };
+      req.getHeader = (k) => headers[String(k).toLowerCase()];
+      req.removeHeader = (k) => { delete headers[String(k).toLowerCase()]; };
+      req.setTimeout = (ms, f) => { if (f) req.once('timeout', f); return req; };
+      req.setNoDelay = () => req;
+      req.setSocketKeepAlive = () => req;
+      req.flushHeaders = () => {};
+      req.destroy = (err) => { sent = true; req.destroyed = true; if (err) req.emit('error', err); req.emit('close'); return req; };
+      req.abort = () => req.destroy();
+      req.write = (c, enc, done) => {
+        chunks.push(typeof c === 'string' ? c : Buffer.from(c).toString());
+        if (typeof enc === 'function') enc();
+        else if (typeof done === 'function') done();
+        return true;
+      };
+      req.end = (c, enc, done) => {
+        if (typeof c === 'function') { done = c; c = null; }
+        if (typeof enc === 'function') { done = enc; }
+        if (c) req.write(c);
+        if (sent) return req;
+        sent = true;
+        Promise.resolve().then(() => {
+          if (req.destroyed) return;
+          const body = chunks.join('');
+          if (body && headers['content-length'] === undefined) headers['content-length'] = String(Buffer.byteLength(body));
+          if (headers.host === undefined) delete headers.host;
+          let lines = '';
+          for (const k of Object.keys(headers)) {
+            const v = headers[k];
+            for (const one of Array.isArray(v) ? v : [v]) lines += k + ': ' + one + '\n';
+          }
+          let raw;
+          try {
+            raw = N.fetch(method, protocol + '//' + host + (port ? ':' + port : '') + path, lines, body || null);
+          } catch (e) {
+            req.emit('error', netError(e));
+            req.emit('close');
+            return;
+          }
+          if (typeof done === 'function') done();
+          const split = raw.indexOf('\n\n');
+          const head = raw.slice(0, split).split('\n');
+          const res = new EventEmitter();
+          res.statusCode = Number(head[0]);
+          res.statusMessage = STATUS_TEXT[res.statusCode] || '';
+          res.httpVersion = '1.1';
+          res.headers = {};
+          res.rawHeaders = [];
+          for (const l of head.slice(1)) {
+            const i = l.indexOf(': ');
+            if (i <= 0) continue;
+            const k = l.slice(0, i).toLowerCase();
+            const v = l.slice(i + 2);
+            res.rawHeaders.push(l.slice(0, i), v);
+            if (k === 'set-cookie') (res.headers[k] = res.headers[k] || []).push(v);
+            else res.headers[k] = res.headers[k] === undefined ? v : res.headers[k] + ', ' + v;
+          }
+          let encoding = null;
+          res.setEncoding = (e) => { encoding = e; return res; };
+          res.resume = () => res;
+          res.pause = () => res;
+          res.destroy = () => res;
+          res.pipe = (dest) => {
+            res.on('data', (d) => dest.write(d));
+            res.on('end', () => { if (dest !== process.stdout && dest !== process.stderr && dest.end) dest.end(); });
+            return dest;
+          };
+          res[Symbol.asyncIterator] = async function* () { yield encoding ? text : Buffer.from(text); };
+          const text = raw.slice(split + 2);
+          if (cb) req.once('response', cb);
+          req.emit('response', res);
+          Promise.resolve().then(() => {
+            if (text.length) res.emit('data', encoding ? text : Buffer.from(text));
+            res.complete = true;
+            res.emit('end');
+            res.emit('close');
+            req.emit('close');
+          });
+        });
+        return req;
+      };
+      return req;
+    }
+    function get(...a) {
+      const r = request(...a);
+      r.end();
+      return r;
+    }
+    function createServer() {
+      throw new Error('listening for connections is not available in this sandbox');
+    }
+    class Agent { constructor(o) { this.options = o || {}; } destroy() {} }
+    return { request, get, createServer, Agent, globalAgent: new Agent(), STATUS_CODES, METHODS: ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] };
+  }
+  builtins.http = httpModule('http:');
+  builtins.https = httpModule('https:');
   g.URLSearchParams = URLSearchParams;
   builtins.url = { URL, URLSearchParams, parse: (u) => new URL(u), fileURLToPath: (u) => decodeURIComponent(new URL(String(u)).pathname), pathToFileURL: (p) => new URL('file://' + path.resolve(String(p))) };
   builtins.string_decoder = { StringDecoder: class { constructor(e) { this.e = e || 'utf8'; } write(b) { return typeof b === 'string' ? b : Buffer.from(b).toString(this.e); } end(b) { return b ? this.write(b) : ''; } } };
