@@ -179,7 +179,12 @@ pub fn base_image() -> Image {
             ProgramSource::built_in("sh", BASE_SH.0, BASE_SH.1, &["sh", "bash"]),
             ProgramSource::built_in("coreutils", BASE_COREUTILS.0, BASE_COREUTILS.1, &coreutils),
             ProgramSource::built_in("tools", BASE_TOOLS.0, BASE_TOOLS.1, TOOLS_APPLETS),
-            ProgramSource::built_in("node", BASE_NODE.0, BASE_NODE.1, &["node", "nodejs", "js"]),
+            ProgramSource::built_in(
+                "node",
+                BASE_NODE.0,
+                BASE_NODE.1,
+                &["node", "nodejs", "js", "npm"],
+            ),
             ProgramSource::built_in(
                 "python",
                 BASE_PYTHON.0,

@@ -668,6 +668,119 @@ echo more >> a.txt && git commit -qam "from the sandbox" && git push -q && echo 
     assert!(err.contains(BLOCKED), "{err}");
 }
 
+/// An npm-style registry of the test's own: packuments and tarballs it builds, served by
+/// Python's `http.server` (a package's document is `NAME/index.html`).
+const BUILD_REGISTRY: &str = r#"
+import base64, hashlib, io, json, os, sys, tarfile
+root, base = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(root, "-"))
+def pkg(name, version, files, deps=None, bin=None, tamper=False):
+    meta = {"name": name, "version": version, "main": "index.js"}
+    if deps: meta["dependencies"] = deps
+    if bin: meta["bin"] = bin
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for fname, text in dict(files, **{"package.json": json.dumps(meta)}).items():
+            data = text.encode()
+            info = tarfile.TarInfo("package/" + fname)
+            info.size, info.mode = len(data), 0o644
+            t.addfile(info, io.BytesIO(data))
+    data = buf.getvalue()
+    tgz = "%s-%s.tgz" % (name.split("/")[-1], version)
+    open(os.path.join(root, "-", tgz), "wb").write(data)
+    digest = hashlib.sha512(b"x" if tamper else data).digest()
+    meta["dist"] = {"tarball": base + "/-/" + tgz,
+                    "integrity": "sha512-" + base64.b64encode(digest).decode()}
+    return meta
+registry = {}
+def publish(meta):
+    doc = registry.setdefault(meta["name"], {"name": meta["name"], "versions": {}, "dist-tags": {}})
+    doc["versions"][meta["version"]] = meta
+    doc["dist-tags"]["latest"] = meta["version"]
+publish(pkg("beta", "1.0.0", {"index.js": "module.exports = 'beta1';"}))
+publish(pkg("beta", "2.1.0", {"index.js": "module.exports = 'beta2';"}))
+publish(pkg("beta", "3.0.0-rc.1", {"index.js": "module.exports = 'beta3rc';"}))
+publish(pkg("alpha", "1.0.0", {"index.js": "module.exports = 'alpha+' + require('beta');"},
+            deps={"beta": "^2.0.0"}))
+publish(pkg("@scope/gamma", "1.2.0", {"index.js": "module.exports = 'gamma';",
+            "cli.js": "console.log('gamma cli', process.argv.slice(2).join(' '));"},
+            bin={"gamma-cli": "cli.js"}))
+publish(pkg("tampered", "1.0.0", {"index.js": ""}, tamper=True))
+for name, doc in registry.items():
+    os.makedirs(os.path.join(root, name))
+    open(os.path.join(root, name, "index.html"), "w").write(json.dumps(doc))
+"#;
+
+/// `npm install` from a registry with dependencies (semver ranges, a conflicting version
+/// nested), a scoped package with a bin, integrity checked; `require` finds node_modules;
+/// `npm ls`, `npm run`; node's `http.get`.
+#[test]
+fn npm_installs_from_a_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, port) = python_server(dir.path(), &[]);
+    let _server = Index {
+        child,
+        port,
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let built = Command::new("python3")
+        .args(["-c", BUILD_REGISTRY])
+        .arg(dir.path())
+        .arg(&base)
+        .status()
+        .expect("python3");
+    assert!(built.success());
+    let allow = format!("127.0.0.1:{port}");
+    let script = format!(
+        r#"
+export npm_config_registry={base}/
+npm init -y >/dev/null
+npm install alpha @scope/gamma
+node -e 'console.log(require("alpha"), require("@scope/gamma"))'
+npm install -s beta@1 && node -e 'console.log(require("beta"), require("alpha"))'
+npm ls
+node -e 'const p = require("./package.json"); console.log(JSON.stringify(p.dependencies))'
+node -e 'const p = require("./package.json"); p.scripts = {{hi: "gamma-cli there"}}; require("fs").writeFileSync("package.json", JSON.stringify(p))'
+npm run hi
+npm install tampered; echo "tampered=$?"
+npm install nosuch; echo "nosuch=$?"
+node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding("utf8"); r.on("data", (c) => d += c); r.on("end", () => console.log(r.statusCode, JSON.parse(d).name)); }})'
+"#
+    );
+    let (code, out, err) = run(&["--allow-net", &allow], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let want = "\nadded 3 packages in 1s\nalpha+beta2 gamma\nbeta1 alpha+beta2\n\
+                workspace@1.0.0 /workspace\n├── @scope/gamma@1.2.0\n├── alpha@1.0.0\n└── beta@1.0.0\n\n\
+                {\"@scope/gamma\":\"^1.2.0\",\"alpha\":\"^1.0.0\",\"beta\":\"^1.0.0\"}\n\n\
+                > workspace@1.0.0 hi\n> gamma-cli there\n\ngamma cli there\ntampered=1\nnosuch=1\n200 beta\n";
+    // npm's timing varies: compare with the seconds normalised.
+    let normal = |s: &str| {
+        s.split(" in ")
+            .enumerate()
+            .map(|(i, p)| {
+                if i == 0 {
+                    p.to_string()
+                } else {
+                    format!("in {}", p.split_once('s').map_or(p, |x| x.1))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(normal(&out), normal(want), "{err}");
+    assert!(err.contains("EINTEGRITY"), "{err}");
+    assert!(err.contains("'nosuch@*' is not in this registry"), "{err}");
+
+    // Without the registry allowed: npm's error, the policy named.
+    let (_, out, err) = run(
+        &[],
+        &format!("npm_config_registry={base}/ npm install alpha; echo \"npm=$?\""),
+    );
+    assert!(out.contains("npm=1"), "{out}");
+    assert!(err.contains(BLOCKED), "{err}");
+}
+
 #[test]
 fn https_without_the_tests_root_is_a_certificate_error() {
     let Some(certs) = Certificates::make() else {

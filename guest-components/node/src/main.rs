@@ -260,6 +260,18 @@ fn usage() -> ! {
 fn main() {
     guest_support::start();
     let args: Vec<String> = std::env::args().collect();
+    if args
+        .first()
+        .is_some_and(|a| a.rsplit('/').next() == Some("npm"))
+    {
+        let code = run_script(
+            "file",
+            "/usr/lib/node_modules/npm/bin/npm-cli.js",
+            NPM,
+            &args[1..],
+        );
+        guest_support::exit(code);
+    }
     let mut i = 1;
     let mut mode = "file";
     let mut code: Option<String> = None;
@@ -449,10 +461,13 @@ impl RejectionTracker {
     }
 }
 
-/// `fetch(method, url, headers, body)`: one HTTP request through the host (no redirects
-/// followed here: the prelude follows them, each a request checked again). `headers` is
-/// `name: value` lines. The answer is `STATUS\nname: value\n...\n\nBODY` (the body as
-/// UTF-8 text); a failure throws `CODE|message` as Node's errors carry them.
+/// `fetch(method, url, headers, body[, file[, integrity]])`: one HTTP request through the
+/// host (no redirects followed here: the prelude follows them, each a request checked
+/// again). `headers` is `name: value` lines. The answer is
+/// `STATUS\nname: value\n...\n\nBODY` (the body as UTF-8 text), or with `file` the body's
+/// bytes go to that file, checked against `integrity` when given (`sha512-BASE64`, npm's
+/// form, or `sha1:HEX`), and the answer has no body. A failure throws `CODE|message` as
+/// Node's errors carry them.
 fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     use guest_support::http::{Failure, Request, Target, send};
     use wasip2::http::types::ErrorCode;
@@ -544,9 +559,39 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
     while let Some(piece) = response.chunk().map_err(why)? {
         data.extend_from_slice(&piece);
     }
-    out.push_str(&String::from_utf8_lossy(&data));
+    let file = args.get_or_undefined(4);
+    if file.is_undefined() || file.is_null() || !(200..300).contains(&response.status) {
+        out.push_str(&String::from_utf8_lossy(&data));
+        return Ok(text(&out));
+    }
+    let integrity = args.get_or_undefined(5);
+    if !integrity.is_undefined() && !integrity.is_null() {
+        let want = arg_string(args, 5, ctx)?;
+        let ok = match want.split_once('-') {
+            Some((alg, b64)) if !want.starts_with("sha1:") => {
+                digest_of(alg, &data).is_some_and(|d| guest_support::http::base64(&d) == b64)
+            }
+            _ => match want.strip_prefix("sha1:") {
+                Some(h) => {
+                    digest_of("sha1", &data).is_some_and(|d| hex(&d) == h.to_ascii_lowercase())
+                }
+                None => false,
+            },
+        };
+        if !ok {
+            return Err(fail(
+                "EINTEGRITY",
+                format!("{url}: integrity checksum failed (wanted {want})"),
+            ));
+        }
+    }
+    let path = arg_string(args, 4, ctx)?;
+    std::fs::write(&path, &data).map_err(|e| io_error(&e))?;
     Ok(text(&out))
 }
+
+/// `npm`: a script of the image run by this same engine (see npm.js).
+const NPM: &str = include_str!("npm.js");
 
 fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
     let tracker = std::rc::Rc::new(RejectionTracker::default());
@@ -577,7 +622,7 @@ fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 
         ("hash", 2, hash),
         ("hmac", 3, hmac),
         ("random", 1, random),
-        ("fetch", 4, fetch),
+        ("fetch", 6, fetch),
     ];
     for (name, len, f) in natives {
         let name = JsString::from(format!("__wasbox_{name}").as_str());

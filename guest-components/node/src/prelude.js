@@ -892,6 +892,11 @@
       const line = [cmd, ...(args || [])].map(q).join(' ');
       const r = execResult(line, o && o.input);
       const enc = encodingOf(o);
+      // `stdio: 'inherit'`: what the child wrote goes to ours (once it has ended).
+      if (o && (o.stdio === 'inherit' || (Array.isArray(o.stdio) && o.stdio[1] === 'inherit'))) {
+        if (r.stdout) N.write(1, r.stdout);
+        if (r.stderr) N.write(2, r.stderr);
+      }
       return { status: r.status, signal: null, stdout: enc ? r.stdout : textBuffer(r.stdout), stderr: enc ? r.stderr : textBuffer(r.stderr), output: [null, r.stdout, r.stderr] };
     },
   };
@@ -1305,6 +1310,37 @@
   });
   g.Headers = Headers;
   g.Response = Response;
+  // npm's downloads: the body to a file, checked against its integrity, redirects followed.
+  Object.defineProperty(g, '__npmFetchTo', {
+    enumerable: false,
+    value: (url, file, integrity, extra) => new Promise((resolve, reject) => {
+      try {
+        for (let hops = 0; hops < 20; hops++) {
+          let lines = 'accept: */*\nuser-agent: npm/10.9.2 node\n';
+          for (const k of Object.keys(extra || {})) lines += k + ': ' + extra[k] + '\n';
+          let raw;
+          try {
+            raw = N.fetch('GET', url, lines, null, file, integrity || null);
+          } catch (e) {
+            throw fetchError(e, url);
+          }
+          const head = raw.slice(0, raw.indexOf('\n\n')).split('\n');
+          const status = Number(head[0]);
+          const loc = head.slice(1).find((l) => l.toLowerCase().startsWith('location: '));
+          if (status >= 300 && status < 400 && loc) { url = new URL(loc.slice(10), url).href; continue; }
+          if (status < 200 || status >= 300) {
+            const err = new TypeError('fetch failed');
+            err.cause = Object.assign(new Error(`${status} ${STATUS_TEXT[status] || ''} - GET ${url}`), { code: 'E' + status });
+            throw err;
+          }
+          return resolve(status);
+        }
+        throw fetchError(new Error('ECONNRESET|redirect count exceeded'), url);
+      } catch (e) {
+        reject(e);
+      }
+    }),
+  });
 
   // -- http and https: requests through the same host client (no servers) ---------------
   const STATUS_CODES = Object.assign({}, STATUS_TEXT);
@@ -1442,6 +1478,75 @@
   builtins.string_decoder = { StringDecoder: class { constructor(e) { this.e = e || 'utf8'; } write(b) { return typeof b === 'string' ? b : Buffer.from(b).toString(this.e); } end(b) { return b ? this.write(b) : ''; } } };
   const cache = {};
 
+  const isFile = (c) => N.exists(c) && makeStats(N.stat(c, false)).isFile();
+  function resolveFile(base) {
+    const candidates = [base, base + '.js', base + '.cjs', base + '.mjs', base + '.json'];
+    const file = candidates.find(isFile);
+    if (file) return file;
+    if (N.exists(base + '/package.json')) {
+      const main = packageEntry(base);
+      if (main) return main;
+    }
+    return [base + '/index.js', base + '/index.cjs', base + '/index.mjs', base + '/index.json'].find(isFile);
+  }
+  // The entry of a package directory: `exports` ("." as a string, or its require/node/
+  // default condition), else `main`, else index.js.
+  function packageEntry(dir, sub) {
+    let pkg = {};
+    try { pkg = JSON.parse(N.read(dir + '/package.json')); } catch (e) { pkg = {}; }
+    const pick = (x) => {
+      if (typeof x === 'string') return x;
+      if (Array.isArray(x)) { for (const y of x) { const r = pick(y); if (r) return r; } return null; }
+      if (x && typeof x === 'object') {
+        for (const k of ['require', 'node', 'default']) if (x[k] !== undefined) { const r = pick(x[k]); if (r) return r; }
+      }
+      return null;
+    };
+    const key = sub ? './' + sub : '.';
+    let target = null;
+    if (pkg.exports !== undefined) {
+      const ex = pkg.exports;
+      const keyed = ex && typeof ex === 'object' && !Array.isArray(ex) && Object.keys(ex).some((k) => k.startsWith('.'));
+      if (!keyed) target = key === '.' ? pick(ex) : null;
+      else if (ex[key] !== undefined) target = pick(ex[key]);
+      else {
+        for (const k of Object.keys(ex)) {
+          if (k.endsWith('/*') && key.startsWith(k.slice(0, -1))) {
+            const t = pick(ex[k]);
+            if (t) target = t.replace('*', key.slice(k.length - 1));
+          }
+        }
+      }
+      if (target) return resolveFile(path.resolve(dir, target)) || null;
+    }
+    if (sub) return resolveFile(path.resolve(dir, sub));
+    if (pkg.main) {
+      const m = resolveFile(path.resolve(dir, pkg.main));
+      if (m) return m;
+    }
+    return [dir + '/index.js', dir + '/index.cjs', dir + '/index.json'].find(isFile);
+  }
+  // A package name (`lodash`, `@scope/pkg`, with a subpath) looked up in `node_modules` of
+  // `from` and each directory above it, as Node does.
+  function resolvePackage(spec, from) {
+    const parts = spec.split('/');
+    const n = spec.startsWith('@') ? 2 : 1;
+    const name = parts.slice(0, n).join('/');
+    const sub = parts.slice(n).join('/');
+    let d = from;
+    for (;;) {
+      const cand = path.join(d, 'node_modules', name);
+      if (N.exists(cand + '/package.json') || N.exists(cand)) {
+        const f = packageEntry(cand, sub);
+        if (f) return f;
+      }
+      const up = path.dirname(d);
+      if (up === d) break;
+      d = up;
+    }
+    return null;
+  }
+
   function makeRequire(dir) {
     const require = (name) => {
       const bare = String(name).replace(/^node:/, '');
@@ -1450,14 +1555,17 @@
       }
       if (bare === 'fs/promises') return fs.promises;
       if (bare === 'path/posix') return path;
+      let file;
       if (!/^(\.{1,2}\/|\/)/.test(bare)) {
-        const e = new Error(`Cannot find module '${name}'\nRequire stack:\n- ${dir}`);
-        e.code = 'MODULE_NOT_FOUND';
-        throw e;
+        file = resolvePackage(bare, dir);
+        if (!file) {
+          const e = new Error(`Cannot find module '${name}'\nRequire stack:\n- ${dir}`);
+          e.code = 'MODULE_NOT_FOUND';
+          throw e;
+        }
+      } else {
+        file = resolveFile(path.resolve(dir, bare));
       }
-      const base = path.resolve(dir, bare);
-      const candidates = [base, base + '.js', base + '.mjs', base + '.cjs', base + '.json', base + '/index.js', base + '/index.mjs'];
-      const file = candidates.find((c) => N.exists(c) && makeStats(N.stat(c, false)).isFile());
       if (!file) {
         const e = new Error(`Cannot find module '${name}'`);
         e.code = 'MODULE_NOT_FOUND';
@@ -1472,7 +1580,17 @@
       module.loaded = true;
       return module.exports;
     };
-    require.resolve = (n) => path.resolve(dir, n);
+    require.resolve = (n) => {
+      const bare = String(n).replace(/^node:/, '');
+      if (Object.prototype.hasOwnProperty.call(builtins, bare)) return bare;
+      const f = /^(\.{1,2}\/|\/)/.test(bare) ? resolveFile(path.resolve(dir, bare)) : resolvePackage(bare, dir);
+      if (!f) {
+        const e = new Error(`Cannot find module '${n}'`);
+        e.code = 'MODULE_NOT_FOUND';
+        throw e;
+      }
+      return f;
+    };
     require.cache = cache;
     return require;
   }

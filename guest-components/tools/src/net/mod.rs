@@ -6,7 +6,7 @@
 pub mod curl;
 pub mod wget;
 
-pub use guest_support::http::{Failure, Request, Response, Target, now, send};
+pub use guest_support::http::{Failure, Request, Response, Target, base64, now, send};
 
 /// A URL as the tools need it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,25 +209,6 @@ pub fn percent_encode(s: &[u8]) -> String {
             out.push(c as char);
         } else {
             out.push_str(&format!("%{c:02X}"));
-        }
-    }
-    out
-}
-
-pub fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
         }
     }
     out
