@@ -23,6 +23,10 @@ import tempfile, textwrap, threading, time, timeit, token, tokenize, tomllib, tr
 import types, typing, unicodedata, unittest, unittest.mock, urllib, urllib.parse  # noqa: E401,F401
 import urllib.request, uuid, warnings, weakref, xml, xml.dom.minidom, xml.etree.ElementTree  # noqa: E401,F401
 import zipfile, zlib, zoneinfo, json.tool, encodings.idna, encodings.cp437  # noqa: E401,F401
+# What HTTP clients installed with pip load (requests, urllib3, httpx's pieces).
+import http.cookiejar, netrc, email.parser, email.feedparser, email.policy, email.header  # noqa: E401,F401
+import email.headerregistry, urllib.error, urllib.response, contextvars, ipaddress  # noqa: E401,F401
+import importlib.readers, importlib._abc  # noqa: E401,F401
 import _strptime, doctest, getpass, importlib.resources, pdb, cProfile, profile  # noqa: E401,F401
 import concurrent.futures, concurrent.futures.thread  # noqa: E401,F401
 import importlib.metadata, importlib.metadata._adapters  # noqa: E401,F401

@@ -253,9 +253,62 @@ class HTTPSHandler(urllib.request.AbstractHTTPHandler):
     https_request = urllib.request.AbstractHTTPHandler.do_request_
 
 
+def _patch_urllib3(pool):
+    """urllib3 (and so `requests`) over the exchange: its connections get one in place of a
+    socket, never pooled (each request is its own exchange), and HTTPS (which urllib3 turns
+    off without the `ssl` module) goes through the host's TLS."""
+    import urllib3.connection as conn
+
+    def _new_conn(self):
+        timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
+        return _Exchange(self._dns_host, self.port,
+                         isinstance(self, WasiHTTPSConnection), timeout)
+
+    conn.HTTPConnection._new_conn = _new_conn
+    conn.HTTPConnection.is_connected = property(lambda self: False)
+
+    class WasiHTTPSConnection(conn.HTTPConnection):
+        default_port = 443
+        default_scheme = "https"
+        is_verified = True
+        proxy_is_verified = None
+
+        def __init__(self, host, port=None, *, cert_file=None, key_file=None,
+                     key_password=None, cert_reqs=None, ca_certs=None, ca_cert_dir=None,
+                     ca_cert_data=None, assert_hostname=None, assert_fingerprint=None,
+                     ssl_version=None, ssl_minimum_version=None, ssl_maximum_version=None,
+                     ssl_context=None, server_hostname=None, **kwargs):
+            super().__init__(host, port, **kwargs)
+
+    pool.HTTPSConnectionPool.ConnectionCls = WasiHTTPSConnection
+    conn.HTTPSConnection = WasiHTTPSConnection
+
+
+class _Urllib3Hook:
+    """Patches `urllib3.connectionpool` right after it is first imported."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "urllib3.connectionpool":
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch_urllib3(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def install():
-    """Puts the exchange under `http.client` and urllib."""
+    """Puts the exchange under `http.client`, urllib and urllib3."""
+    import sys
     http.client.HTTPConnection.connect = _connect
     http.client.HTTPSConnection = HTTPSConnection
     urllib.request.HTTPSHandler = HTTPSHandler
     urllib.request._opener = None
+    sys.meta_path.insert(0, _Urllib3Hook())

@@ -781,6 +781,99 @@ node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding
     assert!(err.contains(BLOCKED), "{err}");
 }
 
+/// `requests` (installed with pip from an index of its real wheels, which `.ci/run`
+/// downloads) over HTTP and HTTPS: urllib3 gets the host's connections.
+#[test]
+fn requests_works_once_installed() {
+    let wheels =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pytools/requests-wheels");
+    if !wheels.join("requests-2.32.3-py3-none-any.whl").is_file() {
+        crate::support::skip(&format!(
+            "requests' wheels are not in {} (.ci/run downloads them)",
+            wheels.display()
+        ));
+        return;
+    }
+    // A PEP 503 index of the wheels.
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let mut projects: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for entry in std::fs::read_dir(&wheels).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let data = std::fs::read(&path).unwrap();
+        std::fs::write(files.join(&name), &data).unwrap();
+        let project = name
+            .split('-')
+            .next()
+            .unwrap()
+            .to_lowercase()
+            .replace('_', "-");
+        let sha = hex(&sha2::Sha256::digest(&data));
+        projects.entry(project).or_default().push(format!(
+            "<a href=\"../../files/{name}#sha256={sha}\">{name}</a>"
+        ));
+    }
+    for (project, links) in &projects {
+        let d = dir.path().join("simple").join(project);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("index.html"), links.join("\n")).unwrap();
+    }
+    let (child, port) = python_server(dir.path(), &[]);
+    let _index = Index {
+        child,
+        port,
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let plain = Origin::start(None);
+    let Some(certs) = Certificates::make() else {
+        return;
+    };
+    let secure = Origin::start(Some(certs.server_config()));
+    let allow = format!(
+        "127.0.0.1:{port},127.0.0.1:{},127.0.0.1:{}",
+        plain.addr.port(),
+        secure.addr.port()
+    );
+    let ca = certs.ca.display().to_string();
+    let script = format!(
+        r#"
+pip install -q --index-url http://127.0.0.1:{port}/simple requests 2>/dev/null
+python3 -c '
+import hashlib, requests
+r = requests.get("{hello}")
+print(r.status_code, r.text.strip(), r.headers["content-type"])
+print(hashlib.sha256(requests.get("{sblob}").content).hexdigest())
+e = requests.post("{echo}", json={{"k": [1, 2]}}).json()
+print(e["method"], e["body"], e["headers"]["content-type"])
+s = requests.Session()
+print(s.get("{redirect}").text.strip(), s.get("{missing}").status_code)
+try:
+    requests.get("http://169.254.169.254/latest/meta-data/", timeout=5)
+except requests.ConnectionError as err:
+    print("ConnectionError", "blocked by the sandbox network policy" in str(err))
+'
+"#,
+        hello = plain.url("/hello"),
+        sblob = secure.url("/blob"),
+        echo = plain.url("/echo"),
+        redirect = plain.url("/redirect?to=/hello"),
+        missing = plain.url("/missing"),
+    );
+    let (code, out, err) = run(&["--allow-net", &allow, "--ca-cert", &ca], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let want = hex(&sha2::Sha256::digest(blob()));
+    assert_eq!(
+        out,
+        format!(
+            "200 hello text/plain\n{want}\nPOST {{\"k\": [1, 2]}} application/json\nhello 404\n\
+             ConnectionError True\n"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn https_without_the_tests_root_is_a_certificate_error() {
     let Some(certs) = Certificates::make() else {
