@@ -64,7 +64,7 @@ pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench
 pub use io::Terminal;
 pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;
-pub use net::{EgressConfig, EgressStats, NetRule, NetworkPolicy};
+pub use net::{EgressConfig, EgressEvent, EgressStats, NetRule, NetworkPolicy};
 pub use pty::{Pty, PtyConfig, PtyOutput};
 pub use runtime::{Runtime, RuntimeBuilder, Sandbox};
 pub use sandbox::{DEFAULT_MOUNT, FileError, SandboxConfig};

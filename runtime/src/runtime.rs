@@ -69,9 +69,21 @@ pub struct RuntimeBuilder {
     wide_instances: Option<usize>,
     pool_slots: u32,
     egress: crate::net::EgressConfig,
+    on_egress: Option<crate::net::EgressObserver>,
 }
 
 impl RuntimeBuilder {
+    /// Called for every connection a sandbox made (when it closes) and every request a
+    /// policy or a limit refused: for the embedder's own records (the worker API's
+    /// telemetry store, for one). Called on the runtime's threads: keep it short.
+    pub fn on_egress(
+        mut self,
+        f: impl Fn(&crate::net::EgressEvent) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_egress = Some(Arc::new(f));
+        self
+    }
+
     /// The node's egress policy: where sandboxes may connect at most, TLS roots, the
     /// node's connection bound (default: nowhere).
     pub fn egress(mut self, config: crate::net::EgressConfig) -> Self {
@@ -200,7 +212,7 @@ impl RuntimeBuilder {
             }),
             self.wide_instances,
             self.reserved_for_jobs,
-            Arc::new(crate::net::Egress::new(self.egress)?),
+            Arc::new(crate::net::Egress::new(self.egress, self.on_egress)?),
         )?;
         let roots = Some(crate::rootfs::RootTrees::new(&temp_dir, host.cache.dir())?);
         Ok(Runtime {
@@ -247,6 +259,7 @@ impl Runtime {
             wide_instances: None,
             pool_slots: crate::limits::POOL_INSTANCES,
             egress: crate::net::EgressConfig::default(),
+            on_egress: None,
         }
     }
 

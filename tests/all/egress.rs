@@ -1045,6 +1045,33 @@ fn worker_api_policies_narrow_the_node() {
         server.log().contains("wasbox::egress"),
         "connections are logged"
     );
+    // And recorded in the telemetry store's service logs (written in the background).
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        let v = server
+            .get("/v1/worker/telemetry/logs?source_kind=service&source_name=egress")
+            .json();
+        events = v["events"].as_array().cloned().unwrap_or_default();
+        if events.iter().any(|e| e["fields"]["allowed"] == true)
+            && events.iter().any(|e| e["fields"]["allowed"] == false)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let closed = events
+        .iter()
+        .find(|e| e["fields"]["allowed"] == true && e["fields"]["sandbox"] == "job t-net/j3")
+        .unwrap_or_else(|| panic!("no connection recorded: {events:?}"));
+    assert!(
+        closed["fields"]["bytes_in"].as_u64().unwrap() > 0,
+        "{closed}"
+    );
+    let refused = events
+        .iter()
+        .find(|e| e["fields"]["allowed"] == false)
+        .unwrap();
+    assert!(refused["fields"]["reason"].is_string(), "{refused}");
 }
 
 /// E2B's options through its REST API: `allow_internet_access`, `network` on create, the

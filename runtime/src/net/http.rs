@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::rules::{Host, canonical, parse_host};
-use super::{Egress, SandboxNet};
+use super::{Egress, EgressEvent, SandboxNet};
 
 /// How long a name lookup or a connection (TCP and TLS) may take, at most.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,6 +62,15 @@ async fn send(
 
     let denied = |why: &str| {
         egress.denied.fetch_add(1, Ordering::Relaxed);
+        egress.report(EgressEvent {
+            sandbox: sandbox.label.clone(),
+            destination: format!("{host}:{port}"),
+            address: None,
+            allowed: false,
+            reason: Some(why.to_string()),
+            bytes_out: 0,
+            bytes_in: 0,
+        });
         tracing::info!(
             target: "wasbox::egress",
             sandbox = %sandbox.label,
@@ -289,6 +298,15 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.sandbox.open.fetch_sub(1, Ordering::AcqRel);
         self.egress.open.fetch_sub(1, Ordering::AcqRel);
+        self.egress.report(EgressEvent {
+            sandbox: self.sandbox.label.clone(),
+            destination: self.destination.clone(),
+            address: Some(self.address),
+            allowed: true,
+            reason: None,
+            bytes_out: self.bytes_out,
+            bytes_in: self.bytes_in,
+        });
         tracing::info!(
             target: "wasbox::egress",
             sandbox = %self.sandbox.label,

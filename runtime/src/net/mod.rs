@@ -112,6 +112,28 @@ impl EgressConfig {
     }
 }
 
+/// One connection a sandbox made (reported when it closes, with its bytes) or one request a
+/// policy or a limit refused, for an embedder's records (see
+/// [`RuntimeBuilder::on_egress`](crate::RuntimeBuilder::on_egress)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EgressEvent {
+    /// The sandbox's label (its session or sandbox id), `-` without one.
+    pub sandbox: String,
+    /// `host:port` as the guest asked for it.
+    pub destination: String,
+    /// The address connected to (none when refused before connecting).
+    pub address: Option<SocketAddr>,
+    pub allowed: bool,
+    /// Why it was refused.
+    pub reason: Option<String>,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+}
+
+/// What an embedder gets told of each [`EgressEvent`].
+pub type EgressObserver = Arc<dyn Fn(&EgressEvent) + Send + Sync>;
+
 /// Counts of a node's egress since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EgressStats {
@@ -137,6 +159,7 @@ pub(crate) struct Egress {
     /// Where this node's own servers listen (the worker API, E2B's, ...).
     own_listeners: Mutex<Vec<SocketAddr>>,
     max_connections: usize,
+    observer: Option<EgressObserver>,
     open: AtomicUsize,
     allowed: AtomicU64,
     denied: AtomicU64,
@@ -145,7 +168,10 @@ pub(crate) struct Egress {
 }
 
 impl Egress {
-    pub(crate) fn new(config: EgressConfig) -> anyhow::Result<Egress> {
+    pub(crate) fn new(
+        config: EgressConfig,
+        observer: Option<EgressObserver>,
+    ) -> anyhow::Result<Egress> {
         use anyhow::Context;
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
@@ -169,12 +195,20 @@ impl Egress {
             own_addresses: own_addresses(),
             own_listeners: Mutex::new(Vec::new()),
             max_connections: config.max_connections,
+            observer,
             open: AtomicUsize::new(0),
             allowed: AtomicU64::new(0),
             denied: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
         })
+    }
+
+    /// Tells the embedder's observer, if any.
+    pub(crate) fn report(&self, event: EgressEvent) {
+        if let Some(o) = &self.observer {
+            o(&event);
+        }
     }
 
     /// Whether the node lets any sandbox out at all.
@@ -373,6 +407,7 @@ mod tests {
             EgressConfig::default()
                 .allow(parse_rules(allow).unwrap())
                 .deny(parse_rules(deny).unwrap()),
+            None,
         )
         .unwrap()
     }

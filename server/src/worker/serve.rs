@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -205,7 +206,36 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         })?;
         tracing::info!(vm_max_map_count = now, "memory mapping limit");
     }
+    // Every sandbox connection and refusal goes to the telemetry store's service logs too,
+    // once the store is open (it is opened with the node, after the runtime).
+    let records: Arc<std::sync::OnceLock<Arc<super::telemetry::Telemetry>>> = Arc::default();
+    let for_records = records.clone();
     let mut builder = Runtime::builder()
+        .on_egress(move |e| {
+            if let Some(t) = for_records.get() {
+                let message = match (&e.reason, e.allowed) {
+                    (Some(why), _) => format!("egress refused: {} ({why})", e.destination),
+                    (None, _) => format!(
+                        "egress connection to {} closed: {} bytes out, {} bytes in",
+                        e.destination, e.bytes_out, e.bytes_in
+                    ),
+                };
+                t.service(
+                    "egress",
+                    if e.allowed { "info" } else { "warn" },
+                    &message,
+                    serde_json::json!({
+                        "sandbox": e.sandbox,
+                        "destination": e.destination,
+                        "address": e.address.map(|a| a.to_string()),
+                        "allowed": e.allowed,
+                        "reason": e.reason,
+                        "bytes_out": e.bytes_out,
+                        "bytes_in": e.bytes_in,
+                    }),
+                );
+            }
+        })
         .max_instances(config.max_instances)
         .reserve_for_jobs(config.max_concurrent.min(config.max_instances / 2))
         .egress(config.egress.runtime_config());
@@ -247,6 +277,7 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
 
     let node = Node::new(config, runtime)?;
     let telemetry = node.telemetry.clone();
+    let _ = records.set(telemetry.clone());
     let boot = telemetry.boot().clone();
     telemetry.service(
         NODE_MANAGER,
