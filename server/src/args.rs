@@ -1,6 +1,28 @@
-//! Value parsers the front-ends' command-line arguments share.
+//! Value parsers and argument groups the front-ends' command lines share.
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// Where sandboxes may connect: `--allow-net`, `--deny-net`, `--ca-cert` (`wasbox serve`
+/// reads the same from its configuration file and environment too, where these flags win).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct NetArgs {
+    /// Let sandboxes connect to these destinations at most (repeatable, comma lists):
+    /// `example.org`, `*.example.org`, `10.1.2.3`, `10.0.0.0/8`, `[::1]`, `*`, each with an
+    /// optional `:port`. Loopback, private and link-local addresses and this node's own
+    /// need an address rule of their own [env: WASBOX_SANDBOX_NETWORK_ALLOW (serve)]
+    /// [default: nowhere].
+    #[arg(long = "allow-net", value_name = "RULES")]
+    pub allow_net: Vec<String>,
+    /// Destinations no sandbox reaches, whatever allows them (same syntax)
+    /// [env: WASBOX_SANDBOX_NETWORK_DENY (serve)].
+    #[arg(long = "deny-net", value_name = "RULES")]
+    pub deny_net: Vec<String>,
+    /// PEM file of extra trusted roots for sandboxes' HTTPS (repeatable)
+    /// [env: WASBOX_SANDBOX_NETWORK_CA_CERTS (serve)].
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    pub ca_cert: Vec<PathBuf>,
+}
 
 /// Longest duration a command-line option takes (ten years): more is refused, not wrapped.
 pub const MAX_SECONDS: f64 = 10.0 * 366.0 * 24.0 * 3600.0;

@@ -45,16 +45,8 @@ pub struct RunArgs {
     /// zstd-compressed) instead of an empty workspace: its files, environment and mount point.
     #[arg(long, value_name = "FILE", conflicts_with = "workspace")]
     pub from_snapshot: Option<PathBuf>,
-    /// Let the command connect to these destinations (repeatable, comma lists; the syntax
-    /// of `wasbox serve --allow-net`) [default: nowhere].
-    #[arg(long = "allow-net", value_name = "RULES")]
-    pub allow_net: Vec<String>,
-    /// Destinations it never reaches, whatever allows them.
-    #[arg(long = "deny-net", value_name = "RULES")]
-    pub deny_net: Vec<String>,
-    /// PEM file of extra trusted roots for its HTTPS (repeatable).
-    #[arg(long = "ca-cert", value_name = "FILE")]
-    pub ca_cert: Vec<PathBuf>,
+    #[command(flatten)]
+    pub net: crate::args::NetArgs,
     /// The program and its arguments, e.g. `-- sh -c 'echo hi'`.
     #[arg(
         required = true,
@@ -147,9 +139,9 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
         .enable_all()
         .build()?;
     let egress = wasbox_runtime::EgressConfig::default()
-        .allow(wasbox_runtime::net::parse_rules(&args.allow_net).context("--allow-net")?)
-        .deny(wasbox_runtime::net::parse_rules(&args.deny_net).context("--deny-net")?)
-        .ca_certs(std::mem::take(&mut args.ca_cert));
+        .allow(wasbox_runtime::net::parse_rules(&args.net.allow_net).context("--allow-net")?)
+        .deny(wasbox_runtime::net::parse_rules(&args.net.deny_net).context("--deny-net")?)
+        .ca_certs(std::mem::take(&mut args.net.ca_cert));
     rt.block_on(async move {
         // One job, then exit: a pool of warm slots would cost more to set up than it saves.
         let runtime = Runtime::builder()

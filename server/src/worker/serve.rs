@@ -89,21 +89,8 @@ pub struct ServeArgs {
     /// [env: WASBOX_LOGGING_FORMAT] [default: text]. The level is WASBOX_LOG or logging.level.
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
-    /// Let sandboxes connect to these destinations at most (repeatable, comma lists):
-    /// `example.org`, `*.example.org`, `10.1.2.3`, `10.0.0.0/8`, `[::1]`, `*`, each with an
-    /// optional `:port`. Loopback, private and link-local addresses and this node's own
-    /// need an address rule of their own [env: WASBOX_SANDBOX_NETWORK_ALLOW]
-    /// [default: nowhere].
-    #[arg(long = "allow-net", value_name = "RULES")]
-    pub allow_net: Vec<String>,
-    /// Destinations no sandbox reaches, whatever allows them (same syntax)
-    /// [env: WASBOX_SANDBOX_NETWORK_DENY].
-    #[arg(long = "deny-net", value_name = "RULES")]
-    pub deny_net: Vec<String>,
-    /// PEM file of extra trusted roots for sandboxes' HTTPS (repeatable)
-    /// [env: WASBOX_SANDBOX_NETWORK_CA_CERTS].
-    #[arg(long = "ca-cert", value_name = "FILE")]
-    pub ca_cert: Vec<PathBuf>,
+    #[command(flatten)]
+    pub net: crate::args::NetArgs,
     /// Print the effective configuration (files, environment and flags together; the token
     /// never shown) as YAML, and exit.
     #[arg(long)]
@@ -132,9 +119,9 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         cache_dir: args.cache_dir,
         state_dir: args.state_dir,
         log_format: args.log_format,
-        allow_net: args.allow_net,
-        deny_net: args.deny_net,
-        ca_certs: args.ca_cert,
+        allow_net: args.net.allow_net,
+        deny_net: args.net.deny_net,
+        ca_certs: args.net.ca_cert,
     };
     let config = config::load(flags.clone(), |k| std::env::var(k).ok())?;
     if args.print_config {
