@@ -921,6 +921,22 @@ def _say(opts, *lines):
 
 
 def cmd_install(args):
+    """`pip install`; what it downloaded (into a directory of /tmp) is removed at the end."""
+    downloads = []
+    try:
+        return _install(args, downloads)
+    finally:
+        for d in downloads:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _download_dir(downloads):
+    if not downloads:
+        downloads.append(tempfile.mkdtemp(prefix="pip-download-"))
+    return downloads[0]
+
+
+def _install(args, downloads_made):
     opts, rest = _options(args, _INSTALL)
     if opts.get("editable"):
         raise PipError("editable installs need a build backend, which this sandbox does not "
@@ -956,7 +972,6 @@ def cmd_install(args):
             conf.get("no-index", "").lower() in ("1", "true", "yes", "on"):
         no_index = True
     indexes = [] if no_index else [index_url] + extra
-    downloads = None
     listed = {}  # key -> (wheels, sdists) from the indexes
     if not texts:
         raise PipError("You must give at least one requirement to install (see \"pip help "
@@ -997,9 +1012,8 @@ def cmd_install(args):
                            "not supported in this sandbox; build a wheel elsewhere and install "
                            "that file" % t)
         elif re.match(r"^https?://", t) and urllib.parse.urlsplit(t).path.endswith(".whl"):
-            if downloads is None:
-                downloads = tempfile.mkdtemp(prefix="pip-download-")
-            todo.append((download(Wheel(None, t), opts, downloads), True, []))
+            todo.append((download(Wheel(None, t), opts, _download_dir(downloads_made)), True,
+                         []))
         elif re.match(r"^[a-z+]+://", t):
             raise PipError("cannot install %s: only wheel files (.whl) can be fetched by URL "
                            "in this sandbox" % t)
@@ -1067,9 +1081,7 @@ def cmd_install(args):
                     req.name, have[3], have[1]))
                 continue
             if wheel.path is None:
-                if downloads is None:
-                    downloads = tempfile.mkdtemp(prefix="pip-download-")
-                download(wheel, opts, downloads)
+                download(wheel, opts, _download_dir(downloads_made))
             else:
                 _say(opts, "Processing %s" % wheel.path)
         if not wheel.pure():

@@ -448,6 +448,7 @@ pip install -q tampered; echo "tampered=$?"
 pip install -q native; echo "native=$?"
 pip install -q srconly; echo "srconly=$?"
 pip install -q nosuchthing; echo "missing=$?"
+echo "downloads left=$(ls /tmp | grep -c pip-download-)"
 "#
     );
     let (code, out, err) = run(&["--allow-net", &allow], &script);
@@ -455,7 +456,7 @@ pip install -q nosuchthing; echo "missing=$?"
     assert_eq!(
         out,
         "alpha beta2 gamma\nalpha   1.0\nbeta    2.0\ngamma   1.0\nold\nbeta1\ngamma\n\
-         tampered=1\nnative=1\nsrconly=1\nmissing=1\n",
+         tampered=1\nnative=1\nsrconly=1\nmissing=1\ndownloads left=0\n",
         "{err}"
     );
     assert!(err.contains("DO NOT MATCH THE HASHES"), "{err}");
