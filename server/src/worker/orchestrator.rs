@@ -310,6 +310,7 @@ impl Peer {
     /// engine, no GPU, no inference, no service containers, no network for its guests).
     fn capability(&self) -> Value {
         let config = self.node.config();
+        let egress = !config.egress.allow.is_empty();
         let boot = self.node.telemetry.boot();
         let (ram_mb, _) = host::memory_mb();
         let (free_mb, _) = host::disk_mb(&config.state_dir);
@@ -352,12 +353,14 @@ impl Peer {
             "gpu": { "present": false },
             "sandbox": {
                 "supported": true,
-                "features": ["wasm_component", "wasi_p2", "no_network", "memory_limits", "fuel_or_epoch_timeouts"],
+                "features": ["wasm_component", "wasi_p2", if egress { "egress_allowlist" } else { "no_network" }, "memory_limits", "fuel_or_epoch_timeouts"],
                 "max_concurrency": config.max_concurrent,
             },
             "network": {
                 "orchestrator_reachable": true,
-                "outbound_policy": "none",
+                // Nothing leaves a sandbox unless the operator allowed destinations
+                // (`--allow-net`); then jobs may reach those named in their policy.
+                "outbound_policy": if egress { "allowlist" } else { "none" },
             },
             "inference": { "supported": false, "existing_service": false, "running": false },
             "managed_services": { "supported": false },
