@@ -76,6 +76,15 @@ impl Origin {
         }
     }
 
+    /// A plain server and a TLS one with the test's own certificates (`None`: skipped, see
+    /// [`Certificates::make`]).
+    fn pair() -> Option<(Origin, Origin, Certificates)> {
+        let plain = Origin::start(None);
+        let certs = Certificates::make()?;
+        let secure = Origin::start(Some(certs.server_config()));
+        Some((plain, secure, certs))
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}{path}", self.addr)
@@ -195,11 +204,9 @@ fn nothing_leaves_a_sandbox_without_a_flag() {
 
 #[test]
 fn curl_and_wget_download_from_allowed_servers() {
-    let plain = Origin::start(None);
-    let Some(certs) = Certificates::make() else {
+    let Some((plain, secure, certs)) = Origin::pair() else {
         return;
     };
-    let secure = Origin::start(Some(certs.server_config()));
     let allow = format!(
         "127.0.0.1:{},127.0.0.1:{}",
         plain.addr.port(),
@@ -266,11 +273,9 @@ wget -q {report} && cat report.txt.1
 /// Python's `urllib` and `http.client`, and node's `fetch`, through the same host client.
 #[test]
 fn python_and_node_reach_allowed_servers() {
-    let plain = Origin::start(None);
-    let Some(certs) = Certificates::make() else {
+    let Some((plain, secure, certs)) = Origin::pair() else {
         return;
     };
-    let secure = Origin::start(Some(certs.server_config()));
     let allow = format!(
         "127.0.0.1:{},127.0.0.1:{}",
         plain.addr.port(),
@@ -827,11 +832,9 @@ fn requests_works_once_installed() {
         port,
         _dir: tempfile::tempdir().unwrap(),
     };
-    let plain = Origin::start(None);
-    let Some(certs) = Certificates::make() else {
+    let Some((plain, secure, certs)) = Origin::pair() else {
         return;
     };
-    let secure = Origin::start(Some(certs.server_config()));
     let allow = format!(
         "127.0.0.1:{port},127.0.0.1:{},127.0.0.1:{}",
         plain.addr.port(),

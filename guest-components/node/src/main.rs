@@ -469,7 +469,7 @@ impl RejectionTracker {
 /// form, or `sha1:HEX`), and the answer has no body. A failure throws `CODE|message` as
 /// Node's errors carry them.
 fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    use guest_support::http::{Failure, Request, Target, send};
+    use guest_support::http::{Failure, Request, Target, Url, send};
     use wasip2::http::types::ErrorCode;
     let method = arg_string(args, 0, ctx)?;
     let url = arg_string(args, 1, ctx)?;
@@ -484,22 +484,12 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
             .with_message(format!("ERR_INVALID_URL|{msg}"))
             .into()
     };
-    let (https, rest) = if let Some(r) = url.strip_prefix("https://") {
-        (true, r)
-    } else if let Some(r) = url.strip_prefix("http://") {
-        (false, r)
-    } else {
+    if !url.starts_with("http://") && !url.starts_with("https://") {
         return Err(bad("only http: and https: URLs can be fetched"));
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let authority = authority.rsplit('@').next().unwrap_or_default();
-    let tail = tail.split('#').next().unwrap_or_default();
-    let path = match tail {
-        "" => "/".to_string(),
-        t if t.starts_with('?') => format!("/{t}"),
-        t => t.to_string(),
-    };
+    }
+    let parsed = Url::parse(&url).map_err(|(_, m)| bad(&m))?;
+    let authority = parsed.authority();
+    let authority = authority.as_str();
     let headers: Vec<(String, String)> = header_text
         .lines()
         .filter_map(|l| l.split_once(": "))
@@ -508,9 +498,9 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
     let req = Request {
         method: &method,
         target: Target {
-            https,
+            https: parsed.https,
             authority,
-            path: &path,
+            path: &parsed.path,
         },
         headers: &headers,
         body: body.as_deref().map(str::as_bytes),
@@ -522,7 +512,7 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
             .with_message(format!("{code}|{msg}"))
             .into()
     };
-    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    let host = parsed.host.as_str();
     let why = |f: Failure| -> JsError {
         match f {
             Failure::Http(ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited) => {

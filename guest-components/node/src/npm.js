@@ -48,9 +48,10 @@ const rc = Object.assign({}, readRc(path.join(home, '.npmrc')), readRc(path.join
 let registry = flags.registry || process.env.npm_config_registry || process.env.NPM_CONFIG_REGISTRY || rc.registry || 'https://registry.npmjs.org/';
 if (!registry.endsWith('/')) registry += '/';
 
+// `//host[:port]/path/:_authToken=TOKEN` lines of .npmrc: the token of the URL's host.
 function authFor(url) {
-  const u = new URL(url);
-  const key = Object.keys(rc).find((k) => k.endsWith(':_authToken') && ('https:' + k.slice(0, -':_authToken'.length)).startsWith('https://' + u.host) || k.endsWith(':_authToken') && ('http:' + k.slice(0, -':_authToken'.length)).startsWith('http://' + u.host));
+  const host = new URL(url).host;
+  const key = Object.keys(rc).find((k) => k.endsWith(':_authToken') && k.startsWith('//' + host + '/'));
   return key ? { authorization: 'Bearer ' + rc[key] } : {};
 }
 
@@ -243,7 +244,7 @@ async function install(specs, opts) {
     const { name, range, parent, top: isTop } = queue.shift();
     const hoisted = path.join(top, name);
     const existing = readJson(path.join(hoisted, 'package.json'));
-    if (existing && satisfies(existing.version, range) && !(isTop && specs.length && range === 'latest' && false)) {
+    if (existing && satisfies(existing.version, range)) {
       if (isTop) chosenTop[name] = existing.version;
       continue;
     }
@@ -253,7 +254,8 @@ async function install(specs, opts) {
       if (placed[name] === meta.version) continue;
       if (!isTop) dest = path.join(parent, 'node_modules', name);
     }
-    if (readJson(path.join(dest, 'package.json')) && readJson(path.join(dest, 'package.json')).version === meta.version) continue;
+    const there = readJson(path.join(dest, 'package.json'));
+    if (there && there.version === meta.version) continue;
     await unpack(meta, dest);
     added++;
     if (dest === hoisted) placed[name] = meta.version;

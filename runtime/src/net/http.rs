@@ -209,9 +209,19 @@ fn connect_error(e: io::Error) -> Error {
     }
 }
 
+/// A handshake's failure as wasi:http tells it: a certificate the verifier refused, or
+/// anything else of TLS (rustls's own error, which tokio-rustls wraps in the I/O error).
 fn tls_error(e: &io::Error) -> Error {
-    let text = e.to_string();
-    if text.contains("certificate") || text.contains("Certificate") {
+    let certificate = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| {
+            matches!(
+                r,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            )
+        });
+    if certificate {
         Error::TlsCertificateError
     } else {
         Error::TlsProtocolError

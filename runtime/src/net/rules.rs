@@ -241,17 +241,11 @@ impl NetRule {
         if d.own_port && self.port != Some(d.port) {
             return false;
         }
+        let public = !d.special && !d.own_address;
         match &self.host {
-            HostPattern::Any => !d.special && !d.own_address,
-            HostPattern::Name(n) => !d.special && !d.own_address && d.name == Some(n.as_str()),
-            HostPattern::Subdomains(s) => {
-                !d.special
-                    && !d.own_address
-                    && d.name.is_some_and(|n| {
-                        n.len() > s.len() && n.ends_with(s.as_str()) && {
-                            n.as_bytes()[n.len() - s.len() - 1] == b'.'
-                        }
-                    })
+            HostPattern::Any => public,
+            HostPattern::Name(_) | HostPattern::Subdomains(_) => {
+                public && d.name.is_some_and(|n| self.names(n))
             }
             &HostPattern::Net(net, len) => {
                 let ip = canonical(d.ip);
@@ -278,10 +272,9 @@ impl NetRule {
         }
         match &self.host {
             HostPattern::Any => true,
-            HostPattern::Name(n) => d.name == Some(n.as_str()),
-            HostPattern::Subdomains(s) => d
-                .name
-                .is_some_and(|n| n.len() > s.len() && n.ends_with(&format!(".{s}"))),
+            HostPattern::Name(_) | HostPattern::Subdomains(_) => {
+                d.name.is_some_and(|n| self.names(n))
+            }
             &HostPattern::Net(net, len) => contains(net, len, canonical(d.ip)),
         }
     }
@@ -294,8 +287,7 @@ impl NetRule {
         }
         match &self.host {
             HostPattern::Any | HostPattern::Net(..) => true,
-            HostPattern::Name(n) => n == name,
-            HostPattern::Subdomains(s) => name.len() > s.len() && name.ends_with(&format!(".{s}")),
+            HostPattern::Name(_) | HostPattern::Subdomains(_) => self.names(name),
         }
     }
 
@@ -307,9 +299,20 @@ impl NetRule {
         }
         match &self.host {
             HostPattern::Any => true,
-            HostPattern::Name(n) => n == name,
-            HostPattern::Subdomains(s) => name.ends_with(&format!(".{s}")),
+            HostPattern::Name(_) | HostPattern::Subdomains(_) => self.names(name),
             HostPattern::Net(_, len) => *len == 0,
+        }
+    }
+
+    /// Whether a name rule names `name`: the name itself, or one of its subdomains for
+    /// `*.name` (only at a dot: `*.ample.org` does not name `example.org`).
+    fn names(&self, name: &str) -> bool {
+        match &self.host {
+            HostPattern::Name(n) => n == name,
+            HostPattern::Subdomains(s) => name
+                .strip_suffix(s.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            _ => false,
         }
     }
 
