@@ -1,17 +1,20 @@
-"""HTTP and HTTPS for `http.client` and `urllib.request`, over `wasi:http`.
+"""HTTP and HTTPS for `http.client`, `urllib.request`, urllib3 (`requests`) and httpx,
+over `wasi:http`.
 
-A sandbox has no sockets: the host makes its connections, under the node's and the
-sandbox's network policy, resolving names and doing TLS itself. Here `http.client`'s
-connection gets an exchange object in place of a socket: it collects the bytes
-`http.client` writes (a whole HTTP/1.1 request), sends that request through
-`wasi:http/outgoing-handler` once it is complete, and hands `http.client` the answer as
-HTTP/1.1 bytes to parse, so everything above (`urllib.request.urlopen`, redirects, cookies,
-`http.client.HTTPResponse`) works as usual. `http.client.HTTPSConnection` and urllib's
-HTTPS handler exist too (CPython leaves them out without its `ssl` module).
+The host makes these connections, under the node's and the sandbox's network policy,
+resolving names and doing TLS itself (a program's own sockets connect where the policy
+allows too, but have no TLS: see `wasbox_ssl`). Here `http.client`'s connection gets an
+exchange object in place of a socket: it collects the bytes `http.client` writes (a whole
+HTTP/1.1 request), sends that request through `wasi:http/outgoing-handler` once it is
+complete, and hands `http.client` the answer as HTTP/1.1 bytes to parse, so everything above
+(`urllib.request.urlopen`, redirects, cookies, `http.client.HTTPResponse`) works as usual.
+`http.client.HTTPSConnection` and urllib's HTTPS handler exist too (CPython leaves them out
+without its `ssl` module). urllib3's connections and httpx's transports are replaced when
+those packages are first imported.
 
 A refused destination is `ConnectionRefusedError` "blocked by the sandbox network policy";
 an unknown name `socket.gaierror`; a certificate problem `OSError` "certificate verify
-failed".
+failed" (httpx raises its own `ConnectError`/`TimeoutException` for these).
 """
 
 import http.client
@@ -284,11 +287,63 @@ def _patch_urllib3(pool):
     conn.HTTPSConnection = WasiHTTPSConnection
 
 
-class _Urllib3Hook:
-    """Patches `urllib3.connectionpool` right after it is first imported."""
+def _patch_httpx(httpx):
+    """httpx's transports over the host's HTTP: every request one `fetch`, its answer read
+    whole (a streamed response arrives at once); the TLS arguments are accepted and unused,
+    the host verifying certificates itself."""
+    import httpx._client as client
+
+    def _timeout(request):
+        t = request.extensions.get("timeout") or {}
+        values = [v for v in (t.get("connect"), t.get("read")) if v is not None]
+        return max(values) if values else None
+
+    def _send(request, body):
+        url = request.url
+        headers = [(k.decode("latin-1"), v) for k, v in request.headers.raw]
+        try:
+            status, head, data = fetch(request.method, url.scheme == "https",
+                                       url.netloc.decode("ascii"), url.raw_path.decode("ascii"),
+                                       headers, body, _timeout(request))
+        except TimeoutError as e:
+            raise httpx.ReadTimeout(str(e), request=request) from None
+        except ConnectionResetError as e:
+            raise httpx.ReadError(str(e), request=request) from None
+        except OSError as e:
+            raise httpx.ConnectError(str(e), request=request) from None
+        return httpx.Response(
+            status, headers=[(k.encode("latin-1"), v) for k, v in head],
+            stream=httpx.ByteStream(data), request=request,
+            extensions={"http_version": b"HTTP/1.1",
+                        "reason_phrase": http.client.responses.get(status, "").encode()})
+
+    class WasiTransport(httpx.BaseTransport):
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def handle_request(self, request):
+            return _send(request, request.read())
+
+    class AsyncWasiTransport(httpx.AsyncBaseTransport):
+        def __init__(self, *args, **kwargs):
+            pass
+
+        async def handle_async_request(self, request):
+            return _send(request, await request.aread())
+
+    httpx.HTTPTransport = client.HTTPTransport = WasiTransport
+    httpx.AsyncHTTPTransport = client.AsyncHTTPTransport = AsyncWasiTransport
+
+
+class _PatchOnImport:
+    """Patches a module right after it is first imported: urllib3's connection pools,
+    httpx's transports."""
+
+    PATCHES = {"urllib3.connectionpool": _patch_urllib3, "httpx": _patch_httpx}
 
     def find_spec(self, name, path, target=None):
-        if name != "urllib3.connectionpool":
+        patch = self.PATCHES.get(name)
+        if patch is None:
             return None
         import importlib.machinery
         spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -298,17 +353,20 @@ class _Urllib3Hook:
 
         def exec_module(module):
             run(module)
-            _patch_urllib3(module)
+            patch(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 def install():
-    """Puts the exchange under `http.client`, urllib and urllib3."""
+    """Puts the exchange under `http.client`, urllib, urllib3 and httpx, and `wasbox_ssl`
+    in the place of `ssl`."""
     import sys
+    import wasbox_ssl
+    sys.modules.setdefault("ssl", wasbox_ssl)
     http.client.HTTPConnection.connect = _connect
     http.client.HTTPSConnection = HTTPSConnection
     urllib.request.HTTPSHandler = HTTPSHandler
     urllib.request._opener = None
-    sys.meta_path.insert(0, _Urllib3Hook())
+    sys.meta_path.insert(0, _PatchOnImport())

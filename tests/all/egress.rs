@@ -790,12 +790,14 @@ node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding
 /// `requests` (installed with pip from an index of its real wheels, which `.ci/run`
 /// downloads) over HTTP and HTTPS: urllib3 gets the host's connections.
 #[test]
-fn requests_works_once_installed() {
+fn requests_and_httpx_work_once_installed() {
     let wheels =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pytools/requests-wheels");
-    if !wheels.join("requests-2.32.3-py3-none-any.whl").is_file() {
+    if !wheels.join("requests-2.32.3-py3-none-any.whl").is_file()
+        || !wheels.join("httpx-0.28.1-py3-none-any.whl").is_file()
+    {
         crate::support::skip(&format!(
-            "requests' wheels are not in {} (.ci/run downloads them)",
+            "requests' and httpx's wheels are not in {} (.ci/run downloads them)",
             wheels.display()
         ));
         return;
@@ -843,7 +845,7 @@ fn requests_works_once_installed() {
     let ca = certs.ca.display().to_string();
     let script = format!(
         r#"
-pip install -q --index-url http://127.0.0.1:{port}/simple requests 2>/dev/null
+pip install -q --index-url http://127.0.0.1:{port}/simple requests httpx 2>/dev/null
 python3 -c '
 import hashlib, requests
 r = requests.get("{hello}")
@@ -858,21 +860,45 @@ try:
 except requests.ConnectionError as err:
     print("ConnectionError", "blocked by the sandbox network policy" in str(err))
 '
+cat > h.py <<'EOF'
+import asyncio, hashlib, httpx
+r = httpx.get("{hello}")
+print(r.status_code, r.text.strip(), r.http_version)
+print(hashlib.sha256(httpx.get("{sblob}").content).hexdigest())
+with httpx.Client(base_url="{base}", follow_redirects=True) as c:
+    e = c.post("/echo", json={{"k": 1}}, headers={{"x-k": "v"}}).json()
+    print(e["method"], e["body"], e["headers"]["x-k"])
+    print(c.get("/redirect?to=/hello").text.strip(), c.get("/missing").status_code)
+async def main():
+    async with httpx.AsyncClient() as c:
+        r = await c.get("{sblob}")
+        print("async", r.status_code, len(r.content))
+asyncio.run(main())
+try:
+    httpx.get("http://169.254.169.254/latest/meta-data/", timeout=5)
+except httpx.ConnectError as err:
+    print("ConnectError", "blocked by the sandbox network policy" in str(err))
+EOF
+python3 h.py
 "#,
         hello = plain.url("/hello"),
         sblob = secure.url("/blob"),
         echo = plain.url("/echo"),
         redirect = plain.url("/redirect?to=/hello"),
         missing = plain.url("/missing"),
+        base = plain.url(""),
     );
+    let want = hex(&sha2::Sha256::digest(blob()));
     let (code, out, err) = run(&["--allow-net", &allow, "--ca-cert", &ca], &script);
     assert_eq!(code, 0, "{out}\n{err}");
-    let want = hex(&sha2::Sha256::digest(blob()));
     assert_eq!(
         out,
         format!(
             "200 hello text/plain\n{want}\nPOST {{\"k\": [1, 2]}} application/json\nhello 404\n\
-             ConnectionError True\n"
+             ConnectionError True\n\
+             200 hello HTTP/1.1\n{want}\nPOST {{\"k\":1}} v\nhello 404\nasync 200 {}\n\
+             ConnectError True\n",
+            blob().len()
         ),
         "{err}"
     );
@@ -940,6 +966,76 @@ fn attacks_on_private_addresses_are_refused() {
     assert_eq!(err.matches(BLOCKED).count(), targets.len() + 1, "{err}");
     assert_eq!(origin.connections(), 0, "a request reached loopback");
     assert_eq!(other.connections(), 1, "the allowed server answered once");
+}
+
+/// A program's own sockets (`wasi:sockets` TCP, here Python's `socket` module): connected
+/// where the rules allow, by address or by a name the host resolved; refused elsewhere,
+/// before any packet leaves; no listening, no UDP.
+#[test]
+fn python_sockets_follow_the_same_rules() {
+    let origin = Origin::start(None);
+    let other = Origin::start(None);
+    let (port, other_port) = (origin.addr.port(), other.addr.port());
+    let script = format!(
+        r#"cat > s.py <<'EOF'
+import socket
+def get(host, port, family=socket.AF_INET):
+    s = socket.socket(family)
+    s.settimeout(5)
+    s.connect((host, port))
+    s.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while chunk := s.recv(4096):
+        data += chunk
+    s.close()
+    return data.split(b"\r\n\r\n", 1)[1].decode().strip()
+def attempt(what, f):
+    try:
+        print(what, "ok", f())
+    except OSError as e:
+        print(what, type(e).__name__)
+attempt("address", lambda: get("127.0.0.1", {port}))
+attempt("name", lambda: get("localhost", {port}))
+attempt("create_connection", lambda: socket.create_connection(("127.0.0.1", {port})).close())
+attempt("other-port", lambda: get("127.0.0.1", {other_port}))
+attempt("mapped", lambda: get("::ffff:127.0.0.1", {other_port}, socket.AF_INET6))
+attempt("metadata", lambda: get("169.254.169.254", 80))
+attempt("private", lambda: get("10.0.0.1", 80))
+attempt("lookup", lambda: socket.getaddrinfo("secret.attacker.example", 80))
+def listen():
+    s = socket.socket()
+    s.bind(("0.0.0.0", 0))
+    s.listen()
+attempt("listen", listen)
+attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", {port})))
+EOF
+python3 s.py"#
+    );
+    let allow = format!("127.0.0.1:{port}");
+    let (code, out, err) = run(&["--allow-net", &allow], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for expected in [
+        "address ok hello",
+        "name ok hello",
+        "create_connection ok None",
+        "other-port PermissionError",
+        "metadata PermissionError",
+        "private PermissionError",
+        "lookup gaierror",
+        "listen PermissionError",
+        "udp PermissionError",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}\n{err}");
+    }
+    // IPv4-mapped IPv6 is refused too (wasmtime-wasi takes it for an invalid argument).
+    assert!(out.contains("mapped OSError"), "{out}\n{err}");
+    assert_eq!(origin.connections(), 3, "{out}");
+    assert_eq!(other.connections(), 0, "a refused socket reached a server");
+
+    // Without a flag, no socket at all, as before.
+    let (_, out, err) = run(&[], &script);
+    assert!(out.contains("address PermissionError"), "{out}\n{err}");
+    assert_eq!(origin.connections(), 3);
 }
 
 #[test]
@@ -1018,6 +1114,22 @@ fn worker_api_policies_narrow_the_node() {
     );
     let own = job("j8", json!("allow:*"), &own);
     assert!(own["stdout"].as_str().unwrap().contains("rc=7"), "{own}");
+
+    // A program's own socket: refused under the default policy, let through by the rule.
+    let socket = format!(
+        "python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', {port})); \
+         s.sendall(b'GET /hello HTTP/1.0\\r\\n\\r\\n'); print(s.recv(100)[:12])\""
+    );
+    let refused = job("j9", Value::Null, &socket);
+    assert!(
+        refused["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("PermissionError"),
+        "{refused}"
+    );
+    let allowed = job("j10", json!(format!("allow:127.0.0.1:{port}")), &socket);
+    assert_eq!(allowed["stdout"], "b'HTTP/1.1 200'\n", "{allowed}");
 
     // A session keeps its policy across execs.
     let r = server.post(

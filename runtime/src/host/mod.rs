@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
+use wasmtime::StoreContextMut;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::p2::bindings::CommandPre;
@@ -127,7 +128,8 @@ impl<E> HostState<E> {
 }
 
 /// Adds what every component may import to a linker: WASI (its filesystem reaches only the
-/// preopened directories; sockets are refused) and `wasbox:sandbox/process`.
+/// preopened directories; its sockets are TCP clients under the egress policy) and
+/// `wasbox:sandbox/process`.
 pub(crate) fn add_to_linker<E: Send + 'static>(
     linker: &mut Linker<HostState<E>>,
 ) -> wasmtime::Result<()> {
@@ -140,9 +142,61 @@ pub(crate) fn add_to_linker<E: Send + 'static>(
     use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
     types::add_to_linker::<HostState<E>, QuotaFs>(linker, quota_fs)?;
     preopens::add_to_linker::<HostState<E>, QuotaFs>(linker, quota_fs)?;
+    // wasi:sockets's lookups and connections again: checked, remembered and counted by the
+    // egress policy (crate::net::tcp).
+    {
+        use crate::net::tcp;
+        let mut lookup = linker.instance(tcp::LOOKUP_INTERFACE)?;
+        lookup.func_wrap(
+            "resolve-addresses",
+            |mut store: StoreContextMut<'_, HostState<E>>, (network, name)| {
+                let s = store.data_mut();
+                let mut view = sockets_view(&mut s.wasi, &mut s.table);
+                Ok((tcp::resolve_addresses(
+                    &mut view, &mut s.net, network, name,
+                )?,))
+            },
+        )?;
+        lookup.func_wrap(
+            "[method]resolve-address-stream.resolve-next-address",
+            |mut store: StoreContextMut<'_, HostState<E>>, (stream,)| {
+                let s = store.data_mut();
+                let mut view = sockets_view(&mut s.wasi, &mut s.table);
+                Ok((tcp::resolve_next_address(&mut view, &mut s.net, stream)?,))
+            },
+        )?;
+        let mut sockets = linker.instance(tcp::TCP_INTERFACE)?;
+        sockets.func_wrap(
+            "[method]tcp-socket.start-bind",
+            |store: StoreContextMut<'_, HostState<E>>,
+             (_socket, _network, address): (
+                wasmtime::component::Resource<wasmtime_wasi::p2::TcpSocket>,
+                wasmtime::component::Resource<wasmtime_wasi::p2::Network>,
+                _,
+            )| Ok((tcp::start_bind(&store.data().net, address),)),
+        )?;
+        sockets.func_wrap(
+            "[method]tcp-socket.finish-connect",
+            |mut store: StoreContextMut<'_, HostState<E>>, (socket,)| {
+                let s = store.data_mut();
+                let mut view = sockets_view(&mut s.wasi, &mut s.table);
+                Ok((tcp::finish_connect(&mut view, &s.net, socket)?,))
+            },
+        )?;
+    }
     linker.allow_shadowing(false);
     wit::add_to_linker::<HostState<E>, HasSelf<ProcessHost>>(linker, |s| &mut s.process)?;
     Ok(())
+}
+
+fn sockets_view<'a>(
+    wasi: &'a mut WasiCtx,
+    table: &'a mut ResourceTable,
+) -> wasmtime_wasi::sockets::WasiSocketsCtxView<'a> {
+    wasmtime_wasi::sockets::WasiSocketsCtxView {
+        ctx: wasi.sockets(),
+        table,
+    }
 }
 
 fn quota_fs<E: Send>(s: &mut HostState<E>) -> QuotaFsView<'_> {
@@ -401,13 +455,18 @@ pub(crate) fn new_store<E: Send + 'static>(
         .stdin(launch.stdio.stdin.clone())
         .stdout(launch.stdio.stdout.clone())
         .stderr(launch.stdio.stderr.clone())
-        .allow_tcp(false)
+        // TCP clients and name lookups, checked by the egress policy (crate::net::tcp), on a
+        // node that lets sandboxes out at all; never UDP.
+        .allow_tcp(host.egress.enabled())
         .allow_udp(false)
-        .allow_ip_name_lookup(false)
+        .allow_ip_name_lookup(host.egress.enabled())
+        .socket_addr_check(crate::net::tcp::address_check(
+            host.egress.clone(),
+            sandbox.net.clone(),
+        ))
         // A workspace in memory: doing its I/O on the calling thread is cheaper than a hop
         // to the blocking pool for every open and stat. On a disk, the blocking pool.
-        .allow_blocking_current_thread(job.site.sandbox.in_memory)
-        .socket_addr_check(|_, _| Box::pin(async { false }));
+        .allow_blocking_current_thread(job.site.sandbox.in_memory);
     let mut table = ResourceTable::new();
     table.set_max_capacity(sandbox.limits.max_open_resources);
     let limiter = MemoryLimiter::new(
@@ -437,10 +496,7 @@ pub(crate) fn new_store<E: Send + 'static>(
         own_deadline: None,
         std_files: StdFiles::default(),
         http: wasmtime_wasi_http::WasiHttpCtx::new(),
-        net: NetHooks {
-            egress: host.egress.clone(),
-            sandbox: sandbox.net.clone(),
-        },
+        net: NetHooks::new(host.egress.clone(), sandbox.net.clone()),
         ext,
     };
     let mut store = Store::new(host.engine_for(launch_placement), state);

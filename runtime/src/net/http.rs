@@ -6,7 +6,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,16 +15,29 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::connection::{Connection, refused};
 use super::rules::{Host, canonical, parse_host};
-use super::{Egress, EgressEvent, SandboxNet};
+use super::{Egress, SandboxNet};
 
 /// How long a name lookup or a connection (TCP and TLS) may take, at most.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `wasi:http` hooks of one store: its sandbox and the node's egress.
+/// The network side of one store: its sandbox and the node's egress, the `wasi:http`
+/// hooks, and its sockets' lookups in progress.
 pub(crate) struct NetHooks {
     pub(crate) egress: Arc<Egress>,
     pub(crate) sandbox: Arc<SandboxNet>,
+    pub(crate) lookups: super::tcp::Lookups,
+}
+
+impl NetHooks {
+    pub(crate) fn new(egress: Arc<Egress>, sandbox: Arc<SandboxNet>) -> NetHooks {
+        NetHooks {
+            egress,
+            sandbox,
+            lookups: Default::default(),
+        }
+    }
 }
 
 type IoFuture = Box<dyn Future<Output = std::result::Result<(), Error>> + Send>;
@@ -60,25 +72,7 @@ async fn send(
         .min(CONNECT_TIMEOUT);
     let first_byte_timeout = options.and_then(|o| o.first_byte_timeout);
 
-    let denied = |why: &str| {
-        egress.denied.fetch_add(1, Ordering::Relaxed);
-        egress.report(EgressEvent {
-            sandbox: sandbox.label.clone(),
-            destination: format!("{host}:{port}"),
-            address: None,
-            allowed: false,
-            reason: Some(why.to_string()),
-            bytes_out: 0,
-            bytes_in: 0,
-        });
-        tracing::info!(
-            target: "wasbox::egress",
-            sandbox = %sandbox.label,
-            destination = %format_args!("{host}:{port}"),
-            allowed = false,
-            "connection refused: {why}"
-        );
-    };
+    let denied = |why: &str| refused(&egress, &sandbox, &format!("{host}:{port}"), why);
 
     // Nothing is asked of the resolver for a name no policy could let through.
     if !egress.enabled() {
@@ -89,7 +83,7 @@ async fn send(
     let (name, addresses): (Option<&str>, Vec<IpAddr>) = match &host {
         Host::Ip(ip) => (None, vec![*ip]),
         Host::Name(n) => {
-            if let Err(why) = egress.may_resolve(&policy, n, port) {
+            if let Err(why) = egress.may_resolve(&policy, n, Some(port)) {
                 denied(why);
                 return Err(Error::HttpRequestDenied);
             }
@@ -120,7 +114,7 @@ async fn send(
         return Err(Error::HttpRequestDenied);
     };
     let target = SocketAddr::new(ip, port);
-    let guard = match Connection::open(&egress, &sandbox, &host, target) {
+    let guard = match Connection::open(&egress, &sandbox, format!("{host}:{port}"), target) {
         Ok(g) => g,
         Err(why) => {
             denied(why);
@@ -230,104 +224,6 @@ fn tls_error(e: &io::Error) -> Error {
 
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
-
-/// One open connection of a sandbox: its place among the sandbox's and the node's, its
-/// bytes, and its log line when it closes.
-struct Connection {
-    egress: Arc<Egress>,
-    sandbox: Arc<SandboxNet>,
-    destination: String,
-    address: SocketAddr,
-    bytes_out: u64,
-    bytes_in: u64,
-}
-
-impl Connection {
-    fn open(
-        egress: &Arc<Egress>,
-        sandbox: &Arc<SandboxNet>,
-        host: &Host,
-        address: SocketAddr,
-    ) -> std::result::Result<Connection, &'static str> {
-        if sandbox.open.fetch_add(1, Ordering::AcqRel) >= sandbox.max_connections {
-            sandbox.open.fetch_sub(1, Ordering::AcqRel);
-            return Err("the sandbox has as many connections open as it may");
-        }
-        if egress.open.fetch_add(1, Ordering::AcqRel) >= egress.max_connections {
-            egress.open.fetch_sub(1, Ordering::AcqRel);
-            sandbox.open.fetch_sub(1, Ordering::AcqRel);
-            return Err("the node has as many connections open as it may");
-        }
-        if sandbox.bytes() >= sandbox.max_bytes {
-            egress.open.fetch_sub(1, Ordering::AcqRel);
-            sandbox.open.fetch_sub(1, Ordering::AcqRel);
-            return Err("the sandbox has used its network byte limit");
-        }
-        egress.allowed.fetch_add(1, Ordering::Relaxed);
-        let destination = format!("{host}:{}", address.port());
-        tracing::info!(
-            target: "wasbox::egress",
-            sandbox = %sandbox.label,
-            destination = %destination,
-            address = %address,
-            allowed = true,
-            "connection opened"
-        );
-        Ok(Connection {
-            egress: egress.clone(),
-            sandbox: sandbox.clone(),
-            destination,
-            address,
-            bytes_out: 0,
-            bytes_in: 0,
-        })
-    }
-
-    /// Counts `n` bytes; an error once the sandbox is past its limit.
-    fn count(&mut self, n: usize, outgoing: bool) -> io::Result<()> {
-        let n = n as u64;
-        if outgoing {
-            self.bytes_out += n;
-            self.egress.bytes_out.fetch_add(n, Ordering::Relaxed);
-        } else {
-            self.bytes_in += n;
-            self.egress.bytes_in.fetch_add(n, Ordering::Relaxed);
-        }
-        let total = self.sandbox.bytes.fetch_add(n, Ordering::Relaxed) + n;
-        if total > self.sandbox.max_bytes {
-            return Err(io::Error::other(format!(
-                "network byte limit of {} bytes reached",
-                self.sandbox.max_bytes
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        self.sandbox.open.fetch_sub(1, Ordering::AcqRel);
-        self.egress.open.fetch_sub(1, Ordering::AcqRel);
-        self.egress.report(EgressEvent {
-            sandbox: self.sandbox.label.clone(),
-            destination: self.destination.clone(),
-            address: Some(self.address),
-            allowed: true,
-            reason: None,
-            bytes_out: self.bytes_out,
-            bytes_in: self.bytes_in,
-        });
-        tracing::info!(
-            target: "wasbox::egress",
-            sandbox = %self.sandbox.label,
-            destination = %self.destination,
-            address = %self.address,
-            bytes_out = self.bytes_out,
-            bytes_in = self.bytes_in,
-            "connection closed"
-        );
-    }
-}
 
 /// A TCP stream whose bytes are counted against its sandbox's limit.
 struct Counted {

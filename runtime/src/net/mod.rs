@@ -1,12 +1,13 @@
 //! Network egress: where a sandbox may connect, and the host side of its HTTP requests.
 //!
-//! A sandbox reaches the network only through `wasi:http/outgoing-handler`, served by the
-//! host ([`NetHooks`]): the guest names a URL, the host resolves the name, checks every
+//! A sandbox reaches the network through `wasi:http/outgoing-handler`, served by the host
+//! ([`NetHooks`]): the guest names a URL, the host resolves the name, checks every
 //! address it got against the node's policy and the sandbox's own ([`Egress::check`]),
 //! and connects to an address it checked (a name that resolves again to something else
 //! later changes nothing). TLS is the host's (rustls, the system's roots plus the
 //! operator's `--ca-cert`), so a guest needs none of its own. A redirect is a new request
-//! the guest makes, checked again. `wasi:sockets` stays refused.
+//! the guest makes, checked again. Its own TCP client sockets (`wasi:sockets`) are checked
+//! address by address ([`tcp`]); it has no listening socket and no UDP.
 //!
 //! The node's policy is the ceiling (nothing by default); a sandbox's policy can only
 //! narrow it. Loopback, private and link-local ranges, and the node's own addresses and
@@ -15,8 +16,10 @@
 //! every connection, allowed or denied, is logged (target `wasbox::egress`) and counted
 //! ([`EgressStats`]).
 
+mod connection;
 mod http;
 pub mod rules;
+pub(crate) mod tcp;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -268,14 +271,45 @@ impl Egress {
         Ok(())
     }
 
+    /// Whether a sandbox may connect to `ip`:`port` given as an address (a socket's
+    /// `connect`): by an address rule, or by a rule naming a name the host resolved to
+    /// that address for this sandbox (see [`SandboxNet::resolved`]).
+    pub(crate) fn check_address(
+        &self,
+        sandbox: &SandboxNet,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<(), &'static str> {
+        let policy = sandbox.policy();
+        let ip = canonical(ip);
+        let by_address = self.check(&policy, None, ip, port);
+        if by_address.is_ok() {
+            return by_address;
+        }
+        let names: Vec<String> = lock(&sandbox.resolved)
+            .iter()
+            .filter(|(_, a)| *a == ip)
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut result = by_address;
+        for name in &names {
+            result = self.check(&policy, Some(name), ip, port);
+            if result.is_ok() {
+                break;
+            }
+        }
+        result
+    }
+
     /// Whether a name may be looked up at all: never for a sandbox without network, nor
     /// for a name no rule of the node (or of the sandbox) could let through, so that a
-    /// sandbox cannot send data out in the names it asks the host's resolver for.
+    /// sandbox cannot send data out in the names it asks the host's resolver for. `port` is
+    /// where it will connect, `None` for a plain lookup (`getaddrinfo`).
     pub(crate) fn may_resolve(
         &self,
         policy: &NetworkPolicy,
         name: &str,
-        port: u16,
+        port: Option<u16>,
     ) -> Result<(), &'static str> {
         if !self.allow.iter().any(|r| r.may_match_name(name, port)) {
             return Err("the node's policy does not allow it");
@@ -329,7 +363,14 @@ pub(crate) struct SandboxNet {
     bytes: AtomicU64,
     max_connections: u32,
     max_bytes: u64,
+    /// The names the host resolved for the sandbox's sockets and the addresses they gave
+    /// (the newest last, at most [`RESOLVED_KEPT`]): a `connect` to one of these addresses
+    /// is checked against the rules naming the name.
+    resolved: Mutex<std::collections::VecDeque<(String, IpAddr)>>,
 }
+
+/// How many resolved (name, address) pairs a sandbox's sockets keep.
+const RESOLVED_KEPT: usize = 512;
 
 impl SandboxNet {
     pub(crate) fn new(
@@ -345,6 +386,30 @@ impl SandboxNet {
             bytes: AtomicU64::new(0),
             max_connections,
             max_bytes,
+            resolved: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// Records that `name` resolved to `ip` for this sandbox.
+    pub(crate) fn resolved(&self, name: &str, ip: IpAddr) {
+        let ip = canonical(ip);
+        let mut list = lock(&self.resolved);
+        if let Some(i) = list.iter().position(|(n, a)| *a == ip && n == name) {
+            list.remove(i);
+        } else if list.len() >= RESOLVED_KEPT {
+            list.pop_front();
+        }
+        list.push_back((name.to_string(), ip));
+    }
+
+    /// Whether another connection may open now (the count itself is taken when it opens).
+    pub(crate) fn has_room(&self) -> Result<(), &'static str> {
+        if self.open.load(Ordering::Acquire) >= self.max_connections {
+            Err("the sandbox has as many connections open as it may")
+        } else if self.bytes() >= self.max_bytes {
+            Err("the sandbox has used its network byte limit")
+        } else {
+            Ok(())
         }
     }
 
@@ -472,26 +537,86 @@ mod tests {
     fn names_nobody_allows_are_never_looked_up() {
         let e = egress(&["*.example.org", "pypi.org:443"], &[]);
         assert!(
-            e.may_resolve(&NetworkPolicy::Node, "a.example.org", 443)
+            e.may_resolve(&NetworkPolicy::Node, "a.example.org", Some(443))
                 .is_ok()
         );
-        assert!(e.may_resolve(&NetworkPolicy::Node, "pypi.org", 80).is_err());
         assert!(
-            e.may_resolve(&NetworkPolicy::Node, "secret.attacker.net", 443)
+            e.may_resolve(&NetworkPolicy::Node, "pypi.org", Some(80))
                 .is_err()
         );
         assert!(
-            e.may_resolve(&NetworkPolicy::None, "a.example.org", 443)
+            e.may_resolve(&NetworkPolicy::Node, "secret.attacker.net", Some(443))
+                .is_err()
+        );
+        assert!(
+            e.may_resolve(&NetworkPolicy::None, "a.example.org", Some(443))
                 .is_err()
         );
         let only = NetworkPolicy::allow_only(parse_rules(&["pypi.org"]).unwrap());
-        assert!(e.may_resolve(&only, "a.example.org", 443).is_err());
-        assert!(e.may_resolve(&only, "pypi.org", 443).is_ok());
+        assert!(e.may_resolve(&only, "a.example.org", Some(443)).is_err());
+        assert!(e.may_resolve(&only, "pypi.org", Some(443)).is_ok());
         let wide = egress(&["*"], &[]);
         assert!(
-            wide.may_resolve(&NetworkPolicy::Node, "anything.net", 443)
+            wide.may_resolve(&NetworkPolicy::Node, "anything.net", Some(443))
                 .is_ok()
         );
+        // A plain lookup (no port yet): a name some rule names on some port.
+        assert!(
+            e.may_resolve(&NetworkPolicy::Node, "pypi.org", None)
+                .is_ok()
+        );
+        assert!(
+            e.may_resolve(&NetworkPolicy::Node, "b.example.org", None)
+                .is_ok()
+        );
+        assert!(
+            e.may_resolve(&NetworkPolicy::Node, "example.org", None)
+                .is_err()
+        );
+        // A deny rule on one port does not stop a lookup for another.
+        let port_only = NetworkPolicy::Rules {
+            allow: vec![],
+            deny: parse_rules(&["pypi.org:80"]).unwrap(),
+        };
+        assert!(e.may_resolve(&port_only, "pypi.org", None).is_ok());
+        let all_ports = NetworkPolicy::Rules {
+            allow: vec![],
+            deny: parse_rules(&["pypi.org"]).unwrap(),
+        };
+        assert!(e.may_resolve(&all_ports, "pypi.org", None).is_err());
+    }
+
+    #[test]
+    fn connections_by_address_follow_the_names_that_resolved_to_it() {
+        let e = egress(&["*.example.org:443", "10.0.0.0/8"], &[]);
+        let n = SandboxNet::new(NetworkPolicy::Node, "s".into(), 4, 1 << 20);
+        let public: IpAddr = "93.184.216.34".parse().unwrap();
+        assert!(
+            e.check_address(&n, public, 443).is_err(),
+            "no name for it yet"
+        );
+        n.resolved("api.example.org", public);
+        assert!(e.check_address(&n, public, 443).is_ok());
+        assert!(e.check_address(&n, public, 22).is_err(), "the rule's port");
+        // A name that resolved to a private address stays out (DNS rebinding).
+        let private: IpAddr = "10.1.2.3".parse().unwrap();
+        n.resolved("evil.example.org", "127.0.0.1".parse().unwrap());
+        assert!(
+            e.check_address(&n, "127.0.0.1".parse().unwrap(), 443)
+                .is_err()
+        );
+        assert!(
+            e.check_address(&n, private, 5432).is_ok(),
+            "an address rule"
+        );
+        // The memory is bounded: the oldest names go first.
+        for i in 0..RESOLVED_KEPT {
+            n.resolved(
+                &format!("h{i}.example.org"),
+                IpAddr::from([1, 1, (i / 256) as u8, i as u8]),
+            );
+        }
+        assert!(e.check_address(&n, public, 443).is_err());
     }
 
     #[test]

@@ -279,10 +279,11 @@ impl NetRule {
         }
     }
 
-    /// Whether the rule could match a destination asked for as `name` on `port`, whatever
-    /// the name resolves to (false only when it surely cannot: another name or port).
-    pub(crate) fn may_match_name(&self, name: &str, port: u16) -> bool {
-        if self.port.is_some_and(|p| p != port) {
+    /// Whether the rule could match a destination asked for as `name` on `port` (any port
+    /// when `None`, a plain name lookup), whatever the name resolves to (false only when it
+    /// surely cannot: another name or port).
+    pub(crate) fn may_match_name(&self, name: &str, port: Option<u16>) -> bool {
+        if port.zip(self.port).is_some_and(|(p, own)| p != own) {
             return false;
         }
         match &self.host {
@@ -292,9 +293,9 @@ impl NetRule {
     }
 
     /// Whether the rule covers every address `name` could resolve to (`*`, or the name by
-    /// name or subdomain), as a deny rule.
-    pub(crate) fn covers_name(&self, name: &str, port: u16) -> bool {
-        if self.port.is_some_and(|p| p != port) {
+    /// name or subdomain), as a deny rule, on `port` (on every port when `None`).
+    pub(crate) fn covers_name(&self, name: &str, port: Option<u16>) -> bool {
+        if self.port.is_some_and(|own| port != Some(own)) {
             return false;
         }
         match &self.host {
