@@ -197,6 +197,20 @@ async fn dash_lc_script_file_and_stdin() {
         .await
         .unwrap();
     assert_eq!((out.stdout.as_str(), out.exit_code), ("from stdin\n", 5));
+    // As bash reads a script on stdin: a command at a time, so that what it runs reads the
+    // lines after it; a syntax error ends it after what came before.
+    let out = rt
+        .run(JobSpec::new(["sh"]).stdin(
+            "for i in 1 2; do\n  echo $i\ndone\nread line\nthis line is data\necho \"got $line\"\n",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "1\n2\ngot this line is data\n");
+    let out = rt
+        .run(JobSpec::new(["sh"]).stdin("echo before\nfi\necho after\n"))
+        .await
+        .unwrap();
+    assert_eq!((out.stdout.as_str(), out.exit_code), ("before\n", 2));
     let sandbox = rt.sandbox(SandboxConfig::default()).unwrap();
     std::fs::write(sandbox.workspace().join("s.sh"), "echo \"$0 $# $@\"\n").unwrap();
     let out = sandbox

@@ -121,10 +121,14 @@ fn run(arg0: String, args: &[String]) -> i32 {
                 return 127;
             }
         }
-    } else {
+    } else if noexec {
         let mut s = String::new();
         let _ = std::io::stdin().read_to_string(&mut s);
         (s, arg0.clone(), rest.to_vec())
+    } else {
+        let mut sh = std::mem::ManuallyDrop::new(Shell::new(arg0.clone(), rest.to_vec()));
+        sh.opts = opts;
+        return run_stdin(&mut sh);
     };
 
     // The process ends when this returns: its memory and host handles go with it, so the
@@ -213,6 +217,55 @@ fn repl(sh: &mut Shell) -> i32 {
         }
         // An interrupt that came while the command ran is dealt with.
         guest_support::process::take_interrupt();
+    }
+}
+
+/// A script read from stdin, as bash reads one: a command at a time, each run as soon as it
+/// is complete, so that what it runs reads the lines after it and a program driving the
+/// shell through a pipe (E2B's bash contexts) gets each answer before it sends more. A
+/// syntax error ends the shell (status 2), as in a non-interactive bash.
+fn run_stdin(sh: &mut Shell) -> i32 {
+    let io = Io::standard();
+    let mut pending = String::new();
+    let mut lines_before = 0;
+    loop {
+        let line = io::read_line(&io.stdin);
+        let at_end = line.is_none();
+        if let Some(line) = line {
+            pending.push_str(&line);
+            pending.push('\n');
+        } else if pending.trim().is_empty() {
+            let status = sh.last_status;
+            return sh.end_shell(status, &io);
+        }
+        let parsed = if at_end {
+            shell::parse(&pending).map_err(Some)
+        } else {
+            shell::parse_or_incomplete(&pending)
+        };
+        let program = match parsed {
+            Ok(p) => p,
+            Err(None) => continue,
+            Err(Some(msg)) => {
+                sh.error(&io, &msg);
+                return sh.end_shell(2, &io);
+            }
+        };
+        sh.line_offset = lines_before;
+        lines_before += pending.matches('\n').count();
+        pending.clear();
+        match sh.run_program(&program, &io) {
+            Ok(s) => sh.last_status = s,
+            Err(Ctl::Exit(s)) | Err(Ctl::Return(s)) | Err(Ctl::Abandon(s)) => {
+                return sh.end_shell(s, &io);
+            }
+            Err(Ctl::Break(_)) | Err(Ctl::Continue(_)) => {}
+            Err(Ctl::Interrupt) => return sh.end_shell(130, &io),
+        }
+        if at_end {
+            let status = sh.last_status;
+            return sh.end_shell(status, &io);
+        }
     }
 }
 
