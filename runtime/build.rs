@@ -277,6 +277,7 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
         src.join("wasbox_compress.py"),
         src.join("wasbox_http.py"),
         src.join("wasbox_ssl.py"),
+        src.join("wasbox_kernel.py"),
         src.join("wit/world.wit"),
         root.join("wit/sandbox/process.wit"),
     ] {

@@ -42,6 +42,7 @@ except ImportError:
 import encodings.latin_1, encodings.ascii, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
 
 import wasbox_http
+import wasbox_kernel  # noqa: F401 (`python3 -m wasbox_kernel`, E2B's code interpreter)
 import wasbox_pip
 import wasbox_sqlite3
 from wit_world import exports

@@ -18,6 +18,8 @@ use crate::support::runtime::run_bounded;
 const PY_NEWEST: &str = "2.63.0";
 const PY_OLDER: &str = "2.45.1";
 const NPM_VERSION: &str = "2.51.0";
+/// E2B's code interpreter SDK (with the newest `e2b` above).
+const INTERPRETER_VERSION: &str = "2.11.5";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -125,6 +127,149 @@ fn python_sdk_newest_runs_unchanged() {
 #[test]
 fn python_sdk_older_with_the_v1_routes_runs_unchanged() {
     run_python_check(PY_OLDER);
+}
+
+/// E2B's code interpreter SDK, unchanged: `run_code` with its state, streams, errors,
+/// rich results, contexts side by side, bash, a timeout (tests/e2b/interpreter_check.py).
+#[test]
+fn code_interpreter_sdk_runs_unchanged() {
+    let Some(sdk) = installed(&format!("code-interpreter-{INTERPRETER_VERSION}"), |dir| {
+        let mut c = Command::new("python3");
+        c.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            "--target",
+        ])
+        .arg(dir)
+        .arg(format!("e2b-code-interpreter=={INTERPRETER_VERSION}"))
+        .arg(format!("e2b=={PY_NEWEST}"));
+        c
+    }) else {
+        return;
+    };
+    let server = Server::start(&[]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("tests/e2b/interpreter_check.py"))
+        .env("PYTHONPATH", &sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .envs(sdk_env(&server));
+    let out = run_bounded(cmd, Duration::from_secs(300));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all passed"),
+        "E2B's code interpreter SDK failed:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+}
+
+/// The code interpreter's wire, by hand: its refusals in E2B's error shape, and the
+/// events of a run, one JSON object a line.
+#[test]
+fn code_interpreter_answers_its_wire() {
+    let server = Server::start(&[]);
+    let r = control(
+        &server,
+        "POST",
+        "/v2/sandboxes",
+        &json!({"templateID": "base", "timeout": 60}),
+    );
+    let created = r.json();
+    assert_eq!(
+        created["trafficAccessToken"], created["envdAccessToken"],
+        "{created}"
+    );
+    let s = create(&server);
+    let call = |path: &str, method: &str, token: Option<(&str, &str)>, body: &str| -> Reply {
+        let mut headers = vec![
+            ("E2b-Sandbox-Id", s.id.as_str()),
+            ("E2b-Sandbox-Port", "49999"),
+            ("Content-Type", "application/json"),
+        ];
+        headers.extend(token);
+        request(server.addr, method, path, &headers, body.as_bytes())
+    };
+    let token = Some(("X-Access-Token", s.token.as_str()));
+    let traffic = Some(("E2B-Traffic-Access-Token", s.token.as_str()));
+
+    // Refusals.
+    let r = call("/execute", "POST", None, r#"{"code": "1"}"#);
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.json()["code"], 401);
+    let r = call("/execute", "POST", Some(("X-Access-Token", "wrong")), "{}");
+    assert_eq!(r.status, 401);
+    for (body, status) in [
+        ("not json", 400),
+        (r#"{"language": "python"}"#, 400),
+        (
+            r#"{"code": "1", "language": "python", "context_id": "x"}"#,
+            400,
+        ),
+        (r#"{"code": "1", "context_id": "nope"}"#, 404),
+        (r#"{"code": "1", "language": "cobol"}"#, 400),
+        (r#"{"code": "1", "env_vars": {"A=B": "x"}}"#, 400),
+    ] {
+        let r = call("/execute", "POST", token, body);
+        assert_eq!(r.status, status, "{body}: {}", r.text());
+        assert!(r.json()["message"].is_string(), "{body}: {}", r.text());
+    }
+    let r = call("/contexts", "POST", token, r#"{"cwd": "/nowhere"}"#);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = call("/contexts/nope", "DELETE", token, "");
+    assert_eq!(r.status, 404, "{}", r.text());
+    let r = call("/contexts/nope/restart", "POST", token, "");
+    assert_eq!(r.status, 404, "{}", r.text());
+    let gone = request(
+        server.addr,
+        "POST",
+        "/execute",
+        &[("E2b-Sandbox-Id", "nosuchsandbox"), ("X-Access-Token", "x")],
+        br#"{"code": "1"}"#,
+    );
+    assert_eq!(gone.status, 502, "{}", gone.text());
+
+    // A run: its events, one JSON object a line, the traffic token accepted.
+    let r = call(
+        "/execute",
+        "POST",
+        traffic,
+        r#"{"code": "print('hi')\n6 * 7", "env_vars": {"A": "b"}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events: Vec<Value> = r
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert_eq!(events[0]["type"], "stdout");
+    assert_eq!(events[0]["text"], "hi\n");
+    assert!(events[0]["timestamp"].as_u64().unwrap() > 0);
+    assert_eq!(events[1]["type"], "result");
+    assert_eq!(events[1]["text"], "42");
+    assert_eq!(events[1]["is_main_result"], true);
+    assert_eq!(events[2]["type"], "number_of_executions");
+    assert_eq!(events[2]["execution_count"], 1);
+
+    // Contexts are bounded.
+    let mut made = 1; // the default Python context, used above
+    loop {
+        let r = call("/contexts", "POST", token, r#"{"language": "python"}"#);
+        if r.status != 200 {
+            assert_eq!(r.status, 429, "{}", r.text());
+            break;
+        }
+        assert!(r.json()["id"].is_string());
+        made += 1;
+        assert!(made <= 16, "more than 16 contexts");
+    }
+    assert_eq!(made, 16);
+    let list = call("/contexts", "GET", token, "").json();
+    assert_eq!(list.as_array().unwrap().len(), 16, "{list}");
 }
 
 #[test]

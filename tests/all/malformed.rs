@@ -209,6 +209,11 @@ fn e2b_routes() -> Vec<Route> {
         ("GET", "/health"),
         ("GET", "/files"),
         ("POST", "/files"),
+        ("POST", "/execute"),
+        ("POST", "/contexts"),
+        ("GET", "/contexts"),
+        ("DELETE", "/contexts/{id}"),
+        ("POST", "/contexts/{id}/restart"),
     ]
     .iter()
     .map(|(m, p)| Route {
@@ -267,9 +272,16 @@ fn with_id(path: &str, id: &str) -> String {
 fn bad_answer(status: u16, headers: &[(String, String)], route: &Route) -> bool {
     let retry = status == 503 && headers.iter().any(|(k, _)| k == "retry-after");
     let not_offered = status == 501 && route.path.ends_with("/snapshots");
-    let envd = ["/health", "/files", "/process.", "/filesystem."]
-        .iter()
-        .any(|p| route.path.starts_with(p));
+    let envd = [
+        "/health",
+        "/files",
+        "/process.",
+        "/filesystem.",
+        "/execute",
+        "/contexts",
+    ]
+    .iter()
+    .any(|p| route.path.starts_with(p));
     let gone = status == 502 && envd;
     status >= 500 && !retry && !not_offered && !gone
 }

@@ -203,6 +203,7 @@ pub(super) fn start(
         started_at: SystemTime::now(),
         procs: process::Table::default(),
         watchers: fs::Watchers::default(),
+        contexts: Default::default(),
     });
     lock(&e2b.sandboxes).insert(id.clone(), sbx.clone());
     tracing::info!(sandbox_id = %id, template = %sbx.template, "e2b sandbox created");

@@ -23,6 +23,11 @@ pub(crate) enum Target {
 }
 
 pub(crate) fn target(e2b: &E2b, headers: &HeaderMap) -> Target {
+    target_with(e2b, headers, &["x-access-token"])
+}
+
+/// As [`target`], the token read from the first of `token_headers` present.
+pub(crate) fn target_with(e2b: &E2b, headers: &HeaderMap, token_headers: &[&str]) -> Target {
     let id = headers
         .get("e2b-sandbox-id")
         .and_then(|v| v.to_str().ok())
@@ -37,8 +42,9 @@ pub(crate) fn target(e2b: &E2b, headers: &HeaderMap) -> Target {
     let Some(s) = e2b.get(&id) else {
         return Target::Gone(id);
     };
-    let given = headers
-        .get("x-access-token")
+    let given = token_headers
+        .iter()
+        .find_map(|h| headers.get(*h))
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if !crate::auth::constant_time_eq(given.as_bytes(), s.token.as_bytes()) {

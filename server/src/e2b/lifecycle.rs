@@ -53,6 +53,7 @@ pub(super) async fn pause(
                 // Filesystem mode: the processes go; their ends take a moment.
                 if tries == 0 {
                     sbx.procs.kill_all();
+                    sbx.contexts.stop_all();
                 }
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(10)).await;

@@ -19,6 +19,7 @@ mod control;
 mod envd;
 mod files;
 mod fs;
+mod interpreter;
 mod lifecycle;
 mod network;
 mod process;
@@ -115,6 +116,8 @@ pub(crate) struct Sbx {
     started_at: SystemTime,
     procs: process::Table,
     watchers: fs::Watchers,
+    /// Code contexts of E2B's code interpreter.
+    contexts: interpreter::Contexts,
 }
 
 impl Sbx {
@@ -147,6 +150,7 @@ impl Sbx {
             client_id: CLIENT_ID.into(),
             envd_version: ENVD_VERSION,
             envd_access_token: self.token.clone(),
+            traffic_access_token: self.token.clone(),
             domain: None,
         }
     }
@@ -238,7 +242,15 @@ pub fn router(e2b: SharedE2b) -> Router {
                 ),
             )
             .route("/process.Process/{method}", post(process::call))
-            .route("/filesystem.Filesystem/{method}", post(fs::call));
+            .route("/filesystem.Filesystem/{method}", post(fs::call))
+            // The code interpreter (the SDK's port 49999).
+            .route("/execute", post(interpreter::execute))
+            .route(
+                "/contexts",
+                post(interpreter::create).get(interpreter::list),
+            )
+            .route("/contexts/{id}", axum::routing::delete(interpreter::remove))
+            .route("/contexts/{id}/restart", post(interpreter::restart));
     let node = e2b.node.clone();
     crate::worker::observed(control.merge(envd).with_state(e2b), node)
 }

@@ -343,6 +343,9 @@ pub struct SandboxWire {
     pub envd_version: &'static str,
     #[serde(rename = "envdAccessToken")]
     pub envd_access_token: String,
+    /// What the SDK sends on requests to the sandbox's ports (the code interpreter's).
+    #[serde(rename = "trafficAccessToken")]
+    pub traffic_access_token: String,
     pub domain: Option<String>,
 }
 
