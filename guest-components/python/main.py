@@ -35,6 +35,8 @@ import importlib.resources, importlib.resources.abc, importlib.resources.readers
 import importlib.resources._adapters, importlib.resources._common  # noqa: E401,F401
 import importlib.resources._itertools, importlib.resources.simple  # noqa: E401,F401
 import importlib.machinery, importlib.util, importlib.abc  # noqa: E401,F401
+# What the build backends pip runs for an sdist load (setuptools, flit_core, hatchling).
+import email.generator, sysconfig, py_compile, compileall, filecmp, fileinput  # noqa: E401,F401
 try:  # wasm has no processes to fork; kept so that the import and cpu_count() work
     import multiprocessing, multiprocessing.pool  # noqa: E401,F401
 except ImportError:
@@ -285,6 +287,24 @@ os.getgroups = lambda: [_me().pw_gid]
 os.getlogin = lambda: _me().pw_name
 for _n in ("getuid", "geteuid", "getgid", "getegid", "getgroups", "getlogin"):
     getattr(os, _n).__name__ = _n
+
+
+def chown(path, uid, gid, *, dir_fd=None, follow_symlinks=True):
+    """Every file of the sandbox is its user's and WASI has no owners to change: a change of
+    owner is accepted and changes nothing (`tarfile` run as root, `shutil.chown`); the file
+    must exist."""
+    os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+
+
+def lchown(path, uid, gid):
+    chown(path, uid, gid, follow_symlinks=False)
+
+
+def fchown(fd, uid, gid):
+    os.fstat(fd)
+
+
+os.chown, os.lchown, os.fchown = chown, lchown, fchown
 
 
 def _hostname():

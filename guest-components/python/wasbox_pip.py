@@ -8,9 +8,12 @@ PEP 503 HTML and PEP 691 JSON: `--index-url`, `--extra-index-url`, `PIP_INDEX_UR
 index's SHA-256, into the user site (`~/.local/lib/pythonX.Y/site-packages`, on
 `sys.path` at every start), a `--target` directory or a `--prefix`, with their
 dependencies, console scripts and RECORD as the wheel format (PEP 427, PEP 376) describes.
-`list`, `freeze`, `show` and `uninstall` work on what is installed. What needs a network or
-a compiler (source trees and sdists, wheels with C extensions) is refused with pip's own
-messages and a reason.
+Source trees (`pip install .`, `-e .`), sdists (files, URLs, and an index's when it has no
+wheel that fits) are built into wheels with their own PEP 517 build backend (setuptools,
+flit_core, hatchling, poetry-core, pdm-backend, an in-tree one), its requirements installed
+into an isolated directory first, as pip does. What needs a compiler (an extension module,
+a wheel for another platform) is refused with pip's own messages and a reason.
+`list`, `freeze`, `show` and `uninstall` work on what is installed.
 """
 
 import base64
@@ -24,8 +27,11 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import tarfile
 import tempfile
+import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -404,13 +410,41 @@ def index_files(index, key, opts):
                 continue
             if w.key == key:
                 wheels.append(w)
-        elif filename.endswith((".tar.gz", ".zip", ".tar.bz2")):
-            sdists.append(filename)
+        elif filename.endswith(SDIST_SUFFIXES):
+            version = sdist_version(filename, key)
+            if version is not None:
+                sdists.append(Sdist(filename, full, sha, version))
     return wheels, sdists
 
 
+SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2", ".tgz")
+
+
+class Sdist:
+    """A source archive an index lists: `name-version.tar.gz` (or .zip)."""
+
+    def __init__(self, filename, url, sha256, version):
+        self.filename, self.url, self.sha256, self.version = filename, url, sha256, version
+        self.path = None
+        self.dist = filename.rsplit("-", 1)[0]
+
+
+def sdist_version(filename, key):
+    """The version in an sdist's file name, if the name before it is project `key`'s."""
+    stem = filename
+    for suffix in SDIST_SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[:-len(suffix)]
+    parts = stem.split("-")
+    for i in range(1, len(parts)):
+        if canonical("-".join(parts[:i])) == key:
+            version = "-".join(parts[i:])
+            return version if re.match(r"^v?\d", version) else None
+    return None
+
+
 def download(wheel, opts, into):
-    """Fetches a wheel an index listed into `into`, checking its SHA-256."""
+    """Fetches a wheel (or an sdist) an index listed into `into`, checking its SHA-256."""
     name = os.path.basename(urllib.parse.urlsplit(wheel.url).path)
     try:
         with _open(wheel.url, timeout=300) as r:
@@ -853,7 +887,8 @@ _INSTALL = dict(_COMMON, **{
     "--upgrade-strategy": ("noop", True), "--force-reinstall": ("force", False),
     "--no-deps": ("no_deps", False), "--pre": ("pre", False),
     "--break-system-packages": ("noop", False), "--no-warn-script-location": ("no_warn", False),
-    "--no-build-isolation": ("noop", False), "--only-binary": ("noop", True),
+    "--no-build-isolation": ("no_build_isolation", False),
+    "--only-binary": ("only_binary", True),
     "--prefer-binary": ("noop", False), "--no-binary": ("noop", True),
     "--require-hashes": ("noop", False), "--ignore-installed": ("force", False),
     "-I": ("force", False), "-e": ("editable", True), "--editable": ("editable", True),
@@ -920,6 +955,165 @@ def _say(opts, *lines):
             print(line)
 
 
+# -- building from source (PEP 517) -------------------------------------------------------
+
+# What a project without a pyproject.toml (or without a backend in it) is built with.
+_LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+_LEGACY_REQUIRES = ["setuptools>=40.8.0"]
+# Builds inside builds (a build requirement that is itself only an sdist) stop here.
+_MAX_BUILD_DEPTH = 3
+
+# The backend's hooks, run in a child python3 with the build environment on its path:
+# argv is the backend, its in-tree path (JSON), the hook, its output directory and the file
+# the result goes to (stdout is the backend's own).
+_HOOK = """
+import importlib, json, os, sys
+backend, backend_path, hook, out, result = sys.argv[1:6]
+sys.path[:0] = [os.path.abspath(p) for p in json.loads(backend_path)]
+module, _, obj = backend.partition(":")
+b = importlib.import_module(module)
+for part in [p for p in obj.split(".") if p]:
+    b = getattr(b, part)
+if hook.startswith("get_requires"):
+    f = getattr(b, hook, None)
+    value = f({}) if f else []
+else:
+    f = getattr(b, hook, None)
+    if f is None:
+        sys.exit("the build backend %s has no %s hook" % (backend, hook))
+    value = f(out, {})
+with open(result, "w") as fh:
+    json.dump(value, fh)
+"""
+
+
+def _extract(archive, into):
+    """Unpacks an sdist, refusing members that would land outside `into`; returns the
+    project's directory (the archive's single top directory)."""
+    if archive.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for name in zf.namelist():
+                target = os.path.realpath(os.path.join(into, name))
+                if not target.startswith(os.path.realpath(into) + os.sep):
+                    raise PipError("%s holds a path outside itself: %s" % (
+                        os.path.basename(archive), name))
+            zf.extractall(into)
+    else:
+        try:
+            with tarfile.open(archive) as tf:
+                tf.extractall(into, filter="data")
+        except (tarfile.TarError, OSError) as e:
+            raise PipError("cannot unpack %s: %s" % (os.path.basename(archive), e))
+    entries = [e for e in os.listdir(into) if not e.startswith(".")]
+    if len(entries) == 1 and os.path.isdir(os.path.join(into, entries[0])):
+        return os.path.join(into, entries[0])
+    return into
+
+
+def _build_system(source):
+    """(requires, backend, backend-path) of a source tree, as PEP 517 and 518 read them."""
+    pyproject = os.path.join(source, "pyproject.toml")
+    if os.path.isfile(pyproject):
+        try:
+            with open(pyproject, "rb") as f:
+                system = tomllib.load(f).get("build-system") or {}
+        except (tomllib.TOMLDecodeError, OSError) as e:
+            raise PipError("%s could not be read: %s" % (pyproject, e))
+        requires = system.get("requires", _LEGACY_REQUIRES)
+        if "build-backend" in system:
+            return requires, system["build-backend"], system.get("backend-path", [])
+        return requires, _LEGACY_BACKEND, []
+    if os.path.isfile(os.path.join(source, "setup.py")) or \
+            os.path.isfile(os.path.join(source, "setup.cfg")):
+        return _LEGACY_REQUIRES, _LEGACY_BACKEND, []
+    raise PipError("Directory '%s' is not installable. Neither 'setup.py' nor "
+                   "'pyproject.toml' found." % source)
+
+
+def _run_hook(source, env_dir, backend, backend_path, hook, out, opts):
+    result = os.path.join(env_dir, "hook-result.json")
+    child_env = dict(os.environ)
+    if env_dir:
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            [env_dir] + [p for p in child_env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    child_env.pop("PIP_REQUIRE_VIRTUALENV", None)
+    done = subprocess.run(
+        ["python3", "-c", _HOOK, backend, json.dumps(backend_path), hook, out, result],
+        cwd=source, env=child_env, capture_output=True)
+    log = (done.stdout + done.stderr).decode("utf-8", "replace")
+    if opts.get("verbose"):
+        sys.stderr.write(log)
+    if done.returncode != 0:
+        tail = "\n".join(log.rstrip().splitlines()[-25:])
+        native = re.search(r"(gcc|cc|clang|cl\.exe|x86_64-linux-gnu-gcc|cargo|rustc|gfortran)"
+                           r"[^\n]*(failed|not found|No such file)|Microsoft Visual C\+\+|"
+                           r"unable to execute|CompileError|Cython|setuptools_rust|"
+                           r"maturin|scikit_build|mesonpy", log)
+        why = ("it has code that needs a compiler, which this sandbox does not have: install "
+               "a pure-Python wheel instead" if native else
+               "see the build backend's output above")
+        raise PipError("%s\nerror: subprocess-exited-with-error\n\n  x Building wheel for %s "
+                       "did not run successfully (exit code %d): %s" % (
+                           tail, os.path.basename(source), done.returncode, why))
+    with open(result) as f:
+        return json.load(f)
+
+
+def build_wheel(source, opts, index_args, downloads, editable=False):
+    """Builds a wheel of the source tree `source` with its PEP 517 backend; returns it as a
+    Wheel. The backend's requirements go into an isolated directory unless
+    `--no-build-isolation`."""
+    depth = int(os.environ.get("WASBOX_PIP_BUILD_DEPTH", "0"))
+    if depth >= _MAX_BUILD_DEPTH:
+        raise PipError("building %s needs builds nested %d deep: stopped" % (source, depth))
+    requires, backend, backend_path = _build_system(source)
+    env_dir = tempfile.mkdtemp(prefix="pip-build-env-", dir=_download_dir(downloads))
+    isolated = not opts.get("no_build_isolation")
+    saved = os.environ.get("WASBOX_PIP_BUILD_DEPTH")
+    os.environ["WASBOX_PIP_BUILD_DEPTH"] = str(depth + 1)
+    try:
+        def requirements(reqs, what):
+            if not reqs or not isolated:
+                return
+            _say(opts, "  Installing %s ... " % what)
+            sub = ["-q", "--no-warn-script-location", "--target", env_dir] + index_args
+            if _install(sub + list(reqs), downloads) != 0:
+                raise PipError("could not install the build requirements %s" % ", ".join(reqs))
+        requirements(requires, "build dependencies")
+        kind = "editable" if editable else "wheel"
+        _say(opts, "  Getting requirements to build %s ... " % kind)
+        more = _run_hook(source, env_dir if isolated else "", backend, backend_path,
+                         "get_requires_for_build_" + kind, env_dir, opts)
+        requirements([r for r in more if canonical(Requirement(r).name) not in
+                      {canonical(Requirement(q).name) for q in requires}],
+                     "backend dependencies")
+        _say(opts, "  Building %s for %s ..." % (kind, os.path.basename(source)))
+        out = tempfile.mkdtemp(prefix="pip-wheel-", dir=_download_dir(downloads))
+        name = _run_hook(source, env_dir if isolated else "", backend, backend_path,
+                         "build_" + kind, out, opts)
+    finally:
+        if saved is None:
+            os.environ.pop("WASBOX_PIP_BUILD_DEPTH", None)
+        else:
+            os.environ["WASBOX_PIP_BUILD_DEPTH"] = saved
+    wheel = Wheel(os.path.join(out, name))
+    if not wheel.pure():
+        raise PipError("%s was built for this interpreter only (%s): it has compiled code, "
+                       "which a wasm sandbox cannot build or run; install a pure-Python "
+                       "wheel instead" % (wheel.dist, os.path.basename(wheel.path)))
+    return wheel
+
+
+def build_sdist(archive, opts, index_args, downloads, editable=False):
+    """An sdist file (or a source directory) made into a wheel."""
+    if os.path.isdir(archive):
+        return build_wheel(os.path.abspath(archive), opts, index_args, downloads, editable)
+    into = tempfile.mkdtemp(prefix="pip-src-", dir=_download_dir(downloads))
+    source = _extract(archive, into)
+    _say(opts, "Processing %s" % archive)
+    return build_wheel(source, opts, index_args, downloads, editable)
+
+
 def cmd_install(args):
     """`pip install`; what it downloaded (into a directory of /tmp) is removed at the end."""
     downloads = []
@@ -938,9 +1132,6 @@ def _download_dir(downloads):
 
 def _install(args, downloads_made):
     opts, rest = _options(args, _INSTALL)
-    if opts.get("editable"):
-        raise PipError("editable installs need a build backend, which this sandbox does not "
-                       "run: build a wheel elsewhere and install it from a file")
     conf = pip_config()
     links = list(opts.get("find_links", []))
     links += [x for x in os.environ.get("PIP_FIND_LINKS", conf.get("find-links", "")).split()
@@ -972,8 +1163,14 @@ def _install(args, downloads_made):
             conf.get("no-index", "").lower() in ("1", "true", "yes", "on"):
         no_index = True
     indexes = [] if no_index else [index_url] + extra
+    # How a build's own requirements are found: the same indexes and links.
+    index_args = ["--no-index"] if no_index else ["--index-url", index_url]
+    for e in extra if not no_index else []:
+        index_args += ["--extra-index-url", e]
+    for link in links:
+        index_args += ["--find-links", link]
     listed = {}  # key -> (wheels, sdists) from the indexes
-    if not texts:
+    if not texts and not opts.get("editable"):
         raise PipError("You must give at least one requirement to install (see \"pip help "
                        "install\")")
     constraints = []
@@ -1001,22 +1198,40 @@ def _install(args, downloads_made):
         _say(opts, "Looking in links: %s" % ", ".join(links))
     pool = find_wheels(links)
     todo = []  # (Requirement or Wheel, requested, extras)
+    for t in opts.get("editable", []):
+        if not os.path.isdir(t):
+            raise PipError("%s is not a valid editable requirement. It should either be a path "
+                           "to a local project or a VCS URL (beginning with bzr+http, "
+                           "bzr+https, bzr+ssh, bzr+sftp, bzr+ftp, bzr+lp, bzr+file, git+http, "
+                           "git+https, git+ssh, git+git, git+file, hg+file, hg+http, "
+                           "hg+https, hg+ssh, hg+static-http, svn+ssh, svn+http, svn+https, "
+                           "svn+svn, svn+file)." % t)
+        _say(opts, "Obtaining file://%s" % os.path.abspath(t))
+        todo.append((build_sdist(t, opts, index_args, downloads_made, editable=True), True, []))
     for t in texts:
         if t.endswith(".whl"):
             if not os.path.isfile(t):
                 raise PipError("Requirement '%s' looks like a filename, but the file does not "
                                "exist" % t)
             todo.append((Wheel(t), True, []))
-        elif os.path.isdir(t) or t.startswith((".", "/")) or t.endswith((".tar.gz", ".zip")):
-            raise PipError("%s is a source tree or archive: building packages from source is "
-                           "not supported in this sandbox; build a wheel elsewhere and install "
-                           "that file" % t)
+        elif os.path.isdir(t) or (t.endswith(SDIST_SUFFIXES) and os.path.isfile(t)):
+            if os.path.isdir(t):
+                _say(opts, "Processing %s" % t)
+            todo.append((build_sdist(t, opts, index_args, downloads_made), True, []))
+        elif t.startswith((".", "/")) or t.endswith(SDIST_SUFFIXES) and "://" not in t:
+            raise PipError("Invalid requirement: '%s'\nHint: It looks like a path. File '%s' "
+                           "does not exist." % (t, t))
         elif re.match(r"^https?://", t) and urllib.parse.urlsplit(t).path.endswith(".whl"):
             todo.append((download(Wheel(None, t), opts, _download_dir(downloads_made)), True,
                          []))
+        elif re.match(r"^https?://", t) and urllib.parse.urlsplit(t).path.endswith(
+                SDIST_SUFFIXES):
+            name = os.path.basename(urllib.parse.urlsplit(t).path)
+            sd = download(Sdist(name, t, None, None), opts, _download_dir(downloads_made))
+            todo.append((build_sdist(sd.path, opts, index_args, downloads_made), True, []))
         elif re.match(r"^[a-z+]+://", t):
-            raise PipError("cannot install %s: only wheel files (.whl) can be fetched by URL "
-                           "in this sandbox" % t)
+            raise PipError("cannot install %s: only wheels (.whl) and source archives "
+                           "(.tar.gz, .zip) can be fetched by URL in this sandbox" % t)
         else:
             todo.append((Requirement(t), True, []))
     chosen = {}  # key -> (Wheel, requested)
@@ -1060,12 +1275,28 @@ def _install(args, downloads_made):
                 impure = [w for w in pool if w.key == req.key and not w.pure()]
                 if not links and not indexes:
                     print("WARNING: %s" % NO_NETWORK, file=sys.stderr)
-                sdists = listed.get(req.key, ((), ()))[1]
+                sdists = [sd for sd in listed.get(req.key, ((), ()))[1]
+                          if all(spec_allows(s, sd.version) for s in specs if s)]
+                if not opts.get("pre") and any(not is_prerelease(sd.version) for sd in sdists):
+                    sdists = [sd for sd in sdists if not is_prerelease(sd.version)]
+                binary_only = {canonical(n) for v in opts.get("only_binary", [])
+                               for n in v.split(",")}
+                if ":all:" in binary_only or req.key in binary_only:
+                    sdists = []
                 if sdists and not versions:
-                    raise PipError("%s has only source distributions (%s) for this "
-                                   "interpreter: building packages from source is not "
-                                   "supported in this sandbox; install a wheel built "
-                                   "elsewhere" % (req.display(), ", ".join(sdists[-3:])))
+                    sd = max(sdists, key=lambda x: version_key(x.version))
+                    if have and not opts.get("force") and version_key(have[1]) == version_key(
+                            sd.version):
+                        _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
+                            req.name, have[3], have[1]))
+                        continue
+                    download(sd, opts, _download_dir(downloads_made))
+                    fits = [build_sdist(sd.path, opts, index_args, downloads_made)]
+                    pool += fits
+            if not fits:
+                versions = sorted({w.version for w in pool if w.key == req.key and w.pure()},
+                                  key=version_key)
+                impure = [w for w in pool if w.key == req.key and not w.pure()]
                 if impure:
                     print("WARNING: skipping %s: only wheels for any platform (none-any) run "
                           "here" % ", ".join(os.path.basename(w.path or w.url) for w in impure),

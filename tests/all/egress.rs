@@ -466,7 +466,8 @@ echo "downloads left=$(ls /tmp | grep -c pip-download-)"
     );
     assert!(err.contains("DO NOT MATCH THE HASHES"), "{err}");
     assert!(err.contains("none-any"), "{err}");
-    assert!(err.contains("only source distributions"), "{err}");
+    // Its index lists an sdist it does not serve.
+    assert!(err.contains("Could not download"), "{err}");
     assert!(
         err.contains("No matching distribution found for nosuchthing"),
         "{err}"
@@ -482,6 +483,115 @@ echo "downloads left=$(ls /tmp | grep -c pip-download-)"
 }
 
 /// Starts `python3 -u -m http.server ARGS` in `dir` on 127.0.0.1 and reads its port.
+/// Builds the index of `pip_builds_from_source`: sdists with flit_core and with a legacy
+/// setup.py (setuptools), one with a C extension, and the backends' wheels.
+const BUILD_SOURCE_INDEX: &str = r#"
+import hashlib, io, os, shutil, sys, tarfile
+root, wheels = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(root, "files"))
+def sdist(name, version, files):
+    fname = "%s-%s.tar.gz" % (name, version)
+    path = os.path.join(root, "files", fname)
+    with tarfile.open(path, "w:gz") as t:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo("%s-%s/%s" % (name, version, rel))
+            info.size, info.mtime = len(data), 1700000000
+            t.addfile(info, io.BytesIO(data))
+    return fname
+flit = """[build-system]
+requires = ["flit_core>=3.2,<4"]
+build-backend = "flit_core.buildapi"
+[project]
+name = "srcpkg"
+version = "1.0"
+description = "built from source"
+dependencies = ["legacy>=1"]
+[project.scripts]
+srcpkg-hello = "srcpkg:hello"
+"""
+files = {
+    "srcpkg": [sdist("srcpkg", "1.0", {
+        "pyproject.toml": flit,
+        "PKG-INFO": "Metadata-Version: 2.1\nName: srcpkg\nVersion: 1.0\n",
+        "srcpkg/__init__.py": "from legacy import L\ndef hello():\n    print('hello from srcpkg', L)\n"})],
+    "legacy": [sdist("legacy", "1.0", {
+        "setup.py": "from setuptools import setup\nsetup(name='legacy', version='1.0', py_modules=['legacy'])\n",
+        "PKG-INFO": "Metadata-Version: 1.0\nName: legacy\nVersion: 1.0\n",
+        "legacy.py": "L = 'legacy'\n"})],
+    "cpkg": [sdist("cpkg", "1.0", {
+        "setup.py": "from setuptools import setup, Extension\nsetup(name='cpkg', version='1.0', ext_modules=[Extension('cpkg', ['cpkg.c'])])\n",
+        "cpkg.c": "int cpkg;\n"})],
+}
+for w in os.listdir(wheels):
+    shutil.copy(os.path.join(wheels, w), os.path.join(root, "files", w))
+    files.setdefault(w.split("-")[0].lower().replace("_", "-"), []).append(w)
+for name, names in files.items():
+    os.makedirs(os.path.join(root, "simple", name))
+    with open(os.path.join(root, "simple", name, "index.html"), "w") as f:
+        for fname in names:
+            sha = hashlib.sha256(open(os.path.join(root, "files", fname), "rb").read()).hexdigest()
+            f.write('<a href="../../files/%s#sha256=%s">%s</a><br>\n' % (fname, sha, fname))
+"#;
+
+/// `pip install` of what has no wheel: sdists from an index (flit_core's and setuptools'
+/// backends, installed from the index into an isolated build directory first), a source
+/// tree (`pip install .`, `-e .`), and a clear refusal for a C extension.
+#[test]
+fn pip_builds_from_source() {
+    let wheels =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pytools/build-wheels");
+    if !wheels.join("flit_core-3.10.1-py3-none-any.whl").is_file()
+        || !wheels.join("setuptools-80.9.0-py3-none-any.whl").is_file()
+    {
+        crate::support::skip(&format!(
+            "the build backends' wheels are not in {} (.ci/run downloads them)",
+            wheels.display()
+        ));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let built = Command::new("python3")
+        .args(["-c", BUILD_SOURCE_INDEX])
+        .arg(dir.path())
+        .arg(&wheels)
+        .status()
+        .expect("python3");
+    assert!(built.success());
+    let (child, port) = python_server(dir.path(), &[]);
+    let _index = Index {
+        child,
+        port,
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let url = format!("http://127.0.0.1:{port}/simple");
+    let script = format!(
+        r#"
+export PIP_INDEX_URL={url} PATH=$HOME/.local/bin:$PATH
+pip install -q srcpkg 2>/dev/null && srcpkg-hello
+pip list 2>/dev/null | grep -E '^(srcpkg|legacy|flit|setuptools)'
+pip install -q cpkg; echo "cpkg=$?"
+pip install -q --only-binary :all: legacy==0.1; echo "only-binary=$?"
+mkdir -p proj/tree && printf '[build-system]\nrequires = ["flit_core>=3.2"]\nbuild-backend = "flit_core.buildapi"\n[project]\nname = "tree"\nversion = "0.1"\ndescription = "d"\n' > proj/pyproject.toml
+echo 'V = 1' > proj/tree/__init__.py
+pip install -q -e ./proj 2>/dev/null && python3 -c 'import tree; print("tree", tree.V)'
+echo 'V = 22' > proj/tree/__init__.py
+python3 -c 'import tree; print("edited", tree.V)'
+pip uninstall -q -y tree && pip install -q ./proj 2>/dev/null && echo 'V = 333' > proj/tree/__init__.py && python3 -c 'import tree; print("copied", tree.V)'
+echo "left=$(ls /tmp | grep -c pip-)"
+"#
+    );
+    let (code, out, err) = run(&["--allow-net", &format!("127.0.0.1:{port}")], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        out,
+        "hello from srcpkg legacy\nlegacy  1.0\nsrcpkg  1.0\ncpkg=1\nonly-binary=1\n\
+         tree 1\nedited 22\ncopied 22\nleft=0\n",
+        "{err}"
+    );
+    assert!(err.contains("needs a compiler"), "{err}");
+}
+
 fn python_server(dir: &std::path::Path, args: &[&str]) -> (std::process::Child, u16) {
     let mut child = Command::new("python3")
         .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
