@@ -170,6 +170,12 @@ fn copy_plain(
             Err(e) => return Err((false, e)),
         };
         out.write_all(&buf[..n]).map_err(|e| (true, e))?;
+        // A short read: nothing more is waiting (a pipe, a terminal), so what came goes
+        // out now, as GNU cat writes each read (`cat` fed a line at a time by another
+        // program answers at once).
+        if n < buf.len() {
+            out.flush().map_err(|e| (true, e))?;
+        }
     }
 }
 
@@ -223,6 +229,9 @@ fn copy_formatted(
             text.push(b'\n');
         }
         out.write_all(&text).map_err(|e| (true, e))?;
+        if input.buffer().is_empty() {
+            out.flush().map_err(|e| (true, e))?;
+        }
     }
 }
 
