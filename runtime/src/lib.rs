@@ -45,6 +45,7 @@ mod job;
 mod lazydir;
 pub mod limits;
 pub mod net;
+mod procfs;
 mod pty;
 mod rootfs;
 mod runtime;

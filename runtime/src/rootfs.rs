@@ -10,6 +10,9 @@
 //!   (so that `ls /dev` lists them): opening one opens the host's character device of that
 //!   name (and only those five), and `stat` of them answers a character device; `stdin`,
 //!   `stdout` and `stderr` there open the process's own standard streams;
+//! - `/proc` and `/sys` hold the few files Linux programs read about the machine (uptime,
+//!   memory, CPUs, boot id, cgroup limits: see [`crate::procfs`]), placeholders here too:
+//!   opening one gives what it says for the opening sandbox at that moment;
 //! - the mount point's directories and `tmp` exist, so a listing of `/` shows them (the
 //!   workspace and `/tmp` themselves are their own preopens, found first by a guest).
 //!
@@ -27,6 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, Result};
+
+use crate::procfs::ProcFile;
 
 /// The user every sandbox process runs as, by name, uid and home.
 pub const SANDBOX_USER: &str = "root";
@@ -86,6 +91,8 @@ pub(crate) enum Device {
     Stdin,
     Stdout,
     Stderr,
+    /// A file of `/proc` or `/sys`, made for the opening sandbox.
+    Proc(ProcFile),
 }
 
 impl Device {
@@ -120,7 +127,7 @@ impl Device {
             Device::Urandom => "/dev/urandom",
             // The host's null device stands for them where an identity or a placeholder
             // descriptor is needed; what is read and written goes to the process's streams.
-            Device::Stdin | Device::Stdout | Device::Stderr => "/dev/null",
+            Device::Stdin | Device::Stdout | Device::Stderr | Device::Proc(_) => "/dev/null",
         }
     }
 
@@ -132,6 +139,9 @@ impl Device {
     /// What identifies the device (its inode and device numbers on the host), for the
     /// inode a guest's `stat` reports.
     pub(crate) fn identity(self) -> (u64, u64) {
+        if let Device::Proc(f) = self {
+            return (0x7072_6f63, f.index());
+        }
         std::fs::metadata(self.host_path()).map_or((0, 0), |m| (m.ino(), m.rdev()))
     }
 
@@ -139,7 +149,7 @@ impl Device {
     /// feeds the host's entropy pool).
     /// The standard streams are the caller's to open, never a host path: refused here.
     pub(crate) fn open(self, read: bool, write: bool) -> std::io::Result<std::fs::File> {
-        if self.is_std() {
+        if self.is_std() || matches!(self, Device::Proc(_)) {
             return Err(std::io::ErrorKind::PermissionDenied.into());
         }
         let path = self.host_path();
@@ -156,9 +166,9 @@ impl Device {
 /// One root tree, read-only, shared by the sandboxes of one image and mount point.
 pub(crate) struct RootTree {
     pub(crate) dir: wasmtime_wasi::filesystem::Dir,
-    /// (device, inode) of the tree's top and of its `dev` directory.
-    top: (u64, u64),
-    dev: (u64, u64),
+    /// (device, inode) of the tree's directories that hold devices or `/proc` files, with
+    /// their paths in the tree (`""` for its top).
+    dirs: Vec<((u64, u64), String)>,
 }
 
 impl RootTree {
@@ -171,10 +181,18 @@ impl RootTree {
             .collect();
         let meta = at.metadata().ok()?;
         let id = (meta.dev(), meta.ino());
-        match parts.as_slice() {
-            [name] if id == self.dev => Device::named(name),
-            ["dev", name] if id == self.top => Device::named(name),
-            _ => None,
+        let (_, base) = self.dirs.iter().find(|(d, _)| *d == id)?;
+        let mut full: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+        for p in parts {
+            if p == ".." {
+                full.pop()?;
+            } else {
+                full.push(p);
+            }
+        }
+        match full.as_slice() {
+            ["dev", name] => Device::named(name),
+            _ => ProcFile::at(&full.join("/")).map(Device::Proc),
         }
     }
 
@@ -203,7 +221,7 @@ const DEVICES: [&str; 8] = [
 ];
 
 /// The version of a tree's layout, part of its name in the cache.
-const LAYOUT: u32 = 3;
+const LAYOUT: u32 = 4;
 
 impl RootTrees {
     pub(crate) fn new(scratch: &Path, cache: Option<&Path>) -> Result<Self> {
@@ -335,6 +353,17 @@ fn fill_tree(path: &Path, programs: &[&str], mount: &str) -> std::io::Result<()>
             .mode(0o666)
             .open(path.join("dev").join(name))?;
     }
+    for (file, _) in crate::procfs::FILES {
+        let at = path.join(file);
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(at)?;
+    }
     for name in programs {
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
             continue;
@@ -381,8 +410,20 @@ fn open_tree(path: &Path) -> Result<RootTree> {
             use cap_std::fs::MetadataExt as _;
             (m.dev(), m.ino())
         };
-        let top = id(dir.dir_metadata()?);
-        let dev = id(dir.symlink_metadata("dev")?);
+        let mut dirs = vec![(id(dir.dir_metadata()?), String::new())];
+        let mut names: Vec<String> = vec!["dev".into()];
+        for (file, _) in crate::procfs::FILES {
+            let mut at = std::path::Path::new(file).parent();
+            while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
+                names.push(d.to_string_lossy().into_owned());
+                at = d.parent();
+            }
+        }
+        names.sort();
+        names.dedup();
+        for name in names {
+            dirs.push((id(dir.symlink_metadata(&name)?), name));
+        }
         Ok(RootTree {
             dir: wasmtime_wasi::filesystem::Dir::new(
                 dir.into_std_file(),
@@ -390,8 +431,7 @@ fn open_tree(path: &Path) -> Result<RootTree> {
                 wasmtime_wasi::OpenMode::READ,
                 true,
             ),
-            top,
-            dev,
+            dirs,
         })
     };
     open().with_context(|| format!("opening the sandbox root {}", path.display()))

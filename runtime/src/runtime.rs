@@ -537,6 +537,18 @@ impl Sandbox {
         &self.site.sandbox.limits
     }
 
+    /// The sandbox's boot id, as its `/proc/sys/kernel/random/boot_id` reads: random for a
+    /// new sandbox (a fork and a restored snapshot included).
+    pub fn boot_id(&self) -> String {
+        crate::sync::lock(&self.site.sandbox.boot_id).clone()
+    }
+
+    /// Gives the sandbox the boot id of the one it continues (a pause and resume that keeps
+    /// its running state, as E2B's memory snapshots do).
+    pub fn set_boot_id(&self, id: String) {
+        *crate::sync::lock(&self.site.sandbox.boot_id) = id;
+    }
+
     /// Where the sandbox may connect (within the node's egress policy).
     pub fn network(&self) -> crate::NetworkPolicy {
         self.site.sandbox.net.policy()

@@ -132,6 +132,9 @@ pub(crate) struct SandboxState {
     next_pid: AtomicU32,
     /// Where it may connect, and what it has used of the network.
     pub(crate) net: Arc<crate::net::SandboxNet>,
+    /// Its own boot id (`/proc/sys/kernel/random/boot_id`) and when it was made (`uptime`).
+    pub(crate) boot_id: std::sync::Mutex<String>,
+    pub(crate) made: std::time::Instant,
 }
 
 /// A process alive in a sandbox.
@@ -364,6 +367,8 @@ impl SandboxState {
             procs: Default::default(),
             next_pid: AtomicU32::new(1),
             changes: std::sync::RwLock::new(()),
+            boot_id: std::sync::Mutex::new(crate::procfs::uuid_v4()),
+            made: std::time::Instant::now(),
         })
     }
 
@@ -630,9 +635,35 @@ impl SandboxState {
             .map_err(|e| format!("{path}: {}", io_message(&e)))
     }
 
+    /// What the sandbox's `/proc` and `/sys` files say of it now (see [`crate::procfs`]).
+    pub(crate) fn machine_facts(&self) -> crate::procfs::Facts {
+        let procs = crate::sync::lock(&self.procs);
+        crate::procfs::Facts {
+            boot_id: crate::sync::lock(&self.boot_id).clone(),
+            uptime: self.made.elapsed(),
+            hostname: crate::rootfs::SANDBOX_HOSTNAME,
+            memory_limit: self.memory.limit() as u64,
+            memory_used: self.memory.used() as u64,
+            processes: procs.len() as u32,
+            max_processes: self.limits.max_processes,
+            last_pid: procs.keys().next_back().copied().unwrap_or(1),
+        }
+    }
+
+    /// The content of the `/proc` or `/sys` file at `path`, when it names one.
+    pub(crate) fn machine_file(&self, path: &str) -> Option<String> {
+        let abs = self.absolute(path);
+        let file = crate::procfs::ProcFile::at(abs.trim_start_matches('/'))?;
+        Some(crate::procfs::content(file, &self.machine_facts()))
+    }
+
     /// Reads a file of the workspace or `/tmp` (a sandbox path, absolute or relative to the
-    /// mount point), refusing more than `max` bytes. A symlink as the last component is refused.
+    /// mount point), or of `/proc`, refusing more than `max` bytes. A symlink as the last
+    /// component is refused.
     pub(crate) fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, FileError> {
+        if let Some(text) = self.machine_file(path) {
+            return Ok(text.into_bytes());
+        }
         let (dir, rel) = self.file_path(path)?;
         let file = dir
             .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))
@@ -664,6 +695,9 @@ impl SandboxState {
     /// Opens a file of the workspace or `/tmp` for reading (a symlink as the last component
     /// or a directory is refused).
     pub(crate) fn open_read(&self, path: &str) -> Result<std::fs::File, FileError> {
+        if let Some(text) = self.machine_file(path) {
+            return crate::procfs::file_of(&text).map_err(|e| FileError::from_io(path, &e));
+        }
         let (dir, rel) = self.file_path(path)?;
         let file = dir
             .open_with(&rel, OpenOptions::new().read(true).custom_flags(NOFOLLOW))

@@ -160,6 +160,37 @@ async fn dev_null_zero_and_urandom_work() {
     );
 }
 
+/// `/proc` and `/sys` hold the sandbox's own machine facts (boot id, uptime, memory, one
+/// CPU), never the host's, read-only; anything else of them does not exist.
+#[tokio::test]
+async fn proc_files_tell_the_sandbox_not_the_host() {
+    let f = fixture();
+    let out = sh_in(
+        &f.workspace,
+        "a=$(cat /proc/sys/kernel/random/boot_id); b=$(cat /proc/sys/kernel/random/boot_id); \
+         test \"$a\" = \"$b\" && echo same-boot; \
+         test \"$(cat /proc/sys/kernel/random/uuid)\" != \"$(cat /proc/sys/kernel/random/uuid)\" && echo new-uuid; \
+         grep -c processor /proc/cpuinfo; grep -q WebAssembly /proc/cpuinfo && echo wasm-cpu; \
+         awk '{print ($1 < 60)}' /proc/uptime; head -1 /proc/meminfo; cat /sys/fs/cgroup/memory.max; \
+         test -f /proc/uptime && echo regular; ls /proc | head -3; \
+         echo x > /proc/uptime; echo \"write=$?\"; cat /proc/self/status; echo \"self=$?\"; \
+         python3 -c \"print(open('/proc/sys/kernel/random/boot_id').read().strip() == '$a')\"",
+    )
+    .await;
+    let memory = 1024 * 1024; // the sandbox's default budget, in kB
+    assert_eq!(
+        out.stdout,
+        format!(
+            "same-boot\nnew-uuid\n1\nwasm-cpu\n1\nMemTotal:        {memory} kB\n{}\nregular\n\
+             cpuinfo\nloadavg\nmeminfo\nwrite=1\nself=1\nTrue\n",
+            memory * 1024
+        ),
+        "{out:?}"
+    );
+    let host_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    assert!(host_boot.is_empty() || !out.stdout.contains(host_boot.trim()));
+}
+
 /// `/dev/stdin`, `/dev/stdout` and `/dev/stderr` are the opening process's own streams:
 /// what is written there is its output (a pipe here), never a host file, and takes no
 /// quota; stdin cannot be written.

@@ -579,9 +579,14 @@ impl QuotaFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::DescriptorStat> {
-        if self.device_at(&fd, &path).is_some() {
+        if let Some(device) = self.device_at(&fd, &path) {
             return Ok(types::DescriptorStat {
-                type_: types::DescriptorType::CharacterDevice,
+                // A file of /proc is a regular file of size 0, as Linux shows them.
+                type_: if matches!(device, Device::Proc(_)) {
+                    types::DescriptorType::RegularFile
+                } else {
+                    types::DescriptorType::CharacterDevice
+                },
                 link_count: 1,
                 size: 0,
                 data_access_timestamp: None,
@@ -724,7 +729,16 @@ impl QuotaFsView<'_> {
         }
         let read = flags.contains(types::DescriptorFlags::READ);
         let write = flags.contains(types::DescriptorFlags::WRITE);
-        let file = device.open(read, write).map_err(FsError::from)?;
+        let file = match device {
+            Device::Proc(f) => {
+                if write || oflags.contains(types::OpenFlags::TRUNCATE) {
+                    return Err(ErrorCode::Access.into());
+                }
+                let text = crate::procfs::content(f, &self.sandbox.machine_facts());
+                crate::procfs::file_of(&text).map_err(FsError::from)?
+            }
+            _ => device.open(read, write).map_err(FsError::from)?,
+        };
         let mut mode = OpenMode::empty();
         if read || !write {
             mode |= OpenMode::READ;
