@@ -471,6 +471,23 @@ fn control_plane_answers_e2b_errors() {
         b"",
     );
     assert_eq!(r.status, 200);
+    // A route E2B's API has and wasbox does not (a newer SDK's): E2B's error shape, which
+    // the SDKs read; the worker API's own paths keep their problem documents.
+    for path in ["/sandboxes/x/nosuch", "/v3/templates", "/volumes"] {
+        let r = control(&server, "GET", path, &json!({}));
+        assert_eq!(r.status, 404, "{path}: {}", r.text());
+        assert_eq!(r.json()["code"], 404, "{path}: {}", r.text());
+        assert!(r.json()["message"].is_string());
+    }
+    let r = request(
+        server.addr,
+        "GET",
+        "/v1/worker/nosuch",
+        &[("Authorization", &bearer)],
+        b"",
+    );
+    assert_eq!(r.status, 404);
+    assert!(r.json()["title"].is_string(), "{}", r.text());
     // Bad requests.
     let r = control(
         &server,

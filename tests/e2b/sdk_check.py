@@ -156,6 +156,36 @@ def _():
     eq(r.stdout, "one\ntwo\nend\n")
 
 
+@check("stdin_without_newline")
+def _():
+    # What is sent comes back at once, a line or not (cat writes what it reads).
+    h = sbx.commands.run("cat", background=True, stdin=True)
+    sbx.commands.send_stdin(h.pid, "Hello, World!")
+    timer = threading.Timer(15, h.kill)
+    timer.start()
+    try:
+        for stdout, _, _ in h:
+            eq(stdout, "Hello, World!")
+            break
+    finally:
+        timer.cancel()
+        h.kill()
+
+
+@check("machine_files")
+def _():
+    boot = sbx.files.read("/proc/sys/kernel/random/boot_id").strip()
+    eq(len(boot), 36, "a uuid")
+    eq(sbx.files.read("/proc/sys/kernel/random/boot_id").strip(), boot, "the same boot id")
+    r = sbx.commands.run("cat /proc/sys/kernel/random/boot_id; head -1 /proc/meminfo; "
+                         "cut -d' ' -f1 /proc/uptime; grep -c processor /proc/cpuinfo")
+    lines = r.stdout.splitlines()
+    eq(lines[0], boot, "the same in the sandbox")
+    assert lines[1].startswith("MemTotal:"), lines
+    assert float(lines[2]) >= 0, lines
+    eq(lines[3], "1", "one CPU")
+
+
 @check("command_timeout")
 def _():
     try:
@@ -376,6 +406,7 @@ def _():
     s = Sandbox.create(timeout=60, envs={"KEPT": "yes"}, metadata={"kind": "paused"})
     try:
         s.files.write("/home/user/keep.txt", "kept")
+        boot = s.files.read("/proc/sys/kernel/random/boot_id")
         eq(s.pause(), True, "paused")
         eq(s.pause(), False, "already paused")
         eq(Sandbox.get_info(s.sandbox_id).state.value, "paused", "state")
@@ -383,6 +414,7 @@ def _():
         back = Sandbox.connect(s.sandbox_id)
         eq(back.sandbox_id, s.sandbox_id, "same id")
         eq(back.files.read("/home/user/keep.txt"), "kept", "files kept")
+        eq(back.files.read("/proc/sys/kernel/random/boot_id"), boot, "resumed, not rebooted")
         eq(back.commands.run("echo $KEPT $E2B_SANDBOX_ID").stdout, f"yes {s.sandbox_id}\n")
         eq(Sandbox.get_info(s.sandbox_id).state.value, "running", "state after resume")
         # Running processes cannot be kept: refused, unless only the files are asked for.
@@ -397,6 +429,7 @@ def _():
         eq(back.pause(keep_memory=False), True, "paused, files only")
         again = Sandbox.connect(s.sandbox_id)
         eq(again.files.read("/home/user/keep.txt"), "kept", "files kept")
+        assert again.files.read("/proc/sys/kernel/random/boot_id") != boot, "a cold boot"
     finally:
         Sandbox.kill(s.sandbox_id)
 

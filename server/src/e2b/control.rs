@@ -320,7 +320,12 @@ pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64
             e2b2.node
                 .runtime
                 .restore(&p2.snapshot, Some(sandbox_limits()))
-                .inspect(|s| s.set_network(p2.network.clone()))
+                .inspect(|s| {
+                    s.set_network(p2.network.clone());
+                    if let Some(id) = &p2.boot_id {
+                        s.set_boot_id(id.clone());
+                    }
+                })
                 .map_err(anyhow::Error::from)
         })
     })

@@ -79,6 +79,7 @@ pub(super) async fn pause(
         started_at: sbx.started_at,
         snapshot,
         network: sbx.session.sandbox().network(),
+        boot_id: (!files_only).then(|| sbx.session.sandbox().boot_id()),
         memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
         disk_size_mb: limits.disk_bytes / (1 << 20),
     });

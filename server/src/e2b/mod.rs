@@ -74,6 +74,9 @@ pub(crate) struct Paused {
     snapshot: wasbox_runtime::Snapshot,
     /// Where it may connect once resumed.
     network: wasbox_runtime::NetworkPolicy,
+    /// Its boot id, kept when the pause kept its state (memory mode); a filesystem-only
+    /// pause resumes with a new one, as a cold boot does.
+    boot_id: Option<String>,
     memory_mb: u64,
     disk_size_mb: u64,
 }

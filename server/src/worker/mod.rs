@@ -101,7 +101,7 @@ pub fn router(node: SharedNode) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(api)
         .route_layer(middleware::from_fn(tag_route))
-        .fallback(|| async { Problem::not_found("no such endpoint") })
+        .fallback(no_such_endpoint)
         .layer(middleware::from_fn_with_state(node.clone(), auth))
         .layer(middleware::from_fn_with_state(
             node.clone(),
@@ -109,6 +109,43 @@ pub fn router(node: SharedNode) -> Router {
         ))
         .with_state(node)
 }
+
+/// What a path no route serves answers: E2B's error body (`{"code", "message"}`, which
+/// E2B's SDKs read) to a request of E2B's API (its headers, or a path of its control plane),
+/// the worker API's problem document to everyone else.
+async fn no_such_endpoint(headers: axum::http::HeaderMap, uri: axum::http::Uri) -> Response {
+    let e2b_header = ["x-api-key", "e2b-sandbox-id", "x-access-token"]
+        .iter()
+        .any(|h| headers.contains_key(*h));
+    let path = uri.path();
+    let e2b_path = [
+        "/sandboxes",
+        "/v2/",
+        "/v3/",
+        "/templates",
+        "/snapshots",
+        "/volumes",
+    ]
+    .iter()
+    .any(|p| path.starts_with(p));
+    if !path.starts_with("/v1/") && (e2b_header || e2b_path) {
+        let body = serde_json::json!({"code": 404, "message": format!("{path}: no such route")});
+        let mut res = (
+            StatusCode::NOT_FOUND,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+        res.extensions_mut().insert(OwnErrorBody);
+        return res;
+    }
+    Problem::not_found("no such endpoint").into_response()
+}
+
+/// Marks an error answer whose body is another protocol's, kept as it is (not made a
+/// problem document).
+#[derive(Clone, Copy)]
+struct OwnErrorBody;
 
 /// `router` with the worker API's request ids, logs and metrics (for front-ends that share
 /// its listener, such as E2B's API).
@@ -235,7 +272,10 @@ async fn problem_body(res: Response) -> Response {
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    if !(status.is_client_error() || status.is_server_error())
+        || is_problem
+        || res.extensions().get::<OwnErrorBody>().is_some()
+    {
         return res;
     }
     let (parts, body) = res.into_parts();
