@@ -489,6 +489,14 @@ fn control_plane_answers_e2b_errors() {
     assert_eq!(r.status, 404);
     assert!(r.json()["title"].is_string(), "{}", r.text());
     // Bad requests.
+    for body in [
+        json!({"autoResume": {"enabled": true}}),
+        json!({"autoPause": true, "autoPauseMemory": false, "autoResume": {"enabled": true}}),
+    ] {
+        let r = control(&server, "POST", "/v2/sandboxes", &body);
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        assert!(r.json()["message"].as_str().unwrap().contains("autoResume"));
+    }
     let r = control(
         &server,
         "POST",
@@ -569,7 +577,7 @@ fn control_plane_answers_e2b_errors() {
         &server,
         "POST",
         &format!("/sandboxes/{}/timeout", a.id),
-        &json!({"timeout": 0}),
+        &json!({"timeout": -1}),
     );
     assert_eq!(r.status, 400);
     let r = control(
@@ -642,6 +650,16 @@ fn control_plane_answers_e2b_errors() {
     create(&server);
     // The worker API beside it is untouched.
     assert_eq!(server.get("/v1/worker/telemetry/node:info").status, 200);
+    // A timeout of 0 is "now" (how E2B's SDK forces what a timeout does): it ends.
+    let r = control(
+        &server,
+        "POST",
+        &format!("/sandboxes/{}/timeout", a.id),
+        &json!({"timeout": 0}),
+    );
+    assert_eq!(r.status, 204);
+    let r = control(&server, "GET", &format!("/sandboxes/{}", a.id), &json!({}));
+    assert_eq!(r.status, 404, "{}", r.text());
 }
 
 #[test]

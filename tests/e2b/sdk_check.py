@@ -434,6 +434,45 @@ def _():
         Sandbox.kill(s.sandbox_id)
 
 
+@check("pause_at_timeout")
+def _():
+    try:
+        s = Sandbox.create(timeout=60, lifecycle={"on_timeout": "pause", "auto_resume": False})
+    except TypeError:
+        print("  (this SDK has no lifecycle option)")
+        return
+    try:
+        boot = s.files.read("/proc/sys/kernel/random/boot_id")
+        s.files.write("/home/user/at-timeout.txt", "kept")
+        s.set_timeout(0)  # the timeout is now
+        for _ in range(100):
+            if not s.is_running():
+                break
+            time.sleep(0.1)
+        assert not s.is_running(), "still running after its timeout"
+        eq(Sandbox.get_info(s.sandbox_id).state.value, "paused", "paused by its timeout")
+        back = s.connect()
+        eq(back.files.read("/home/user/at-timeout.txt"), "kept", "files kept")
+        eq(back.files.read("/proc/sys/kernel/random/boot_id"), boot, "state kept: no reboot")
+        eq(Sandbox.get_info(s.sandbox_id).state.value, "running", "running after connect")
+    finally:
+        Sandbox.kill(s.sandbox_id)
+    # `keep_memory: False` is `mode: "filesystem"` (deprecated in the newest SDK, the only
+    # form of older ones).
+    f = Sandbox.create(timeout=2, lifecycle={"on_timeout": {"action": "pause",
+                                                            "keep_memory": False}})
+    try:
+        boot = f.files.read("/proc/sys/kernel/random/boot_id")
+        f.files.write("/home/user/fs.txt", "kept")
+        time.sleep(3.5)
+        eq(Sandbox.get_info(f.sandbox_id).state.value, "paused", "paused by its timeout")
+        back = f.connect()
+        eq(back.files.read("/home/user/fs.txt"), "kept", "files kept")
+        assert back.files.read("/proc/sys/kernel/random/boot_id") != boot, "a cold boot"
+    finally:
+        Sandbox.kill(f.sandbox_id)
+
+
 @check("wrong_access_token")
 def _():
     victim = Sandbox.create(timeout=60)

@@ -108,6 +108,18 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
     }
     let metadata = req.metadata.unwrap_or_default();
     let network = super::network::policy(req.allow_internet_access, req.network.as_ref())?;
+    let memory = req.auto_pause_memory.unwrap_or(true);
+    if req.auto_resume.is_some_and(|a| a.enabled) && !(req.auto_pause == Some(true) && memory) {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "autoResume needs autoPause with its memory kept",
+        ));
+    }
+    let on_timeout = if req.auto_pause == Some(true) {
+        OnTimeout::Pause { memory }
+    } else {
+        OnTimeout::Kill
+    };
     let label = format!("e2b {id}");
     start(
         e2b,
@@ -118,6 +130,7 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
             lifetime,
             env,
             metadata,
+            on_timeout,
         },
         || {
             let mut config = SandboxConfig::default()
@@ -140,6 +153,7 @@ pub(super) struct Start {
     pub(super) lifetime: Duration,
     pub(super) env: Vec<(String, String)>,
     pub(super) metadata: BTreeMap<String, String>,
+    pub(super) on_timeout: OnTimeout,
 }
 
 /// The limits of every E2B sandbox.
@@ -163,6 +177,7 @@ pub(super) fn start(
         lifetime,
         env,
         metadata,
+        on_timeout,
     } = new;
     let token = token.unwrap_or_else(crate::ids::hex::<24>);
     let mut config = SessionConfig::new(format!("e2b-{id}"));
@@ -204,6 +219,8 @@ pub(super) fn start(
         procs: process::Table::default(),
         watchers: fs::Watchers::default(),
         contexts: Default::default(),
+        on_timeout,
+        pause_tries: Default::default(),
     });
     lock(&e2b.sandboxes).insert(id.clone(), sbx.clone());
     tracing::info!(sandbox_id = %id, template = %sbx.template, "e2b sandbox created");
@@ -258,6 +275,13 @@ pub(super) async fn set_timeout(
     };
     if req.timeout.is_none() {
         return error(StatusCode::BAD_REQUEST, "timeout is required");
+    }
+    // 0: the timeout is now (E2B's SDK forces a timeout's pause or end this way).
+    if req.timeout == Some(0) {
+        s.session.set_remaining(Duration::ZERO);
+        e2b.node.sessions().reap();
+        e2b.live();
+        return StatusCode::NO_CONTENT.into_response();
     }
     match check_timeout(req.timeout, 0) {
         Ok(t) => {
@@ -315,6 +339,7 @@ pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64
             lifetime,
             env: p2.env.clone(),
             metadata: p2.metadata.clone(),
+            on_timeout: p2.on_timeout,
         };
         start(&e2b2, new, || {
             e2b2.node

@@ -80,6 +80,7 @@ pub(super) async fn pause(
         snapshot,
         network: sbx.session.sandbox().network(),
         boot_id: (!files_only).then(|| sbx.session.sandbox().boot_id()),
+        on_timeout: sbx.on_timeout,
         memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
         disk_size_mb: limits.disk_bytes / (1 << 20),
     });
@@ -90,6 +91,61 @@ pub(super) async fn pause(
         .end(sbx.session.id(), "paused by the client");
     tracing::info!(sandbox_id = %id, "e2b sandbox paused");
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// How often a sandbox whose timeout came is tried for its pause (once per reap, every
+/// half second, while its processes wind down) before it is simply ended.
+pub(super) const PAUSE_TRIES: u32 = 40;
+
+/// The pause of a sandbox its timeout ended (`autoPause`): its files and settings kept as a
+/// pause keeps them, its boot id too unless only its files were to be kept. Whatever ran in
+/// it was stopped by the timeout (wasbox cannot keep running processes). Returns whether to
+/// try again later (its processes are still ending).
+pub(super) fn auto_pause(e2b: &E2b, sbx: &Arc<Sbx>) -> bool {
+    use std::sync::atomic::Ordering;
+    let OnTimeout::Pause { memory } = sbx.on_timeout else {
+        return false;
+    };
+    if lock(&e2b.paused).len() >= MAX_PAUSED {
+        tracing::warn!(sandbox_id = %sbx.id, "no room to pause the sandbox at its timeout: ended");
+        return false;
+    }
+    let snapshot = match e2b
+        .node
+        .runtime
+        .snapshot(sbx.session.sandbox(), Default::default())
+    {
+        Ok(s) => s,
+        Err(wasbox_runtime::SnapshotError::Busy(_)) => {
+            return sbx.pause_tries.fetch_add(1, Ordering::Relaxed) + 1 < PAUSE_TRIES;
+        }
+        Err(e) => {
+            tracing::warn!(sandbox_id = %sbx.id, "cannot pause the sandbox at its timeout: {e}");
+            return false;
+        }
+    };
+    sbx.procs.kill_all();
+    sbx.contexts.stop_all();
+    let limits = sbx.session.sandbox().limits();
+    lock(&e2b.paused).insert(
+        sbx.id.clone(),
+        Arc::new(Paused {
+            template: sbx.template.clone(),
+            token: sbx.token.clone(),
+            env: sbx.session.env().to_vec(),
+            metadata: sbx.metadata.clone(),
+            started_at: sbx.started_at,
+            snapshot,
+            network: sbx.session.sandbox().network(),
+            boot_id: memory.then(|| sbx.session.sandbox().boot_id()),
+            on_timeout: sbx.on_timeout,
+            memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
+            disk_size_mb: limits.disk_bytes / (1 << 20),
+        }),
+    );
+    sbx.pause_tries.store(PAUSE_TRIES, Ordering::Relaxed);
+    tracing::info!(sandbox_id = %sbx.id, memory, "e2b sandbox paused at its timeout");
+    false
 }
 
 /// `POST /sandboxes/{id}/resume`: a paused sandbox runs again (201); a running one is a 409.
@@ -178,6 +234,7 @@ pub(super) async fn fork(
                 lifetime,
                 env,
                 metadata: src.metadata.clone(),
+                on_timeout: src.on_timeout,
             };
             let made = start(&e2b2, new, || {
                 e2b2.node

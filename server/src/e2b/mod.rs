@@ -77,6 +77,8 @@ pub(crate) struct Paused {
     /// Its boot id, kept when the pause kept its state (memory mode); a filesystem-only
     /// pause resumes with a new one, as a cold boot does.
     boot_id: Option<String>,
+    /// What its timeout does once resumed.
+    on_timeout: OnTimeout,
     memory_mb: u64,
     disk_size_mb: u64,
 }
@@ -121,6 +123,19 @@ pub(crate) struct Sbx {
     watchers: fs::Watchers,
     /// Code contexts of E2B's code interpreter.
     contexts: interpreter::Contexts,
+    /// What its timeout does: pause it (with its state, or its files only), or end it.
+    on_timeout: OnTimeout,
+    /// Tries so far to pause it after its timeout (while its processes wind down).
+    pause_tries: std::sync::atomic::AtomicU32,
+}
+
+/// What a sandbox's timeout does (`autoPause`, `autoPauseMemory` on create).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum OnTimeout {
+    #[default]
+    Kill,
+    /// Pause; `memory`: as a pause that keeps the running state (its boot id stays).
+    Pause { memory: bool },
 }
 
 impl Sbx {
@@ -161,6 +176,14 @@ impl Sbx {
     fn alive(&self) -> bool {
         !self.session.is_ended()
     }
+
+    /// Ended by its timeout with a pause to make.
+    fn pausing(&self) -> bool {
+        self.session.is_ended()
+            && matches!(self.on_timeout, OnTimeout::Pause { .. })
+            && self.session.expires_at() <= SystemTime::now()
+            && self.pause_tries.load(std::sync::atomic::Ordering::Relaxed) < lifecycle::PAUSE_TRIES
+    }
 }
 
 const CLIENT_ID: &str = "wasbox";
@@ -184,17 +207,36 @@ impl E2b {
         let mut all = lock(&self.sandboxes);
         match all.get(id) {
             Some(s) if s.alive() => Some(s.clone()),
-            Some(_) => {
-                all.remove(id);
+            Some(s) => {
+                let s = s.clone();
+                if !self.settle(&s) {
+                    all.remove(id);
+                }
                 None
             }
             None => None,
         }
     }
 
+    /// A sandbox whose session ended: paused when its timeout ended it and it was made to
+    /// pause then (see `lifecycle::auto_pause`). Returns whether it is to be tried again
+    /// (its processes are still winding down).
+    fn settle(&self, s: &Arc<Sbx>) -> bool {
+        if !s.pausing() {
+            return false;
+        }
+        lifecycle::auto_pause(self, s)
+    }
+
     pub(crate) fn live(&self) -> Vec<Arc<Sbx>> {
         let mut all = lock(&self.sandboxes);
-        all.retain(|_, s| s.alive());
+        let ended: Vec<Arc<Sbx>> = all.values().filter(|s| !s.alive()).cloned().collect();
+        for s in ended {
+            if !self.settle(&s) {
+                all.remove(&s.id);
+            }
+        }
+        all.retain(|_, s| s.alive() || s.pausing());
         let mut v: Vec<Arc<Sbx>> = all.values().cloned().collect();
         v.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
         v

@@ -280,6 +280,21 @@ pub struct NewSandbox {
     #[serde(rename = "allow_internet_access")]
     pub allow_internet_access: Option<bool>,
     pub network: Option<NetworkConfig>,
+    /// Pause (rather than kill) when the timeout comes.
+    #[serde(rename = "autoPause")]
+    pub auto_pause: Option<bool>,
+    /// Whether that pause keeps the running state (true, the default) or only the files.
+    #[serde(rename = "autoPauseMemory")]
+    pub auto_pause_memory: Option<bool>,
+    #[serde(rename = "autoResume")]
+    pub auto_resume: Option<AutoResume>,
+}
+
+/// `autoResume` of `NewSandbox`.
+#[derive(Deserialize, Default, Debug, Clone, Copy)]
+#[serde(default)]
+pub struct AutoResume {
+    pub enabled: bool,
 }
 
 /// `network` of `NewSandbox`, and the body of `PUT /sandboxes/{id}/network`

@@ -323,7 +323,8 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
     });
 
     let e2b = crate::e2b::E2b::new(node.clone());
-    tokio::spawn(e2b.clone().reap_every(Duration::from_secs(5)));
+    // Often, so that a sandbox its timeout pauses shows as paused at once.
+    tokio::spawn(e2b.clone().reap_every(Duration::from_millis(500)));
     let app = router(node.clone()).merge(crate::e2b::router(e2b));
     let shutdown = {
         let node = node.clone();
