@@ -206,6 +206,8 @@ fn e2b_routes() -> Vec<Route> {
         ("POST", "/sandboxes/{id}/resume"),
         ("POST", "/sandboxes/{id}/snapshots"),
         ("POST", "/sandboxes/{id}/fork"),
+        ("GET", "/snapshots"),
+        ("DELETE", "/templates/{id}"),
         ("GET", "/health"),
         ("GET", "/files"),
         ("POST", "/files"),

@@ -473,6 +473,38 @@ def _():
         Sandbox.kill(f.sandbox_id)
 
 
+@check("snapshot_api")
+def _():
+    if not hasattr(Sandbox, "create_snapshot"):
+        print("  (this SDK has no snapshot API)")
+        return
+    src = Sandbox.create(timeout=60)
+    try:
+        src.files.write("/home/user/app/config.json", '{"env": "test"}')
+        snap = src.create_snapshot(name="snap-check")
+        assert snap.snapshot_id, snap
+        assert any("snap-check" in n for n in snap.names), snap.names
+        src.files.write("/home/user/app/config.json", "changed after")
+        a = Sandbox.create(snap.snapshot_id)
+        b = Sandbox.create("snap-check")
+        try:
+            eq(a.files.read("/home/user/app/config.json"), '{"env": "test"}', "from the id")
+            eq(b.files.read("/home/user/app/config.json"), '{"env": "test"}', "from the name")
+            a.files.write("/home/user/app/config.json", "a's own")
+            eq(b.files.read("/home/user/app/config.json"), '{"env": "test"}', "b unchanged")
+            eq(a.commands.run("echo $E2B_SANDBOX_ID").stdout.strip(), a.sandbox_id, "own id")
+        finally:
+            a.kill()
+            b.kill()
+        listed = Sandbox.list_snapshots(sandbox_id=src.sandbox_id).next_items()
+        assert any(s.snapshot_id == snap.snapshot_id for s in listed), listed
+        eq(Sandbox.list_snapshots(name="snap-check-none").next_items(), [], "no such name")
+        eq(Sandbox.delete_snapshot(snap.snapshot_id), True, "deleted")
+        eq(Sandbox.delete_snapshot(snap.snapshot_id), False, "deleted already")
+    finally:
+        src.kill()
+
+
 @check("wrong_access_token")
 def _():
     victim = Sandbox.create(timeout=60)

@@ -73,7 +73,9 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         .template_id
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| "base".into());
-    let image = if node.runtime.image_names().contains(&template.as_str()) {
+    // A snapshot of the snapshot API, by id or name: new sandboxes start from it.
+    let from = super::snapshots::find(e2b, &template);
+    let image = if from.is_some() || node.runtime.image_names().contains(&template.as_str()) {
         template.clone()
     } else if let Some(i) = node.config().image_for(&template) {
         i.to_string()
@@ -96,6 +98,14 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         ("E2B_SANDBOX_ID".into(), id.clone()),
         ("E2B_TEMPLATE_ID".into(), template.clone()),
     ];
+    if let Some(k) = &from {
+        // The snapshot's environment, this sandbox's own ids over it.
+        for (name, value) in &k.env {
+            if !env.iter().any(|(n, _)| n == name) {
+                env.push((name.clone(), value.clone()));
+            }
+        }
+    }
     for (k, v) in req.env_vars.unwrap_or_default() {
         if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
             return Err(error(
@@ -107,7 +117,12 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         env.push((k, v));
     }
     let metadata = req.metadata.unwrap_or_default();
-    let network = super::network::policy(req.allow_internet_access, req.network.as_ref())?;
+    let network = match &from {
+        Some(k) if req.allow_internet_access.is_none() && req.network.is_none() => {
+            k.network.clone()
+        }
+        _ => super::network::policy(req.allow_internet_access, req.network.as_ref())?,
+    };
     let memory = req.auto_pause_memory.unwrap_or(true);
     if req.auto_resume.is_some_and(|a| a.enabled) && !(req.auto_pause == Some(true) && memory) {
         return Err(error(
@@ -133,6 +148,11 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
             on_timeout,
         },
         || {
+            if let Some(k) = &from {
+                let s = node.runtime.restore(&k.snapshot, Some(sandbox_limits()))?;
+                s.set_network(network);
+                return Ok(s);
+            }
             let mut config = SandboxConfig::default()
                 .image(image)
                 .mount(HOME)
@@ -546,14 +566,6 @@ pub(super) async fn metrics(
         "diskTotal": disk_total,
     }]))
     .into_response()
-}
-
-/// `POST /sandboxes/{id}/snapshots`: not offered (yet); the SDK raises the message.
-pub(super) async fn unsupported() -> Response {
-    error(
-        StatusCode::NOT_IMPLEMENTED,
-        "wasbox does not take snapshots of E2B sandboxes yet",
-    )
 }
 
 /// `PUT /sandboxes/{id}/network`: replaces the sandbox's egress rules at once (fields left

@@ -23,6 +23,7 @@ mod interpreter;
 mod lifecycle;
 mod network;
 mod process;
+mod snapshots;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
@@ -61,6 +62,8 @@ pub struct E2b {
     sandboxes: Mutex<HashMap<String, Arc<Sbx>>>,
     /// Paused sandboxes: their files and settings, until resumed or killed.
     paused: Mutex<HashMap<String, Arc<Paused>>>,
+    /// Snapshots taken with E2B's snapshot API, by id.
+    snapshots: Mutex<HashMap<String, Arc<snapshots::Kept>>>,
 }
 
 /// A paused sandbox: a snapshot of its files (copy-on-write, in the node's memory) and what
@@ -194,6 +197,7 @@ impl E2b {
             node,
             sandboxes: Mutex::new(HashMap::new()),
             paused: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
         })
     }
 
@@ -270,7 +274,9 @@ pub fn router(e2b: SharedE2b) -> Router {
         .route("/sandboxes/{id}/metrics", get(metrics))
         .route("/sandboxes/{id}/pause", post(pause))
         .route("/sandboxes/{id}/resume", post(resume))
-        .route("/sandboxes/{id}/snapshots", post(control::unsupported))
+        .route("/sandboxes/{id}/snapshots", post(snapshots::create))
+        .route("/snapshots", get(snapshots::list))
+        .route("/templates/{id}", axum::routing::delete(snapshots::delete))
         .route("/sandboxes/{id}/fork", post(fork))
         .route(
             "/sandboxes/{id}/network",

@@ -1,0 +1,221 @@
+//! E2B's snapshot API over wasbox's snapshots: `create_snapshot` (`POST
+//! /sandboxes/{id}/snapshots`) keeps a sandbox's files, environment and network policy as
+//! they are (copy-on-write, in the node's memory, as a pause keeps them) while it goes on
+//! running; `Sandbox.create(snapshot_id)` (or one of its names) starts new sandboxes from
+//! it; `list_snapshots` (`GET /snapshots`, by sandbox or name, paged) and `delete_snapshot`
+//! (`DELETE /templates/{id}`) manage them. Running processes are not part of a snapshot: one
+//! is refused (409) while a command runs, as a fork is. Snapshots do not survive a restart
+//! of the node.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use wasbox_runtime::sync::lock;
+
+use super::control::{not_found, read_json};
+use super::{SharedE2b, error};
+
+/// Snapshots a node keeps at most.
+pub(crate) const MAX_SNAPSHOTS: usize = 256;
+
+/// One snapshot of a sandbox.
+pub(crate) struct Kept {
+    pub(crate) id: String,
+    pub(crate) names: Vec<String>,
+    /// The sandbox it was taken of, and its template.
+    pub(crate) sandbox_id: String,
+    pub(crate) template: String,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) metadata: std::collections::BTreeMap<String, String>,
+    pub(crate) network: wasbox_runtime::NetworkPolicy,
+    pub(crate) snapshot: wasbox_runtime::Snapshot,
+    taken_at: SystemTime,
+}
+
+impl Kept {
+    fn info(&self) -> serde_json::Value {
+        json!({"snapshotID": self.id, "names": self.names})
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SnapshotRequest {
+    name: Option<String>,
+    #[allow(dead_code)]
+    memory: Option<bool>,
+}
+
+/// `POST /sandboxes/{id}/snapshots`: 201 with `{snapshotID, names}`.
+pub(super) async fn create(
+    State(e2b): State<SharedE2b>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    let Some(sbx) = e2b.get(&id) else {
+        return not_found(&id);
+    };
+    let req: SnapshotRequest = match read_json(&e2b, body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if let Some(name) = &req.name
+        && (name.is_empty()
+            || name.len() > 128
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b)))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a snapshot name is 1 to 128 letters, digits and - _ . : /",
+        );
+    }
+    if lock(&e2b.snapshots).len() >= MAX_SNAPSHOTS {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("the node keeps at most {MAX_SNAPSHOTS} snapshots: delete some first"),
+        );
+    }
+    let runtime = e2b.node.runtime.clone();
+    let sbx2 = sbx.clone();
+    let taken = tokio::task::spawn_blocking(move || {
+        runtime.snapshot(sbx2.session.sandbox(), Default::default())
+    })
+    .await;
+    let snapshot = match taken {
+        Ok(Ok(s)) => s,
+        Ok(Err(wasbox_runtime::SnapshotError::Busy(n))) => {
+            return error(
+                StatusCode::CONFLICT,
+                format!(
+                    "{n} process(es) run in the sandbox: a snapshot keeps its files, not running \
+                     processes, and is taken while no command runs"
+                ),
+            );
+        }
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("snapshot failed: {e}"),
+            );
+        }
+    };
+    let snap_id = format!("snap-{}", crate::ids::hex::<10>());
+    let kept = Arc::new(Kept {
+        id: snap_id.clone(),
+        names: req.name.into_iter().collect(),
+        sandbox_id: sbx.id.clone(),
+        template: sbx.template.clone(),
+        env: sbx.session.env().to_vec(),
+        metadata: sbx.metadata.clone(),
+        network: sbx.session.sandbox().network(),
+        snapshot,
+        taken_at: SystemTime::now(),
+    });
+    let mut all = lock(&e2b.snapshots);
+    if let Some(name) = kept.names.first() {
+        // A name moves to the newest snapshot given it, as a tag does.
+        for other in all.values_mut() {
+            if other.names.contains(name) {
+                let mut renamed = Kept::clone_without(other, name);
+                std::mem::swap(other, &mut renamed);
+            }
+        }
+    }
+    all.insert(snap_id.clone(), kept.clone());
+    drop(all);
+    tracing::info!(sandbox_id = %sbx.id, snapshot_id = %snap_id, "e2b snapshot taken");
+    (StatusCode::CREATED, axum::Json(kept.info())).into_response()
+}
+
+impl Kept {
+    /// `k` without the name `name`.
+    fn clone_without(k: &Arc<Kept>, name: &str) -> Arc<Kept> {
+        Arc::new(Kept {
+            id: k.id.clone(),
+            names: k.names.iter().filter(|n| *n != name).cloned().collect(),
+            sandbox_id: k.sandbox_id.clone(),
+            template: k.template.clone(),
+            env: k.env.clone(),
+            metadata: k.metadata.clone(),
+            network: k.network.clone(),
+            snapshot: k.snapshot.clone(),
+            taken_at: k.taken_at,
+        })
+    }
+}
+
+/// `GET /snapshots`: newest first, by `sandboxID` and `name`, `limit` per page with
+/// `x-next-token`.
+pub(super) async fn list(
+    State(e2b): State<SharedE2b>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => 100,
+        Some(Ok(l)) if (1..=1000).contains(&l) => l,
+        Some(_) => return error(StatusCode::BAD_REQUEST, "limit must be 1 to 1000"),
+    };
+    let offset = match q.get("nextToken").map(|t| t.parse::<usize>()) {
+        None => 0,
+        Some(Ok(o)) => o,
+        Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "nextToken is not valid"),
+    };
+    let sandbox = q.get("sandboxID").filter(|s| !s.is_empty());
+    let name = q.get("name").filter(|s| !s.is_empty());
+    let mut all: Vec<Arc<Kept>> = lock(&e2b.snapshots)
+        .values()
+        .filter(|k| sandbox.is_none_or(|s| *s == k.sandbox_id))
+        .filter(|k| name.is_none_or(|n| k.names.contains(n)))
+        .cloned()
+        .collect();
+    all.sort_by(|a, b| b.taken_at.cmp(&a.taken_at).then(a.id.cmp(&b.id)));
+    let total = all.len();
+    let page: Vec<serde_json::Value> = all
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|k| k.info())
+        .collect();
+    let mut res = axum::Json(page).into_response();
+    if offset + limit < total
+        && let Ok(v) = HeaderValue::from_str(&(offset + limit).to_string())
+    {
+        res.headers_mut().insert("x-next-token", v);
+    }
+    res
+}
+
+/// `DELETE /templates/{id}`: a snapshot (by id or name) is deleted, 204; anything else 404
+/// (the node's templates are its images, not deleted through this API).
+pub(super) async fn delete(State(e2b): State<SharedE2b>, Path(id): Path<String>) -> Response {
+    let mut all = lock(&e2b.snapshots);
+    let key = all
+        .values()
+        .find(|k| k.id == id || k.names.contains(&id))
+        .map(|k| k.id.clone());
+    match key.and_then(|k| all.remove(&k)) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("template or snapshot '{id}' not found"),
+        ),
+    }
+}
+
+/// The snapshot a create names as its template (by id or name).
+pub(crate) fn find(e2b: &super::E2b, template: &str) -> Option<Arc<Kept>> {
+    lock(&e2b.snapshots)
+        .values()
+        .find(|k| k.id == template || k.names.iter().any(|n| n == template))
+        .cloned()
+}
