@@ -621,9 +621,22 @@ fn control_plane_answers_e2b_errors() {
         &server,
         "POST",
         &format!("/sandboxes/{}/snapshots", a.id),
+        &json!({"name": "bad name!"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = control(
+        &server,
+        "POST",
+        &format!("/sandboxes/{}/snapshots", a.id),
         &json!({}),
     );
-    assert_eq!(r.status, 501);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let snap = r.json()["snapshotID"].as_str().unwrap().to_string();
+    let r = control(&server, "DELETE", &format!("/templates/{snap}"), &json!({}));
+    assert_eq!(r.status, 204);
+    let r = control(&server, "DELETE", &format!("/templates/{snap}"), &json!({}));
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["code"], 404);
     let r = control(
         &server,
         "DELETE",

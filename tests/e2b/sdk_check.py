@@ -630,7 +630,9 @@ def _():
     try:
         h.wait()
     except SandboxException as e:
-        assert "killed" in str(e), str(e)
+        # What E2B itself says when the sandbox goes mid-run: the newer SDKs find it gone
+        # and say it was killed; older ones report the dropped connection as a timeout.
+        assert "killed" in str(e) or "sandbox timeout" in str(e), str(e)
     else:
         raise AssertionError("a command of a killed sandbox ended well")
 

@@ -316,18 +316,27 @@ pub fn stream_error_response(err: &RpcError) -> Response {
 
 /// The sending half of a server stream: messages are framed and flushed one by one.
 #[derive(Clone)]
-pub struct StreamSender(mpsc::Sender<Bytes>);
+pub struct StreamSender(mpsc::Sender<Result<Bytes, std::io::Error>>);
 
 impl StreamSender {
     /// Sends one message; `false` when the client has gone.
     pub async fn send<T: Serialize>(&self, msg: &T) -> bool {
         let json = serde_json::to_vec(msg).unwrap_or_else(|_| b"{}".to_vec());
-        self.0.send(envelope(0, &json)).await.is_ok()
+        self.0.send(Ok(envelope(0, &json))).await.is_ok()
     }
 
     /// Ends the stream, with an error or without.
     pub async fn finish(self, error: Option<RpcError>) {
-        let _ = self.0.send(end_of_stream(error.as_ref())).await;
+        let _ = self.0.send(Ok(end_of_stream(error.as_ref()))).await;
+    }
+
+    /// Drops the connection mid-stream, as a sandbox that went away drops envd's (the
+    /// SDKs then ask whether the sandbox is alive and say it was killed).
+    pub async fn abort(self) {
+        let _ = self
+            .0
+            .send(Err(std::io::Error::other("the sandbox is gone")))
+            .await;
     }
 
     /// Whether the client has gone (its connection closed).
@@ -339,8 +348,8 @@ impl StreamSender {
 /// A streaming answer and the sender that feeds it. Each message is a chunk of the HTTP/1.1
 /// chunked body, written as soon as it is sent.
 pub fn stream_response() -> (StreamSender, Response) {
-    let (tx, rx) = mpsc::channel::<Bytes>(16);
-    let body = Body::from_stream(tokio_stream_from(rx).map(Ok::<Bytes, std::convert::Infallible>));
+    let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
     let res = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/connect+json")],
@@ -348,10 +357,6 @@ pub fn stream_response() -> (StreamSender, Response) {
     )
         .into_response();
     (StreamSender(tx), res)
-}
-
-fn tokio_stream_from(mut rx: mpsc::Receiver<Bytes>) -> impl futures_util::Stream<Item = Bytes> {
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 #[cfg(test)]

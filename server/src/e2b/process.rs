@@ -632,7 +632,8 @@ fn stream_events(
                         }
                     }
                     None => {
-                        tx.finish(Some(RpcError::new(Code::Unavailable, "the sandbox ended (killed, or its timeout reached) before the process did"))).await;
+                        // The process went with its sandbox (killed, or its timeout).
+                        tx.abort().await;
                         return;
                     }
                 },
