@@ -937,7 +937,7 @@ fn an_idle_sandbox_holds_no_descriptor_and_keeps_its_files() {
             i,
             "cat /tmp/d/mark w; ls -d /tmp; cd /tmp/d && pwd && ls ../.. | grep -c .",
         );
-        assert_eq!(v["stdout"], format!("{i}\n{i}\n/tmp\n/tmp/d\n8\n"), "{v}");
+        assert_eq!(v["stdout"], format!("{i}\n{i}\n/tmp\n/tmp/d\n10\n"), "{v}");
     }
 }
 

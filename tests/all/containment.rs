@@ -100,7 +100,7 @@ async fn the_root_is_read_only() {
     )
     .await;
     assert_eq!(
-        out.stdout, "bin\ndev\netc\nhome\nroot\ntmp\nusr\nworkspace\n3\n",
+        out.stdout, "bin\ndev\netc\nhome\nproc\nroot\nsys\ntmp\nusr\nworkspace\n3\n",
         "{out:?}"
     );
     for script in [
@@ -298,7 +298,7 @@ async fn the_parent_of_the_workspace_is_the_sandboxs_root() {
     for script in ["cd / && ls", "ls /", "ls /workspace/..", "cd ../.. && ls"] {
         let out = sh_in(&f.workspace, script).await;
         assert_eq!(
-            out.stdout, "bin\ndev\netc\nhome\nroot\ntmp\nusr\nworkspace\n",
+            out.stdout, "bin\ndev\netc\nhome\nproc\nroot\nsys\ntmp\nusr\nworkspace\n",
             "{script}: {out:?}"
         );
     }
