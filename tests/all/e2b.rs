@@ -66,21 +66,26 @@ fn installed(name: &str, install: impl FnOnce(&Path) -> Command) -> Option<PathB
     Some(dir)
 }
 
+/// `pip install --target DIR` of `packages`, with the host's python3.
+fn pip_target(dir: &Path, packages: &[String]) -> Command {
+    let mut c = Command::new("python3");
+    c.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--target",
+    ])
+    .arg(dir)
+    .args(packages);
+    c
+}
+
 fn python_sdk(version: &str) -> Option<PathBuf> {
     installed(&format!("python-{version}"), |dir| {
-        let mut c = Command::new("python3");
-        c.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-warn-script-location",
-            "--target",
-        ])
-        .arg(dir)
-        .arg(format!("e2b=={version}"));
-        c
+        pip_target(dir, &[format!("e2b=={version}")])
     })
 }
 
@@ -134,20 +139,13 @@ fn python_sdk_older_with_the_v1_routes_runs_unchanged() {
 #[test]
 fn code_interpreter_sdk_runs_unchanged() {
     let Some(sdk) = installed(&format!("code-interpreter-{INTERPRETER_VERSION}"), |dir| {
-        let mut c = Command::new("python3");
-        c.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-warn-script-location",
-            "--target",
-        ])
-        .arg(dir)
-        .arg(format!("e2b-code-interpreter=={INTERPRETER_VERSION}"))
-        .arg(format!("e2b=={PY_NEWEST}"));
-        c
+        pip_target(
+            dir,
+            &[
+                format!("e2b-code-interpreter=={INTERPRETER_VERSION}"),
+                format!("e2b=={PY_NEWEST}"),
+            ],
+        )
     }) else {
         return;
     };

@@ -437,15 +437,9 @@ pub(super) async fn list(
         .unwrap_or_default();
     let running = states.is_empty() || states.contains(&"running");
     let paused = states.is_empty() || states.contains(&"paused");
-    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
-        None => 100,
-        Some(Ok(l)) if (1..=1000).contains(&l) => l,
-        Some(_) => return error(StatusCode::BAD_REQUEST, "limit must be 1 to 1000"),
-    };
-    let offset = match q.get("nextToken").map(|t| t.parse::<usize>()) {
-        None => 0,
-        Some(Ok(o)) => o,
-        Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "nextToken is not valid"),
+    let page = match Page::of(&q) {
+        Ok(p) => p,
+        Err(r) => return r,
     };
     let after = match q.get("startedAfter").filter(|v| !v.is_empty()) {
         None => None,
@@ -497,15 +491,44 @@ pub(super) async fn list(
         })
         .map(|(_, _, d)| d)
         .collect();
-    let total = matching.len();
-    let page: Vec<wire::SandboxDetail> = matching.into_iter().skip(offset).take(limit).collect();
-    let mut res = axum::Json(page).into_response();
-    if offset + limit < total
-        && let Ok(v) = HeaderValue::from_str(&(offset + limit).to_string())
-    {
-        res.headers_mut().insert("x-next-token", v);
+    page.answer(matching)
+}
+
+/// A page of a list (`limit`, 100 by default, and `nextToken`, the offset the previous page
+/// named in `x-next-token`).
+pub(super) struct Page {
+    limit: usize,
+    offset: usize,
+}
+
+impl Page {
+    pub(super) fn of(q: &HashMap<String, String>) -> Result<Page, Response> {
+        let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+            None => 100,
+            Some(Ok(l)) if (1..=1000).contains(&l) => l,
+            Some(_) => return Err(error(StatusCode::BAD_REQUEST, "limit must be 1 to 1000")),
+        };
+        let offset = match q.get("nextToken").map(|t| t.parse::<usize>()) {
+            None => 0,
+            Some(Ok(o)) => o,
+            Some(Err(_)) => return Err(error(StatusCode::BAD_REQUEST, "nextToken is not valid")),
+        };
+        Ok(Page { limit, offset })
     }
-    res
+
+    /// The page of `all` as the answer, `x-next-token` naming the next when there is one.
+    pub(super) fn answer<T: serde::Serialize>(&self, all: Vec<T>) -> Response {
+        let total = all.len();
+        let page: Vec<T> = all.into_iter().skip(self.offset).take(self.limit).collect();
+        let mut res = axum::Json(page).into_response();
+        let next = self.offset + self.limit;
+        if next < total
+            && let Ok(v) = HeaderValue::from_str(&next.to_string())
+        {
+            res.headers_mut().insert("x-next-token", v);
+        }
+        res
+    }
 }
 
 /// The pairs of a `metadata` filter, itself URL-encoded (`k=v&k2=v2`, `+` for a space);

@@ -70,20 +70,7 @@ pub(super) async fn pause(
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     };
-    let limits = sbx.session.sandbox().limits();
-    let paused = Arc::new(Paused {
-        template: sbx.template.clone(),
-        token: sbx.token.clone(),
-        env: sbx.session.env().to_vec(),
-        metadata: sbx.metadata.clone(),
-        started_at: sbx.started_at,
-        snapshot,
-        network: sbx.session.sandbox().network(),
-        boot_id: (!files_only).then(|| sbx.session.sandbox().boot_id()),
-        on_timeout: sbx.on_timeout,
-        memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
-        disk_size_mb: limits.disk_bytes / (1 << 20),
-    });
+    let paused = Arc::new(Paused::of(&sbx, snapshot, !files_only));
     lock(&e2b.sandboxes).remove(&id);
     lock(&e2b.paused).insert(id.clone(), paused);
     e2b.node
@@ -126,23 +113,7 @@ pub(super) fn auto_pause(e2b: &E2b, sbx: &Arc<Sbx>) -> bool {
     };
     sbx.procs.kill_all();
     sbx.contexts.stop_all();
-    let limits = sbx.session.sandbox().limits();
-    lock(&e2b.paused).insert(
-        sbx.id.clone(),
-        Arc::new(Paused {
-            template: sbx.template.clone(),
-            token: sbx.token.clone(),
-            env: sbx.session.env().to_vec(),
-            metadata: sbx.metadata.clone(),
-            started_at: sbx.started_at,
-            snapshot,
-            network: sbx.session.sandbox().network(),
-            boot_id: memory.then(|| sbx.session.sandbox().boot_id()),
-            on_timeout: sbx.on_timeout,
-            memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
-            disk_size_mb: limits.disk_bytes / (1 << 20),
-        }),
-    );
+    lock(&e2b.paused).insert(sbx.id.clone(), Arc::new(Paused::of(sbx, snapshot, memory)));
     sbx.pause_tries.store(PAUSE_TRIES, Ordering::Relaxed);
     tracing::info!(sandbox_id = %sbx.id, memory, "e2b sandbox paused at its timeout");
     false

@@ -90,6 +90,26 @@ pub(crate) struct Paused {
 const MAX_PAUSED: usize = 256;
 
 impl Paused {
+    /// `sbx` paused with `snapshot` of its files; `memory`: as a pause that keeps its
+    /// running state (its boot id stays).
+    fn of(sbx: &Sbx, snapshot: wasbox_runtime::Snapshot, memory: bool) -> Paused {
+        let sandbox = sbx.session.sandbox();
+        let limits = sandbox.limits();
+        Paused {
+            template: sbx.template.clone(),
+            token: sbx.token.clone(),
+            env: sbx.session.env().to_vec(),
+            metadata: sbx.metadata.clone(),
+            started_at: sbx.started_at,
+            snapshot,
+            network: sandbox.network(),
+            boot_id: memory.then(|| sandbox.boot_id()),
+            on_timeout: sbx.on_timeout,
+            memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
+            disk_size_mb: limits.disk_bytes / (1 << 20),
+        }
+    }
+
     fn detail(&self, id: &str) -> wire::SandboxDetail {
         wire::SandboxDetail {
             template_id: self.template.clone(),

@@ -13,13 +13,13 @@ use std::time::SystemTime;
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use wasbox_runtime::sync::lock;
 
-use super::control::{not_found, read_json};
+use super::control::{Page, not_found, read_json};
 use super::{SharedE2b, error};
 
 /// Snapshots a node keeps at most.
@@ -160,15 +160,9 @@ pub(super) async fn list(
     State(e2b): State<SharedE2b>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
-        None => 100,
-        Some(Ok(l)) if (1..=1000).contains(&l) => l,
-        Some(_) => return error(StatusCode::BAD_REQUEST, "limit must be 1 to 1000"),
-    };
-    let offset = match q.get("nextToken").map(|t| t.parse::<usize>()) {
-        None => 0,
-        Some(Ok(o)) => o,
-        Some(Err(_)) => return error(StatusCode::BAD_REQUEST, "nextToken is not valid"),
+    let page = match Page::of(&q) {
+        Ok(p) => p,
+        Err(r) => return r,
     };
     let sandbox = q.get("sandboxID").filter(|s| !s.is_empty());
     let name = q.get("name").filter(|s| !s.is_empty());
@@ -179,20 +173,7 @@ pub(super) async fn list(
         .cloned()
         .collect();
     all.sort_by(|a, b| b.taken_at.cmp(&a.taken_at).then(a.id.cmp(&b.id)));
-    let total = all.len();
-    let page: Vec<serde_json::Value> = all
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(|k| k.info())
-        .collect();
-    let mut res = axum::Json(page).into_response();
-    if offset + limit < total
-        && let Ok(v) = HeaderValue::from_str(&(offset + limit).to_string())
-    {
-        res.headers_mut().insert("x-next-token", v);
-    }
-    res
+    page.answer(all.iter().map(|k| k.info()).collect())
 }
 
 /// `DELETE /templates/{id}`: a snapshot (by id or name) is deleted, 204; anything else 404
