@@ -17,7 +17,6 @@ import builtins
 import io
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time

@@ -1130,6 +1130,16 @@ def _download_dir(downloads):
     return downloads[0]
 
 
+def _satisfied(opts, req, have, version):
+    """Whether the installed distribution `have` is already `version` (and `--force` was
+    not given); says so as pip does."""
+    if have and not opts.get("force") and version_key(have[1]) == version_key(version):
+        _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
+            req.name, have[3], have[1]))
+        return True
+    return False
+
+
 def _install(args, downloads_made):
     opts, rest = _options(args, _INSTALL)
     conf = pip_config()
@@ -1272,7 +1282,6 @@ def _install(args, downloads_made):
             if not fits:
                 versions = sorted({w.version for w in pool if w.key == req.key and w.pure()},
                                   key=version_key)
-                impure = [w for w in pool if w.key == req.key and not w.pure()]
                 if not links and not indexes:
                     print("WARNING: %s" % NO_NETWORK, file=sys.stderr)
                 sdists = [sd for sd in listed.get(req.key, ((), ()))[1]
@@ -1285,17 +1294,12 @@ def _install(args, downloads_made):
                     sdists = []
                 if sdists and not versions:
                     sd = max(sdists, key=lambda x: version_key(x.version))
-                    if have and not opts.get("force") and version_key(have[1]) == version_key(
-                            sd.version):
-                        _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
-                            req.name, have[3], have[1]))
+                    if _satisfied(opts, req, have, sd.version):
                         continue
                     download(sd, opts, _download_dir(downloads_made))
                     fits = [build_sdist(sd.path, opts, index_args, downloads_made)]
                     pool += fits
             if not fits:
-                versions = sorted({w.version for w in pool if w.key == req.key and w.pure()},
-                                  key=version_key)
                 impure = [w for w in pool if w.key == req.key and not w.pure()]
                 if impure:
                     print("WARNING: skipping %s: only wheels for any platform (none-any) run "
@@ -1306,10 +1310,7 @@ def _install(args, downloads_made):
                                "%s" % (req.display(), ", ".join(versions) or "none",
                                        req.display()))
             wheel = max(fits, key=lambda w: version_key(w.version))
-            if have and not opts.get("force") and version_key(have[1]) == version_key(
-                    wheel.version):
-                _say(opts, "Requirement already satisfied: %s in %s (%s)" % (
-                    req.name, have[3], have[1]))
+            if _satisfied(opts, req, have, wheel.version):
                 continue
             if wheel.path is None:
                 download(wheel, opts, _download_dir(downloads_made))

@@ -85,7 +85,7 @@ impl Contexts {
     /// Ends every kernel (the sandbox ends, or keeps only its files).
     pub(crate) fn stop_all(&self) {
         for c in lock(&self.all).values() {
-            c.stop.lock().unwrap_or_else(|e| e.into_inner()).stop();
+            lock(&c.stop).stop();
         }
     }
 
@@ -348,12 +348,7 @@ pub(super) async fn execute(
         }
         (Some(id), None) => match sbx.contexts.get(id) {
             Some(c) => c,
-            None => {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    format!("Context with id {id} not found"),
-                );
-            }
+            None => return context_not_found(id),
         },
         (None, language) => {
             let ctx =
@@ -381,6 +376,11 @@ async fn send(tx: &Lines, event: &Value) -> bool {
     tx.send(Ok(Bytes::from(line))).await.is_ok()
 }
 
+/// An error event of the run itself (its kernel could not start, or went away).
+fn error_event(name: &str, value: &str) -> Value {
+    json!({"type": "error", "name": name, "value": value, "traceback": ""})
+}
+
 /// One run: the context's kernel (started if need be) gets the code; its events go to the
 /// client until the run ends. A client that leaves ends the kernel.
 async fn run(
@@ -400,20 +400,16 @@ async fn run(
         // Restarted (or removed) since it last ran.
         *slot = None;
     }
-    if slot.is_none() {
-        match Kernel::start(&e2b, &sbx, &ctx, stop).await {
-            Ok(k) => *slot = Some(k),
+    let kernel = match slot.take() {
+        Some(k) => k,
+        None => match Kernel::start(&e2b, &sbx, &ctx, stop).await {
+            Ok(k) => k,
             Err(why) => {
-                send(
-                    &tx,
-                    &json!({"type": "error", "name": "KernelError", "value": why, "traceback": ""}),
-                )
-                .await;
+                send(&tx, &error_event("KernelError", &why)).await;
                 return;
             }
-        }
-    }
-    let Some(kernel) = slot.as_mut() else { return };
+        },
+    };
     let request = match ctx.language {
         Language::Python => {
             let mut line = json!({"code": code, "env_vars": env}).to_string();
@@ -423,75 +419,69 @@ async fn run(
         Language::Bash => bash_request(&code, &env),
     };
     if kernel.stdin.write_all(request.as_bytes()).await.is_err() {
-        *slot = None;
         send(
             &tx,
-            &json!({"type": "error", "name": "KernelError",
-                    "value": "the kernel no longer reads its input", "traceback": ""}),
+            &error_event("KernelError", "the kernel no longer reads its input"),
         )
         .await;
         return;
     }
-    let mut finished = false;
+    let mut kernel = kernel;
+    match relay(&mut kernel, &ctx, &tx).await {
+        // The kernel waits for the context's next run.
+        Relayed::Done => *slot = Some(kernel),
+        // A fresh one starts on the next run.
+        Relayed::KernelGone => {}
+        // The client left (its timeout): the run is interrupted by ending the kernel.
+        Relayed::ClientGone => ctx.restart(),
+    }
+}
+
+/// How a run's relay of its kernel's output ended.
+enum Relayed {
+    Done,
+    KernelGone,
+    ClientGone,
+}
+
+/// Passes what the kernel says to the client until the run's end mark.
+async fn relay(kernel: &mut Kernel, ctx: &Context, tx: &Lines) -> Relayed {
     loop {
         let piece = tokio::select! {
             p = kernel.out.recv() => p,
-            _ = tx.closed() => {
-                // The client left (its timeout): the run is interrupted.
-                ctx.restart();
-                *slot = None;
-                return;
-            }
+            _ = tx.closed() => return Relayed::ClientGone,
         };
-        let event = match piece {
+        let events = match piece {
             Some(Piece::Line(line)) if line.first() == Some(&MARK) => {
-                match kernel_event(ctx.language, &line[1..], &ctx) {
-                    KernelEvent::Forward(events) => {
-                        let mut ok = true;
-                        for e in &events {
-                            ok &= send(&tx, e).await;
-                        }
-                        if !ok {
-                            ctx.restart();
-                            *slot = None;
-                            return;
-                        }
-                        continue;
-                    }
+                match kernel_event(ctx, &line[1..]) {
+                    KernelEvent::Forward(events) => events,
                     KernelEvent::End(events) => {
                         // Output of children that came just before the end.
                         while let Ok(Some(Piece::Stderr(c))) =
                             tokio::time::timeout(STDERR_GRACE, kernel.out.recv()).await
                         {
-                            send(&tx, &output_event("stderr", &c)).await;
+                            send(tx, &output_event("stderr", &c)).await;
                         }
                         for e in &events {
-                            send(&tx, e).await;
+                            send(tx, e).await;
                         }
-                        finished = true;
-                        break;
+                        return Relayed::Done;
                     }
                 }
             }
-            Some(Piece::Line(line)) => output_event("stdout", &line),
-            Some(Piece::Stderr(chunk)) => output_event("stderr", &chunk),
+            Some(Piece::Line(line)) => vec![output_event("stdout", &line)],
+            Some(Piece::Stderr(chunk)) => vec![output_event("stderr", &chunk)],
             Some(Piece::Ended(why)) => {
-                json!({"type": "error", "name": "KernelDied", "value": why, "traceback": ""})
+                send(tx, &error_event("KernelDied", &why)).await;
+                return Relayed::KernelGone;
             }
-            None => break,
+            None => return Relayed::KernelGone,
         };
-        let ended = event["name"] == "KernelDied";
-        if !send(&tx, &event).await {
-            ctx.restart();
-            *slot = None;
-            return;
+        for e in &events {
+            if !send(tx, e).await {
+                return Relayed::ClientGone;
+            }
         }
-        if ended {
-            break;
-        }
-    }
-    if !finished {
-        *slot = None;
     }
 }
 
@@ -503,10 +493,10 @@ enum KernelEvent {
 }
 
 /// An event line of a kernel (after its mark).
-fn kernel_event(language: Language, line: &[u8], ctx: &Context) -> KernelEvent {
+fn kernel_event(ctx: &Context, line: &[u8]) -> KernelEvent {
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end();
-    match language {
+    match ctx.language {
         Language::Python => match serde_json::from_str::<Value>(text) {
             Ok(v) if v["type"] == "end_of_execution" => KernelEvent::End(Vec::new()),
             Ok(v) if v.is_object() => KernelEvent::Forward(vec![v]),
@@ -598,6 +588,13 @@ pub(super) async fn create(
     }
 }
 
+fn context_not_found(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("Context with id {id} not found"),
+    )
+}
+
 /// `GET /contexts`.
 pub(super) async fn list(State(e2b): State<SharedE2b>, headers: HeaderMap) -> Response {
     let sbx = match sandbox(&e2b, &headers) {
@@ -627,10 +624,7 @@ pub(super) async fn remove(
             ctx.restart();
             StatusCode::NO_CONTENT.into_response()
         }
-        None => error(
-            StatusCode::NOT_FOUND,
-            format!("Context with id {id} not found"),
-        ),
+        None => context_not_found(&id),
     }
 }
 
@@ -650,10 +644,7 @@ pub(super) async fn restart(
             ctx.executions.store(0, Ordering::Relaxed);
             StatusCode::NO_CONTENT.into_response()
         }
-        None => error(
-            StatusCode::NOT_FOUND,
-            format!("Context with id {id} not found"),
-        ),
+        None => context_not_found(&id),
     }
 }
 

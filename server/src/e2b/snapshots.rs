@@ -28,12 +28,11 @@ pub(crate) const MAX_SNAPSHOTS: usize = 256;
 /// One snapshot of a sandbox.
 pub(crate) struct Kept {
     pub(crate) id: String,
-    pub(crate) names: Vec<String>,
-    /// The sandbox it was taken of, and its template.
+    /// Its names (a name moves to the newest snapshot given it, as a tag does).
+    pub(crate) names: std::sync::Mutex<Vec<String>>,
+    /// The sandbox it was taken of.
     pub(crate) sandbox_id: String,
-    pub(crate) template: String,
     pub(crate) env: Vec<(String, String)>,
-    pub(crate) metadata: std::collections::BTreeMap<String, String>,
     pub(crate) network: wasbox_runtime::NetworkPolicy,
     pub(crate) snapshot: wasbox_runtime::Snapshot,
     taken_at: SystemTime,
@@ -41,16 +40,20 @@ pub(crate) struct Kept {
 
 impl Kept {
     fn info(&self) -> serde_json::Value {
-        json!({"snapshotID": self.id, "names": self.names})
+        json!({"snapshotID": self.id, "names": *lock(&self.names)})
+    }
+
+    fn named(&self, name: &str) -> bool {
+        lock(&self.names).iter().any(|n| n == name)
     }
 }
 
+/// The body of `POST /sandboxes/{id}/snapshots` (its `memory` changes nothing here: a
+/// snapshot keeps files, never running processes).
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct SnapshotRequest {
     name: Option<String>,
-    #[allow(dead_code)]
-    memory: Option<bool>,
 }
 
 /// `POST /sandboxes/{id}/snapshots`: 201 with `{snapshotID, names}`.
@@ -112,46 +115,23 @@ pub(super) async fn create(
     let snap_id = format!("snap-{}", crate::ids::hex::<10>());
     let kept = Arc::new(Kept {
         id: snap_id.clone(),
-        names: req.name.into_iter().collect(),
+        names: std::sync::Mutex::new(req.name.clone().into_iter().collect()),
         sandbox_id: sbx.id.clone(),
-        template: sbx.template.clone(),
         env: sbx.session.env().to_vec(),
-        metadata: sbx.metadata.clone(),
         network: sbx.session.sandbox().network(),
         snapshot,
         taken_at: SystemTime::now(),
     });
     let mut all = lock(&e2b.snapshots);
-    if let Some(name) = kept.names.first() {
-        // A name moves to the newest snapshot given it, as a tag does.
-        for other in all.values_mut() {
-            if other.names.contains(name) {
-                let mut renamed = Kept::clone_without(other, name);
-                std::mem::swap(other, &mut renamed);
-            }
+    if let Some(name) = &req.name {
+        for other in all.values() {
+            lock(&other.names).retain(|n| n != name);
         }
     }
     all.insert(snap_id.clone(), kept.clone());
     drop(all);
     tracing::info!(sandbox_id = %sbx.id, snapshot_id = %snap_id, "e2b snapshot taken");
     (StatusCode::CREATED, axum::Json(kept.info())).into_response()
-}
-
-impl Kept {
-    /// `k` without the name `name`.
-    fn clone_without(k: &Arc<Kept>, name: &str) -> Arc<Kept> {
-        Arc::new(Kept {
-            id: k.id.clone(),
-            names: k.names.iter().filter(|n| *n != name).cloned().collect(),
-            sandbox_id: k.sandbox_id.clone(),
-            template: k.template.clone(),
-            env: k.env.clone(),
-            metadata: k.metadata.clone(),
-            network: k.network.clone(),
-            snapshot: k.snapshot.clone(),
-            taken_at: k.taken_at,
-        })
-    }
 }
 
 /// `GET /snapshots`: newest first, by `sandboxID` and `name`, `limit` per page with
@@ -169,7 +149,7 @@ pub(super) async fn list(
     let mut all: Vec<Arc<Kept>> = lock(&e2b.snapshots)
         .values()
         .filter(|k| sandbox.is_none_or(|s| *s == k.sandbox_id))
-        .filter(|k| name.is_none_or(|n| k.names.contains(n)))
+        .filter(|k| name.is_none_or(|n| k.named(n)))
         .cloned()
         .collect();
     all.sort_by(|a, b| b.taken_at.cmp(&a.taken_at).then(a.id.cmp(&b.id)));
@@ -182,7 +162,7 @@ pub(super) async fn delete(State(e2b): State<SharedE2b>, Path(id): Path<String>)
     let mut all = lock(&e2b.snapshots);
     let key = all
         .values()
-        .find(|k| k.id == id || k.names.contains(&id))
+        .find(|k| k.id == id || k.named(&id))
         .map(|k| k.id.clone());
     match key.and_then(|k| all.remove(&k)) {
         Some(_) => StatusCode::NO_CONTENT.into_response(),
@@ -197,6 +177,6 @@ pub(super) async fn delete(State(e2b): State<SharedE2b>, Path(id): Path<String>)
 pub(crate) fn find(e2b: &super::E2b, template: &str) -> Option<Arc<Kept>> {
     lock(&e2b.snapshots)
         .values()
-        .find(|k| k.id == template || k.names.iter().any(|n| n == template))
+        .find(|k| k.id == template || k.named(template))
         .cloned()
 }
