@@ -255,6 +255,9 @@ impl Peer {
         if let Some(s) = &services {
             ack["managed_services_status"] = s.clone();
         }
+        // A configuration is in effect before its acknowledgement says "applied": the
+        // orchestrator may use the new token the moment it reads the ack.
+        let outcome = outcome.map(|granted| self.node.grant(granted));
         let req = self
             .client
             .post(&boot.config_url)
@@ -262,8 +265,7 @@ impl Peer {
             .json(&ack);
         exchange(req, "configuration acknowledgement", &[200, 204], true).await?;
         match outcome {
-            Ok(granted) => {
-                self.node.grant(granted);
+            Ok(()) => {
                 self.node.telemetry.service(
                     telemetry::NODE_MANAGER,
                     "info",
