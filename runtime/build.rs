@@ -64,7 +64,8 @@ fn main() {
                 Ok("release") => "release",
                 _ => "test-guests",
             };
-            build_guests(&guests, &target_dir, profile);
+            let cc = c_compiler(&target_dir);
+            build_guests(&guests, &target_dir, profile, &cc);
             let python = build_python(&root, &target_dir);
             (target_dir.join(TARGET).join(profile), python)
         }
@@ -123,7 +124,72 @@ fn ensure_target() {
     }
 }
 
-fn build_guests(guests: &Path, target_dir: &Path, profile: &str) {
+/// zig, from PyPI's `ziglang` (pinned by version and the SHA-256 of its wheels): its clang
+/// and wasi-libc headers compile the guests' C (QuickJS, for `node`) for wasm32; Rust's own
+/// linker and wasi-libc link it.
+const ZIG: &str = "0.14.1";
+const ZIG_SHA256: &[&str] = &[
+    // manylinux x86_64
+    "6eb9d4d759b292c83810dbee2e9e8e3fbfbf01d864e6e9811bae711fd74e1c2f",
+    // manylinux aarch64
+    "7994b27f3cbfcedea43f9b7552e38b45857bdf0e9a45065474092dd74e7048cf",
+];
+
+/// Installs zig under `target_dir` when missing and returns the environment that makes the
+/// guests' build use it (the `cc` crate's compiler and archiver for the target, and zig's
+/// caches under `target_dir` too).
+fn c_compiler(target_dir: &Path) -> Vec<(&'static str, PathBuf)> {
+    let home = target_dir.join(format!("zig-{ZIG}"));
+    let zig = home.join("ziglang/zig");
+    if !zig.is_file() {
+        println!(
+            "cargo:warning=installing zig {ZIG} (ziglang) from PyPI into {}",
+            home.display()
+        );
+        std::fs::create_dir_all(target_dir).expect("creating the guests' target directory");
+        let python = std::env::var("WASBOX_PYTHON").unwrap_or_else(|_| "python3".into());
+        let mut pip = Command::new(python);
+        pip.args(["-m", "pip"]);
+        pip_install(pip, "ziglang", ZIG, ZIG_SHA256, Some(&home), target_dir);
+    }
+    // A wheel's files may come without their mode bits.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&zig, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("making {} executable: {e}", zig.display()));
+    // The `cc` crate names the target its way (`--target=wasm32-wasip2`); zig's own name for
+    // the same C target is wasm32-wasi.
+    let cc = target_dir.join("zig-cc");
+    write_if_changed(
+        &cc,
+        format!(
+            "#!/bin/sh\n\
+             for a; do shift; case \"$a\" in --target=*) ;; *) set -- \"$@\" \"$a\" ;; esac; done\n\
+             exec '{}' cc -target wasm32-wasi \"$@\"\n",
+            zig.display()
+        )
+        .as_bytes(),
+    );
+    let ar = target_dir.join("zig-ar");
+    write_if_changed(
+        &ar,
+        format!("#!/bin/sh\nexec '{}' ar \"$@\"\n", zig.display()).as_bytes(),
+    );
+    for f in [&cc, &ar] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("making {} executable: {e}", f.display()));
+    }
+    let cache = target_dir.join("zig-cache");
+    vec![
+        ("CC_wasm32_wasip2", cc),
+        ("AR_wasm32_wasip2", ar),
+        // rquickjs would otherwise download a wasi-sdk from outside the package registries.
+        ("RQUICKJS_SYS_NO_WASI_SDK", "1".into()),
+        ("ZIG_GLOBAL_CACHE_DIR", cache.clone()),
+        ("ZIG_LOCAL_CACHE_DIR", cache),
+    ]
+}
+
+fn build_guests(guests: &Path, target_dir: &Path, profile: &str, cc: &[(&str, PathBuf)]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(guests)
@@ -152,6 +218,7 @@ fn build_guests(guests: &Path, target_dir: &Path, profile: &str) {
             cmd.env_remove(&key);
         }
     }
+    cmd.envs(cc.iter().map(|(k, v)| (k, v)));
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("running cargo to build the guest programs: {e}"));
@@ -216,7 +283,7 @@ const TZDATA_SHA256: &str = "0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e
 /// Installs `name==version` from PyPI with pip into `target` (a virtual environment's
 /// `site-packages` when `None`), refusing any file whose SHA-256 is not one of `hashes`.
 fn pip_install(
-    pip: &Path,
+    mut cmd: Command,
     name: &str,
     version: &str,
     hashes: &[&str],
@@ -230,7 +297,6 @@ fn pip_install(
     let requirements = scratch.join(format!("{name}-requirements.txt"));
     std::fs::write(&requirements, format!("{name}=={version}{pins}\n"))
         .unwrap_or_else(|e| panic!("writing {}: {e}", requirements.display()));
-    let mut cmd = Command::new(pip);
     cmd.args([
         "install",
         "--quiet",
@@ -312,7 +378,7 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
             "creating a Python virtual environment for componentize-py (needs python3 with venv)",
         );
         pip_install(
-            &venv.join("bin/pip"),
+            Command::new(venv.join("bin/pip")),
             "componentize-py",
             componentize_py,
             &hashes,
@@ -330,7 +396,7 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
             tzdata.display()
         );
         pip_install(
-            &venv.join("bin/pip"),
+            Command::new(venv.join("bin/pip")),
             "tzdata",
             TZDATA,
             &[TZDATA_SHA256],

@@ -139,9 +139,11 @@ fn config(strategy: InstanceAllocationStrategy) -> Config {
         // Every process ends through an error value (`I32Exit`), and capturing a wasm
         // backtrace for it cost more than the rest of a short job. Trap messages stay.
         .wasm_backtrace_max_frames(None)
-        // Deep recursion in interpreters (CPython, Boa) needs more than the default stack.
-        .max_wasm_stack(4 << 20)
-        .async_stack_size(8 << 20);
+        // Deep recursion in interpreters needs more than the default stack: QuickJS's calls
+        // recurse in C, some 300-700 bytes of native stack a JavaScript call (Node's own
+        // limit is about 11,000 simple calls). Pages of it are resident only once used.
+        .max_wasm_stack(12 << 20)
+        .async_stack_size(16 << 20);
     config
 }
 

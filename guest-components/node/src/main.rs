@@ -1,31 +1,60 @@
-//! `node`: JavaScript on the Boa engine, with what scripts reach for in Node: `console`
-//! (Node's formatting), `process`, `require('fs' | 'path' | 'util' | 'os' |
-//! 'child_process')`, CommonJS modules, timers and promises. The Node-facing parts are
-//! JavaScript (`prelude.js`) over a few native functions defined here.
+//! `node`: JavaScript on the QuickJS engine (quickjs-ng, through rquickjs), with what
+//! scripts reach for in Node: `console` (Node's formatting), `process`, `require('fs' |
+//! 'path' | 'util' | 'os' | 'child_process' | ...)`, CommonJS and ES modules, timers and
+//! promises. The Node-facing parts are JavaScript (`prelude.js`) over a few native functions
+//! defined here.
 
+use std::cell::RefCell;
 use std::io::{Read, Write};
+use std::rc::Rc;
 
-use boa_engine::{
-    Context, JsArgs, JsError, JsNativeError, JsResult, JsString, JsValue, Source,
-    native_function::NativeFunction,
-};
+use rquickjs::function::Rest;
+use rquickjs::{Coerced, Context, Ctx, Exception, Function, Object, Persistent, Runtime, Value};
 
 const PRELUDE: &str = include_str!("prelude.js");
-const VERSION: &str = "v22.0.0-boa";
+const VERSION: &str = "v22.0.0-quickjs";
 
-fn arg_string(args: &[JsValue], i: usize, ctx: &mut Context) -> JsResult<String> {
-    Ok(args
-        .get_or_undefined(i)
-        .to_string(ctx)?
-        .to_std_string_escaped())
+type R<T> = rquickjs::Result<T>;
+type Args<'js> = Rest<Value<'js>>;
+
+/// Argument `i` as JavaScript's `String(v)` makes it (`undefined` when missing).
+fn string(args: &Args, i: usize) -> R<String> {
+    match args.0.get(i) {
+        Some(v) => Ok(v.get::<Coerced<String>>()?.0),
+        None => Ok("undefined".into()),
+    }
 }
 
-fn text(s: &str) -> JsValue {
-    JsValue::from(JsString::from(s))
+fn number(args: &Args, i: usize) -> R<f64> {
+    match args.0.get(i) {
+        Some(v) => Ok(v.get::<Coerced<f64>>()?.0),
+        None => Ok(f64::NAN),
+    }
 }
 
-/// An error the prelude turns into a Node-style one: `CODE|message`.
-fn io_error(e: &std::io::Error) -> JsError {
+fn truthy(args: &Args, i: usize) -> bool {
+    args.0
+        .get(i)
+        .and_then(|v| v.get::<Coerced<bool>>().ok())
+        .is_some_and(|b| b.0)
+}
+
+/// Argument `i` unless it is missing, `undefined` or `null`.
+fn given<'a, 'js>(args: &'a Args<'js>, i: usize) -> Option<&'a Value<'js>> {
+    args.0.get(i).filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// An `Error` the prelude turns into a Node-style one: `CODE|message`.
+fn error(ctx: &Ctx, code: &str, msg: &str) -> rquickjs::Error {
+    Exception::throw_message(ctx, &format!("{code}|{msg}"))
+}
+
+/// The same as a `TypeError` (what Node's network errors are).
+fn type_error(ctx: &Ctx, code: &str, msg: &str) -> rquickjs::Error {
+    Exception::throw_type(ctx, &format!("{code}|{msg}"))
+}
+
+fn io_error(ctx: &Ctx, e: &std::io::Error) -> rquickjs::Error {
     use std::io::ErrorKind::*;
     let (code, msg) = match e.kind() {
         NotFound => ("ENOENT", "no such file or directory"),
@@ -36,18 +65,12 @@ fn io_error(e: &std::io::Error) -> JsError {
         DirectoryNotEmpty => ("ENOTEMPTY", "directory not empty"),
         _ => ("EIO", "i/o error"),
     };
-    JsNativeError::error()
-        .with_message(format!("{code}|{msg}"))
-        .into()
+    error(ctx, code, msg)
 }
 
-fn path_arg(args: &[JsValue], ctx: &mut Context) -> JsResult<String> {
-    arg_string(args, 0, ctx)
-}
-
-fn write(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let fd = args.get_or_undefined(0).to_number(ctx)? as i32;
-    let s = arg_string(args, 1, ctx)?;
+fn write(_: &Ctx, args: &Args) -> R<()> {
+    let fd = number(args, 0)? as i32;
+    let s = string(args, 1)?;
     let ok = if fd == 2 {
         let _ = std::io::stdout().flush();
         std::io::stderr().write_all(s.as_bytes()).is_ok()
@@ -59,68 +82,62 @@ fn write(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
         let _ = std::io::stderr().flush();
         guest_support::exit(if fd == 2 { 1 } else { 0 });
     }
-    Ok(JsValue::undefined())
+    Ok(())
 }
 
-fn read(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
+fn read(ctx: &Ctx, args: &Args) -> R<String> {
+    let p = string(args, 0)?;
     let mut data = Vec::new();
     if p == "0" || p == "/dev/stdin" {
         std::io::stdin()
             .read_to_end(&mut data)
-            .map_err(|e| io_error(&e))?;
+            .map_err(|e| io_error(ctx, &e))?;
     } else {
         if std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
-            return Err(JsNativeError::error()
-                .with_message("EISDIR|illegal operation on a directory")
-                .into());
+            return Err(error(ctx, "EISDIR", "illegal operation on a directory"));
         }
-        data = std::fs::read(&p).map_err(|e| io_error(&e))?;
+        data = std::fs::read(&p).map_err(|e| io_error(ctx, &e))?;
     }
-    Ok(text(&String::from_utf8_lossy(&data)))
+    Ok(String::from_utf8_lossy(&data).into_owned())
 }
 
-fn write_file(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
-    let data = arg_string(args, 1, ctx)?;
-    let append = args.get_or_undefined(2).to_boolean();
+fn write_file(ctx: &Ctx, args: &Args) -> R<()> {
+    let p = string(args, 0)?;
+    let data = string(args, 1)?;
     let mut o = std::fs::OpenOptions::new();
-    if append {
+    if truthy(args, 2) {
         o.append(true).create(true);
     } else {
         o.write(true).create(true).truncate(true);
     }
     o.open(&p)
         .and_then(|mut f| f.write_all(data.as_bytes()))
-        .map_err(|e| io_error(&e))?;
-    Ok(JsValue::undefined())
+        .map_err(|e| io_error(ctx, &e))
 }
 
-fn exists(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
-    Ok(JsValue::from(std::fs::metadata(&p).is_ok()))
+fn exists(_: &Ctx, args: &Args) -> R<bool> {
+    Ok(std::fs::metadata(string(args, 0)?).is_ok())
 }
 
-fn readdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
+fn readdir(ctx: &Ctx, args: &Args) -> R<String> {
+    let p = string(args, 0)?;
     let mut names: Vec<String> = std::fs::read_dir(&p)
-        .map_err(|e| io_error(&e))?
+        .map_err(|e| io_error(ctx, &e))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    Ok(text(&names.join("\n")))
+    Ok(names.join("\n"))
 }
 
-fn mkdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
-    let r = if args.get_or_undefined(1).to_boolean() {
+fn mkdir(ctx: &Ctx, args: &Args) -> R<()> {
+    let p = string(args, 0)?;
+    if truthy(args, 1) {
         std::fs::create_dir_all(&p)
     } else {
         std::fs::create_dir(&p)
-    };
-    r.map_err(|e| io_error(&e))?;
-    Ok(JsValue::undefined())
+    }
+    .map_err(|e| io_error(ctx, &e))
 }
 
 fn millis(t: std::io::Result<std::time::SystemTime>) -> f64 {
@@ -130,14 +147,14 @@ fn millis(t: std::io::Result<std::time::SystemTime>) -> f64 {
 }
 
 /// `size kind mtimeMs atimeMs birthtimeMs mode`, space-separated.
-fn stat(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
-    let m = if args.get_or_undefined(1).to_boolean() {
+fn stat(ctx: &Ctx, args: &Args) -> R<String> {
+    let p = string(args, 0)?;
+    let m = if truthy(args, 1) {
         std::fs::symlink_metadata(&p)
     } else {
         std::fs::metadata(&p)
     }
-    .map_err(|e| io_error(&e))?;
+    .map_err(|e| io_error(ctx, &e))?;
     let kind = if m.file_type().is_symlink() {
         "link"
     } else if m.is_dir() {
@@ -146,19 +163,18 @@ fn stat(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
         "file"
     };
     let mode = guest_support::file_mode(&p).unwrap_or(0o644);
-    Ok(text(&format!(
+    Ok(format!(
         "{} {kind} {} {} {} {mode}",
         m.len(),
         millis(m.modified()),
         millis(m.accessed()),
         millis(m.created())
-    )))
+    ))
 }
 
-fn remove(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
-    let how = arg_string(args, 1, ctx)?;
-    let r = match how.as_str() {
+fn remove(ctx: &Ctx, args: &Args) -> R<()> {
+    let p = string(args, 0)?;
+    match string(args, 1)?.as_str() {
         "file" => std::fs::remove_file(&p),
         "dir" => std::fs::remove_dir(&p),
         _ => match std::fs::symlink_metadata(&p) {
@@ -166,61 +182,59 @@ fn remove(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue>
             Ok(_) => std::fs::remove_file(&p),
             Err(e) => Err(e),
         },
-    };
-    r.map_err(|e| io_error(&e))?;
-    Ok(JsValue::undefined())
-}
-
-fn rename(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let a = arg_string(args, 0, ctx)?;
-    let b = arg_string(args, 1, ctx)?;
-    if args.get_or_undefined(2).to_boolean() {
-        std::fs::copy(&a, &b).map_err(|e| io_error(&e))?;
-    } else {
-        std::fs::rename(&a, &b).map_err(|e| io_error(&e))?;
     }
-    Ok(JsValue::undefined())
+    .map_err(|e| io_error(ctx, &e))
 }
 
-fn cwd(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    Ok(text(&guest_support::cwd()))
+fn rename(ctx: &Ctx, args: &Args) -> R<()> {
+    let a = string(args, 0)?;
+    let b = string(args, 1)?;
+    if truthy(args, 2) {
+        std::fs::copy(&a, &b).map(drop)
+    } else {
+        std::fs::rename(&a, &b)
+    }
+    .map_err(|e| io_error(ctx, &e))
 }
 
-fn chdir(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let p = path_arg(args, ctx)?;
-    std::env::set_current_dir(&p).map_err(|e| io_error(&e))?;
-    Ok(JsValue::undefined())
+fn cwd(_: &Ctx, _: &Args) -> R<String> {
+    Ok(guest_support::cwd())
 }
 
-fn exit(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let code = args.get_or_undefined(0).to_number(ctx)? as i32;
+fn chdir(ctx: &Ctx, args: &Args) -> R<()> {
+    std::env::set_current_dir(string(args, 0)?).map_err(|e| io_error(ctx, &e))
+}
+
+fn exit(_: &Ctx, args: &Args) -> R<()> {
+    let code = number(args, 0)? as i32;
+    let _ = std::io::stdout().flush();
     guest_support::exit(code & 0xff)
 }
 
 /// The environment as `NAME=value` records separated by NUL.
-fn env(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+fn env(_: &Ctx, _: &Args) -> R<String> {
     let s: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
-    Ok(text(&s.join("\0")))
+    Ok(s.join("\0"))
 }
 
-fn sleep(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let ms = args.get_or_undefined(0).to_number(ctx)?;
+fn sleep(_: &Ctx, args: &Args) -> R<()> {
+    let ms = number(args, 0)?;
     if ms > 0.0 {
         let _ = std::io::stdout().flush();
         std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1000.0));
     }
-    Ok(JsValue::undefined())
+    Ok(())
 }
 
-fn now(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    Ok(JsValue::from(millis(Ok(std::time::SystemTime::now()))))
+fn now(_: &Ctx, _: &Args) -> R<f64> {
+    Ok(millis(Ok(std::time::SystemTime::now())))
 }
 
 /// Runs `sh -c CMD` with `input` on stdin; returns `status\0stdout\0stderr`.
-fn run(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+fn run(_: &Ctx, args: &Args) -> R<String> {
     use guest_support::process::{self, Error, Stdio};
-    let cmd = arg_string(args, 0, ctx)?;
-    let input = arg_string(args, 1, ctx)?;
+    let cmd = string(args, 0)?;
+    let input = string(args, 1)?;
     let (in_r, in_w) = process::pipe();
     let (out_r, out_w) = process::pipe();
     let (err_r, err_w) = process::pipe();
@@ -239,9 +253,9 @@ fn run(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
             for h in [in_w, out_r, err_r] {
                 process::close(h);
             }
-            return Ok(text(&format!("127\0\0{m}\n")));
+            return Ok(format!("127\0\0{m}\n"));
         }
-        Err(Error::BadHandle) => return Ok(text("127\0\0")),
+        Err(Error::BadHandle) => return Ok("127\0\0".into()),
     };
     let _ = process::write(in_w, input.as_bytes());
     process::close(in_w);
@@ -249,7 +263,7 @@ fn run(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let out = drain(out_r);
     let err = drain(err_r);
     let status = process::wait(pid);
-    Ok(text(&format!("{status}\0{out}\0{err}")))
+    Ok(format!("{status}\0{out}\0{err}"))
 }
 
 fn usage() -> ! {
@@ -368,27 +382,25 @@ fn digest_of(alg: &str, data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `__wasbox_hash(alg, hexData)`: the digest, in hex (for `crypto.createHash`).
-fn hash(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let alg = arg_string(args, 0, ctx)?
-        .to_ascii_lowercase()
-        .replace('-', "");
-    let data = unhex(&arg_string(args, 1, ctx)?);
+fn hash(ctx: &Ctx, args: &Args) -> R<String> {
+    let alg = string(args, 0)?.to_ascii_lowercase().replace('-', "");
+    let data = unhex(&string(args, 1)?);
     match digest_of(&alg, &data) {
-        Some(d) => Ok(text(&hex(&d))),
-        None => Err(JsNativeError::error()
-            .with_message("ERR_OSSL_EVP_UNSUPPORTED|Digest method not supported")
-            .into()),
+        Some(d) => Ok(hex(&d)),
+        None => Err(error(
+            ctx,
+            "ERR_OSSL_EVP_UNSUPPORTED",
+            "Digest method not supported",
+        )),
     }
 }
 
 /// `__wasbox_hmac(alg, hexKey, hexData)`: the HMAC, in hex (for `crypto.createHmac`).
-fn hmac(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+fn hmac(ctx: &Ctx, args: &Args) -> R<String> {
     use hmac::{Hmac, Mac};
-    let alg = arg_string(args, 0, ctx)?
-        .to_ascii_lowercase()
-        .replace('-', "");
-    let key = unhex(&arg_string(args, 1, ctx)?);
-    let data = unhex(&arg_string(args, 2, ctx)?);
+    let alg = string(args, 0)?.to_ascii_lowercase().replace('-', "");
+    let key = unhex(&string(args, 1)?);
+    let data = unhex(&string(args, 2)?);
     macro_rules! mac {
         ($t:ty) => {{
             let mut m = <Hmac<$t>>::new_from_slice(&key).expect("HMAC takes any key length");
@@ -402,63 +414,23 @@ fn hmac(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
         "sha384" => mac!(sha2::Sha384),
         "sha1" => mac!(sha1::Sha1),
         "md5" => mac!(md5::Md5),
-        _ => {
-            return Err(JsNativeError::error()
-                .with_message("ERR_OSSL_EVP_UNSUPPORTED|Invalid digest")
-                .into());
-        }
+        _ => return Err(error(ctx, "ERR_OSSL_EVP_UNSUPPORTED", "Invalid digest")),
     };
-    Ok(text(&hex(&out)))
+    Ok(hex(&out))
 }
 
 /// `__wasbox_random(n)`: n random bytes from the host, in hex.
-fn random(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let n = args
-        .first()
-        .map(|v| v.to_number(ctx))
-        .transpose()?
-        .unwrap_or(0.0)
-        .clamp(0.0, 65536.0) as u64;
-    Ok(text(&hex(&wasip2::random::random::get_random_bytes(n))))
-}
-
-/// Promises rejected with no handler, as Node tracks them: a rejection still unhandled when
-/// the promise jobs have run ends the program like an uncaught exception.
-#[derive(Default)]
-struct RejectionTracker {
-    unhandled:
-        std::cell::RefCell<Vec<boa_engine::JsObject<boa_engine::builtins::promise::Promise>>>,
-}
-
-impl boa_engine::context::HostHooks for RejectionTracker {
-    fn promise_rejection_tracker(
-        &self,
-        promise: &boa_engine::JsObject<boa_engine::builtins::promise::Promise>,
-        operation: boa_engine::builtins::promise::OperationType,
-        _: &mut Context,
-    ) {
-        use boa_engine::builtins::promise::OperationType;
-        let mut list = self.unhandled.borrow_mut();
-        match operation {
-            OperationType::Reject => list.push(promise.clone()),
-            OperationType::Handle => {
-                let handled = promise.clone().upcast();
-                list.retain(|p| !boa_engine::JsObject::equals(&p.clone().upcast(), &handled));
-            }
-        }
-    }
-}
-
-impl RejectionTracker {
-    /// The reason of the first rejection nobody handled, if any.
-    fn take_unhandled(&self) -> Option<JsValue> {
-        let first = self.unhandled.borrow_mut().drain(..).next()?;
-        let promise = boa_engine::object::builtins::JsPromise::from_object(first.upcast()).ok()?;
-        match promise.state() {
-            boa_engine::builtins::promise::PromiseState::Rejected(v) => Some(v),
-            _ => None,
-        }
-    }
+fn random(_: &Ctx, args: &Args) -> R<String> {
+    let n = match given(args, 0) {
+        Some(_) => number(args, 0)?,
+        None => 0.0,
+    };
+    let n = if n.is_nan() {
+        0.0
+    } else {
+        n.clamp(0.0, 65536.0)
+    } as u64;
+    Ok(hex(&wasip2::random::random::get_random_bytes(n)))
 }
 
 /// `fetch(method, url, headers, body[, file[, integrity]])`: one HTTP request through the
@@ -468,22 +440,17 @@ impl RejectionTracker {
 /// bytes go to that file, checked against `integrity` when given (`sha512-BASE64`, npm's
 /// form, or `sha1:HEX`), and the answer has no body. A failure throws `CODE|message` as
 /// Node's errors carry them.
-fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+fn fetch(ctx: &Ctx, args: &Args) -> R<String> {
     use guest_support::http::{Failure, Request, Target, Url, send};
     use wasip2::http::types::ErrorCode;
-    let method = arg_string(args, 0, ctx)?;
-    let url = arg_string(args, 1, ctx)?;
-    let header_text = arg_string(args, 2, ctx)?;
-    let body = if args.get_or_undefined(3).is_undefined() || args.get_or_undefined(3).is_null() {
-        None
-    } else {
-        Some(arg_string(args, 3, ctx)?)
+    let method = string(args, 0)?;
+    let url = string(args, 1)?;
+    let header_text = string(args, 2)?;
+    let body = match given(args, 3) {
+        Some(_) => Some(string(args, 3)?),
+        None => None,
     };
-    let bad = |msg: &str| -> JsError {
-        JsNativeError::typ()
-            .with_message(format!("ERR_INVALID_URL|{msg}"))
-            .into()
-    };
+    let bad = |msg: &str| type_error(ctx, "ERR_INVALID_URL", msg);
     if !url.starts_with("http://") && !url.starts_with("https://") {
         return Err(bad("only http: and https: URLs can be fetched"));
     }
@@ -507,13 +474,9 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
         deadline: None,
         connect_timeout: None,
     };
-    let fail = |code: &str, msg: String| -> JsError {
-        JsNativeError::typ()
-            .with_message(format!("{code}|{msg}"))
-            .into()
-    };
+    let fail = |code: &str, msg: String| type_error(ctx, code, &msg);
     let host = parsed.host.as_str();
-    let why = |f: Failure| -> JsError {
+    let why = |f: Failure| -> rquickjs::Error {
         match f {
             Failure::Http(ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited) => {
                 fail(
@@ -549,14 +512,12 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
     while let Some(piece) = response.chunk().map_err(why)? {
         data.extend_from_slice(&piece);
     }
-    let file = args.get_or_undefined(4);
-    if file.is_undefined() || file.is_null() || !(200..300).contains(&response.status) {
+    if given(args, 4).is_none() || !(200..300).contains(&response.status) {
         out.push_str(&String::from_utf8_lossy(&data));
-        return Ok(text(&out));
+        return Ok(out);
     }
-    let integrity = args.get_or_undefined(5);
-    if !integrity.is_undefined() && !integrity.is_null() {
-        let want = arg_string(args, 5, ctx)?;
+    if given(args, 5).is_some() {
+        let want = string(args, 5)?;
         let ok = match want.split_once('-') {
             Some((alg, b64)) if !want.starts_with("sha1:") => {
                 digest_of(alg, &data).is_some_and(|d| guest_support::http::base64(&d) == b64)
@@ -575,116 +536,145 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
             ));
         }
     }
-    let path = arg_string(args, 4, ctx)?;
-    std::fs::write(&path, &data).map_err(|e| io_error(&e))?;
-    Ok(text(&out))
+    let path = string(args, 4)?;
+    std::fs::write(&path, &data).map_err(|e| io_error(ctx, &e))?;
+    Ok(out)
 }
 
 /// `npm`: a script of the image run by this same engine (see npm.js).
 const NPM: &str = include_str!("npm.js");
 
-fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
-    let tracker = std::rc::Rc::new(RejectionTracker::default());
-    let Ok(mut ctx) = Context::builder().host_hooks(tracker.clone()).build() else {
-        return 70;
-    };
-    let natives: &[(
-        &str,
-        usize,
-        boa_engine::native_function::NativeFunctionPointer,
-    )] = &[
-        ("write", 2, write),
-        ("read", 1, read),
-        ("writeFile", 3, write_file),
-        ("exists", 1, exists),
-        ("readdir", 1, readdir),
-        ("mkdir", 2, mkdir),
-        ("stat", 2, stat),
-        ("remove", 2, remove),
-        ("rename", 3, rename),
-        ("cwd", 0, cwd),
-        ("chdir", 1, chdir),
-        ("exit", 1, exit),
-        ("env", 0, env),
-        ("sleep", 1, sleep),
-        ("now", 0, now),
-        ("run", 2, run),
-        ("hash", 2, hash),
-        ("hmac", 3, hmac),
-        ("random", 1, random),
-        ("fetch", 6, fetch),
-    ];
-    for (name, len, f) in natives {
-        let name = JsString::from(format!("__wasbox_{name}").as_str());
-        if ctx
-            .register_global_builtin_callable(name, *len, NativeFunction::from_fn_ptr(*f))
-            .is_err()
-        {
-            return 70;
-        }
+/// Promises rejected with no handler, as Node tracks them: a rejection still unhandled when
+/// the promise jobs have run ends the program like an uncaught exception.
+type Rejections = Rc<RefCell<Vec<(Persistent<Value<'static>>, Persistent<Value<'static>>)>>>;
+
+/// The reason of the first rejection nobody handled, if any.
+fn take_unhandled<'js>(ctx: &Ctx<'js>, rejections: &Rejections) -> Option<Value<'js>> {
+    let (_, reason) = rejections.borrow_mut().drain(..).next()?;
+    reason.restore(ctx).ok()
+}
+
+/// What an error thrown out of a call threw, as a value.
+fn thrown<'js>(ctx: &Ctx<'js>, e: rquickjs::Error) -> Value<'js> {
+    if e.is_exception() {
+        ctx.catch()
+    } else {
+        Exception::from_message(ctx.clone(), &e.to_string())
+            .map(|x| x.into_value())
+            .unwrap_or_else(|_| Value::new_undefined(ctx.clone()))
     }
-    let host = match ctx.eval(Source::from_bytes(PRELUDE)) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("node: prelude failed: {e}");
-            return 70;
-        }
+}
+
+macro_rules! natives {
+    ($ctx:expr, $globals:expr, $($name:literal => $f:ident),* $(,)?) => {
+        $(
+            $globals.set(
+                concat!("__wasbox_", $name),
+                Function::new($ctx.clone(), |ctx: Ctx<'_>, args: Args<'_>| $f(&ctx, &args))?,
+            )?;
+        )*
     };
-    let Some(host) = host.as_object() else {
-        return 70;
-    };
-    let call = |ctx: &mut Context, name: &str, args: &[JsValue]| -> JsResult<JsValue> {
-        let f = host.get(JsString::from(name), ctx)?;
-        match f.as_callable() {
-            Some(f) => f.call(&JsValue::undefined(), args, ctx),
-            None => Err(JsNativeError::typ().with_message("no such hook").into()),
-        }
-    };
-    let argv: Vec<String> = std::iter::once("/usr/bin/node".to_string())
-        .chain((mode == "file").then(|| filename.to_string()))
-        .chain(rest.iter().cloned())
-        .collect();
-    let argv = argv.join("\0");
-    let started = call(
-        &mut ctx,
-        "main",
-        &[
-            text(mode),
-            text(filename),
-            text(source),
-            text(&argv),
-            text(VERSION),
-        ],
+}
+
+fn install<'js>(ctx: &Ctx<'js>) -> R<Object<'js>> {
+    let g = ctx.globals();
+    natives!(ctx, g,
+        "write" => write,
+        "read" => read,
+        "writeFile" => write_file,
+        "exists" => exists,
+        "readdir" => readdir,
+        "mkdir" => mkdir,
+        "stat" => stat,
+        "remove" => remove,
+        "rename" => rename,
+        "cwd" => cwd,
+        "chdir" => chdir,
+        "exit" => exit,
+        "env" => env,
+        "sleep" => sleep,
+        "now" => now,
+        "run" => run,
+        "hash" => hash,
+        "hmac" => hmac,
+        "random" => random,
+        "fetch" => fetch,
     );
-    let mut failed = started.err();
-    // The event loop: promise jobs, then timers, until no work is left.
-    while failed.is_none() {
-        if let Err(e) = ctx.run_jobs() {
-            failed = Some(e);
-            break;
+    ctx.eval(PRELUDE)
+}
+
+fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
+    let Ok(rt) = Runtime::new() else {
+        return 70;
+    };
+    let rejections = Rejections::default();
+    let tracked = rejections.clone();
+    rt.set_host_promise_rejection_tracker(Some(Box::new(
+        move |ctx: Ctx<'_>, promise: Value<'_>, reason: Value<'_>, handled: bool| {
+            let mut list = tracked.borrow_mut();
+            if handled {
+                list.retain(|(p, _)| p.clone().restore(&ctx).map_or(true, |p| p != promise));
+            } else {
+                list.push((
+                    Persistent::save(&ctx, promise),
+                    Persistent::save(&ctx, reason),
+                ));
+            }
+        },
+    )));
+    let Ok(context) = Context::full(&rt) else {
+        return 70;
+    };
+    let code = context.with(|ctx| {
+        let host = match install(&ctx) {
+            Ok(h) => h,
+            Err(e) => {
+                let v = thrown(&ctx, e);
+                let text = v
+                    .get::<Coerced<String>>()
+                    .map_or_else(|_| "?".into(), |s| s.0);
+                eprintln!("node: prelude failed: {text}");
+                return 70;
+            }
+        };
+        let hook = |name: &str| host.get::<_, Function>(name);
+        let argv: Vec<String> = std::iter::once("/usr/bin/node".to_string())
+            .chain((mode == "file").then(|| filename.to_string()))
+            .chain(rest.iter().cloned())
+            .collect();
+        let argv = argv.join("\0");
+        let started = hook("main")
+            .and_then(|f| f.call::<_, ()>((mode, filename, source, argv.as_str(), VERSION)));
+        let mut failed = started.err().map(|e| thrown(&ctx, e));
+        // The event loop: promise jobs, then timers, until no work is left.
+        while failed.is_none() {
+            while ctx.execute_pending_job() {}
+            if let Some(reason) = take_unhandled(&ctx, &rejections) {
+                failed = Some(reason);
+                break;
+            }
+            match hook("tick").and_then(|f| f.call::<_, Value>(())) {
+                Ok(v) if v.as_bool() == Some(true) => continue,
+                Ok(_) => break,
+                Err(e) => failed = Some(thrown(&ctx, e)),
+            }
         }
-        if let Some(reason) = tracker.take_unhandled() {
-            failed = Some(JsError::from_opaque(reason));
-            break;
+        if let Some(v) = failed {
+            let told = hook("uncaught").and_then(|f| f.call::<_, ()>((v.clone(),)));
+            if told.is_err() {
+                let text = v
+                    .get::<Coerced<String>>()
+                    .map_or_else(|_| "?".into(), |s| s.0);
+                eprintln!("Uncaught {text}");
+            }
+            return 1;
         }
-        match call(&mut ctx, "tick", &[]) {
-            Ok(v) if v.as_boolean() == Some(true) => continue,
-            Ok(_) => break,
-            Err(e) => failed = Some(e),
-        }
-    }
-    if let Some(e) = failed {
-        let v = e
-            .clone()
-            .into_opaque(&mut ctx)
-            .unwrap_or_else(|_| JsValue::undefined());
-        if call(&mut ctx, "uncaught", &[v]).is_err() {
-            eprintln!("Uncaught {e}");
-        }
-        return 1;
-    }
-    match call(&mut ctx, "exitCode", &[]) {
-        Ok(v) => v.to_number(&mut ctx).map_or(0, |n| n as i32),
-        Err(_) => 0,
-    }
+        hook("exitCode")
+            .and_then(|f| f.call::<_, Coerced<f64>>(()))
+            .map_or(0, |n| n.0 as i32)
+    });
+    // The process ends now: tearing the heap down would only cost time.
+    std::mem::forget(context);
+    std::mem::forget(rt);
+    code
 }

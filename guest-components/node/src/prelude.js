@@ -1652,7 +1652,7 @@
   function main(mode, filename, source, argv, version) {
     process.argv = argv.split('\0');
     process.version = version;
-    process.versions = { node: version.slice(1), boa: '0.22.0' };
+    process.versions = { node: version.slice(1), quickjs: '0.16.0' };
     const cwd = N.cwd();
     if (mode === 'file') {
       const module = { exports: {}, filename, id: '.', loaded: false };

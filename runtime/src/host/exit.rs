@@ -45,6 +45,21 @@ impl std::fmt::Display for MemoryExceeded {
 
 impl std::error::Error for MemoryExceeded {}
 
+/// Whether a trap's message is of a memory access just below address 0, where a program
+/// whose shadow stack sits first in its linear memory (as Rust's and C's wasm programs'
+/// does) lands when its stack overflows: the address wraps past 4 GiB.
+fn below_address_zero(message: &str) -> bool {
+    const AT: &str = "memory fault at wasm address 0x";
+    message
+        .find(AT)
+        .map(|i| &message[i + AT.len()..])
+        .and_then(|rest| {
+            let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|addr| (0xffff_0000..0x1_0001_0000).contains(&addr))
+}
+
 /// How an instance ended.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -81,12 +96,23 @@ impl Exit {
         if e.downcast_ref::<BrokenPipe>().is_some() {
             return Exit::BrokenPipe;
         }
+        if let Some(Trap::StackOverflow) = e.downcast_ref::<Trap>() {
+            return Exit::Trap(
+                "maximum call stack size exceeded (the wasm call stack is exhausted)".into(),
+            );
+        }
+        let text = format!("{e:#}").replace('\n', " ");
+        if below_address_zero(&text) {
+            return Exit::Trap(format!(
+                "maximum call stack size exceeded (the program's stack ran below address 0: {text})"
+            ));
+        }
         for cause in e.chain() {
             if let Some(m) = cause.downcast_ref::<MemoryExceeded>() {
                 return Exit::OutOfMemory(*m);
             }
         }
-        Exit::Trap(format!("{e:#}").replace('\n', " "))
+        Exit::Trap(text)
     }
 
     /// The status a shell reports: the code itself, 124 after a deadline, 141 after a broken
@@ -128,6 +154,29 @@ mod tests {
         let e = Exit::of_error(&oom);
         assert_eq!(e.status(), 134);
         assert_eq!(e.reason().unwrap(), "memory limit of 64 MiB exceeded");
+        let deep = wasmtime::Error::new(Trap::StackOverflow);
+        assert_eq!(
+            Exit::of_error(&deep).reason().unwrap(),
+            "maximum call stack size exceeded (the wasm call stack is exhausted)"
+        );
+        let overflow = wasmtime::Error::msg(
+            "memory fault at wasm address 0xffffffc8 in linear memory of size 0x5e0000",
+        );
+        assert!(
+            Exit::of_error(&overflow)
+                .reason()
+                .unwrap()
+                .starts_with("maximum call stack size exceeded")
+        );
+        let stray = wasmtime::Error::msg(
+            "memory fault at wasm address 0x7fff0000 in linear memory of size 0x5e0000",
+        );
+        assert!(
+            Exit::of_error(&stray)
+                .reason()
+                .unwrap()
+                .starts_with("memory fault")
+        );
         let trap = wasmtime::Error::msg("unreachable\nexecuted");
         assert_eq!(
             Exit::of_error(&trap).reason().unwrap(),
