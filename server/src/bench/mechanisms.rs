@@ -70,6 +70,8 @@ pub struct Bench {
     pub tokio: tokio::runtime::Runtime,
     /// The real `python3` interpreter (not a launcher script in front of it).
     python3: Option<PathBuf>,
+    /// Node.js, the baseline of the `node` rows.
+    node: bool,
     bwrap: Result<PathBuf, String>,
     server: Result<Server, String>,
     scratch: tempfile::TempDir,
@@ -255,6 +257,10 @@ impl Bench {
             runtime,
             tokio,
             python3: find_python3(),
+            node: Command::new("node")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success()),
             bwrap: find_bwrap(),
             server: if http {
                 start_server(&exe).map_err(|e| format!("{e:#}"))
@@ -291,6 +297,11 @@ impl Bench {
                 if argv[0] == "python3" && self.python3.is_none() =>
             {
                 Some("no python3 on this machine".into())
+            }
+            (Mechanism::Native | Mechanism::Bwrap, Work::Command(argv))
+                if argv[0] == "node" && !self.node =>
+            {
+                Some("no node on this machine".into())
             }
             _ => None,
         }

@@ -80,12 +80,12 @@ enum Expect {
 fn workloads(quick: bool) -> Vec<Workload> {
     let cmd = |v: &[&str]| Work::Command(v.iter().map(|s| s.to_string()).collect());
     let kernel = |v: &[&str]| Work::Kernel(v.iter().map(|s| s.to_string()).collect());
-    let (mib, records, rounds, files) = if quick {
-        ("16", "1000", "5", "200")
+    let (mib, records, rounds, files, js_scale) = if quick {
+        ("16", "1000", "5", "200", "1")
     } else {
-        ("64", "2000", "20", "1000")
+        ("64", "2000", "20", "1000", "4")
     };
-    vec![
+    let mut all = vec![
         Workload {
             name: "start/true",
             what: "`sh -c 'true'`".into(),
@@ -121,6 +121,12 @@ fn workloads(quick: bool) -> Vec<Workload> {
             expect: Expect::Exactly("200000\n".into()),
         },
         Workload {
+            name: "node/print",
+            what: "`node -e 'console.log(2+2)'`".into(),
+            work: cmd(&["node", "-e", "console.log(2+2)"]),
+            expect: Expect::Exactly("4\n".into()),
+        },
+        Workload {
             name: "compute/sha256",
             what: format!("SHA-256 over {mib} MiB (the same Rust, native and wasm)"),
             work: kernel(&["sha256", mib]),
@@ -140,8 +146,36 @@ fn workloads(quick: bool) -> Vec<Workload> {
             work: kernel(&["files", files, "4096"]),
             expect: Expect::Consistent,
         },
-    ]
+    ];
+    // JavaScript kernels (kernels.js): the same source under native node and in a sandbox.
+    for (name, what) in JS_KERNELS {
+        all.push(Workload {
+            name,
+            what: format!(
+                "JavaScript: {what} (`node -e KERNELS {} {js_scale}`)",
+                &name[3..]
+            ),
+            work: cmd(&["node", "-e", JS_SOURCE, &name[3..], js_scale]),
+            expect: Expect::Consistent,
+        });
+    }
+    all
 }
+
+/// The source of the js/* workloads.
+const JS_SOURCE: &str = include_str!("kernels.js");
+
+/// The js/* workloads: name (`js/` and a kernel of kernels.js) and what it does.
+const JS_KERNELS: &[(&str, &str)] = &[
+    ("js/recursion", "recursive calls (fib)"),
+    ("js/objects", "object literals made and read"),
+    ("js/sort", "sort with a comparator"),
+    ("js/strings", "string building, split and join"),
+    ("js/json", "JSON stringify and parse"),
+    ("js/regex", "regular expressions: exec, test, replace"),
+    ("js/classes", "class instances and methods"),
+    ("js/closures", "closures made and called"),
+];
 
 /// The samples of one cell, or why it has none.
 #[derive(Clone, Debug, Serialize)]
