@@ -600,7 +600,35 @@ fn install<'js>(ctx: &Ctx<'js>) -> R<Object<'js>> {
         "random" => random,
         "fetch" => fetch,
     );
-    ctx.eval(PRELUDE)
+    prelude(ctx)
+}
+
+/// The prelude's bytecode (build.rs), for the build's QuickJS.
+const PRELUDE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude.qjsbc"));
+
+/// Runs the prelude from its bytecode, or from its source if the bytecode cannot be read.
+fn prelude<'js>(ctx: &Ctx<'js>) -> R<Object<'js>> {
+    use rquickjs::qjs;
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: `raw` is `ctx`'s live context; the function read from the bytecode is handed to
+    // `JS_EvalFunction`, which frees it, and its result is owned by the `Value` made of it.
+    let value = unsafe {
+        let f = qjs::JS_ReadObject(
+            raw,
+            PRELUDE_BYTECODE.as_ptr(),
+            PRELUDE_BYTECODE.len() as _,
+            qjs::JS_READ_OBJ_BYTECODE as i32,
+        );
+        if qjs::JS_IsException(f) {
+            ctx.catch();
+            return ctx.eval(PRELUDE);
+        }
+        Value::from_raw(ctx.clone(), qjs::JS_EvalFunction(raw, f))
+    };
+    if value.is_exception() {
+        return Err(rquickjs::Error::Exception);
+    }
+    value.get()
 }
 
 fn run_script(mode: &str, filename: &str, source: &str, rest: &[String]) -> i32 {
