@@ -81,7 +81,7 @@ fn workloads(quick: bool) -> Vec<Workload> {
     let cmd = |v: &[&str]| Work::Command(v.iter().map(|s| s.to_string()).collect());
     let kernel = |v: &[&str]| Work::Kernel(v.iter().map(|s| s.to_string()).collect());
     let (mib, records, rounds, files, js_scale) = if quick {
-        ("16", "1000", "5", "200", "1")
+        ("16", "1000", "5", "200", "0.25")
     } else {
         ("64", "2000", "20", "1000", "4")
     };
