@@ -1,16 +1,22 @@
 """`ssl` for a sandbox whose TLS is the host's.
 
-CPython here has no OpenSSL: HTTPS is done by the host, which verifies certificates against
-the system's roots and the operator's (`--ca-cert`), for `http.client`, `urllib`, `requests`
-and `httpx` (see `wasbox_http`). This module stands in for `ssl` so that libraries which
-import it (httpx, httpcore, anyio, urllib3) load, and their contexts can be made and
-configured. What it cannot do is TLS on a program's own socket: `wrap_socket` and
-`wrap_bio` raise `SSLError` saying so.
+CPython here has no OpenSSL: TLS is done by the host, which verifies certificates against
+the system's roots and the operator's (`--ca-cert`). HTTPS of `http.client`, `urllib`,
+`requests` and `httpx` goes through the host's HTTP client (see `wasbox_http`); a program's
+own socket gets TLS from `SSLContext.wrap_socket`, whose `SSLSocket` is a connection the host
+makes to the same peer (`wasbox:sandbox/tls`) and carries the bytes of. The host always
+verifies the server's certificate for the name given (`server_hostname`, else the address):
+a context's `verify_mode` and `check_hostname` cannot turn that off. What it cannot do is
+serve TLS (`server_side=True`) or TLS over memory buffers (`wrap_bio`).
 """
 
 import enum
+import errno as _errno
 import os
 import socket as _socket
+
+from componentize_py_types import Err as _Err
+from wit_world.imports import tls as _tls
 
 OPENSSL_VERSION = "wasbox host TLS (rustls)"
 OPENSSL_VERSION_INFO = (3, 0, 0, 0, 0)
@@ -26,8 +32,8 @@ HAS_SSLv2 = HAS_SSLv3 = False
 HAS_PSK = False
 CHANNEL_BINDING_TYPES = []
 
-_NO_TLS = ("TLS on a program's own socket is not available in this sandbox; HTTPS goes "
-           "through the host (http.client, urllib, requests and httpx do)")
+_NO_TLS = ("TLS over memory buffers and TLS servers are not available in this sandbox; "
+           "a client's socket gets TLS from SSLContext.wrap_socket")
 
 
 class SSLError(OSError):
@@ -215,7 +221,9 @@ class SSLContext:
 
     def wrap_socket(self, sock, server_side=False, do_handshake_on_connect=True,
                     suppress_ragged_eofs=True, server_hostname=None, session=None):
-        raise SSLError(1, _NO_TLS)
+        if server_side:
+            raise SSLError(1, _NO_TLS)
+        return SSLSocket._wrap(self, sock, server_hostname)
 
     def wrap_bio(self, incoming, outgoing, server_side=False, server_hostname=None,
                  session=None):
@@ -235,9 +243,189 @@ _create_default_https_context = create_default_context
 _create_unverified_context = create_default_context
 
 
+def _tls_error(err):
+    """The exception Python's `ssl` would raise for the host's `tls-error`."""
+    name = type(err).__name__
+    value = getattr(err, "value", None)
+    if name.endswith("Refused"):
+        return ConnectionRefusedError(_errno.ECONNREFUSED, "Connection refused: %s" % value)
+    if name.endswith("Handshake"):
+        if "certificate" in str(value).lower():
+            e = SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate "
+                                            "verify failed: %s" % value)
+            e.verify_message = str(value)
+            return e
+        return SSLError(1, "[SSL] %s" % value)
+    if name.endswith("Timeout"):
+        return TimeoutError(_errno.ETIMEDOUT, "The read operation timed out")
+    if "refused" in str(value).lower():
+        return ConnectionRefusedError(_errno.ECONNREFUSED, str(value))
+    return OSError(_errno.EIO, str(value))
+
+
+def _millis(timeout):
+    return None if timeout is None else max(0, int(timeout * 1000))
+
+
 class SSLSocket(_socket.socket):
+    """A client's TLS connection: the host's (`wasbox:sandbox/tls`), to the peer of the
+    socket it wraps. The plain socket is closed; this one keeps its family and options."""
+
     def __init__(self, *args, **kwargs):
-        raise TypeError("SSLSocket does not have a public constructor; " + _NO_TLS)
+        raise TypeError("SSLSocket does not have a public constructor; use "
+                        "SSLContext.wrap_socket")
+
+    @classmethod
+    def _wrap(cls, context, sock, server_hostname):
+        self = _socket.socket.__new__(cls)
+        _socket.socket.__init__(self, sock.family, sock.type, sock.proto)
+        self.settimeout(sock.gettimeout())
+        self._context = context
+        self.server_hostname = server_hostname
+        self.server_side = False
+        self.session = None
+        self._conn = None
+        self._peer = None
+        self._eof = False
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = None
+        sock.close()
+        if peer is not None:
+            self._open(peer[0], peer[1])
+        return self
+
+    def _open(self, host, port):
+        name = self.server_hostname or host
+        try:
+            conn = _tls.connect(host, port, name, _millis(self.gettimeout()))
+        except _Err as e:
+            raise _tls_error(e.value) from None
+        self._conn = conn
+        self._peer = (host, port)
+
+    @property
+    def context(self):
+        return self._context
+
+    def connect(self, address):
+        if self._conn is not None:
+            raise ValueError("attempt to connect already-connected SSLSocket!")
+        host, port = address[0], address[1]
+        infos = _socket.getaddrinfo(host, port, self.family, _socket.SOCK_STREAM)
+        if self.server_hostname is None:
+            self.server_hostname = host
+        self._open(infos[0][4][0], port)
+
+    def connect_ex(self, address):
+        try:
+            self.connect(address)
+        except OSError as e:
+            return e.errno or _errno.ECONNREFUSED
+        return 0
+
+    def _check(self):
+        if self._conn is None:
+            raise OSError(_errno.ENOTCONN, "Socket is not connected")
+
+    def do_handshake(self, block=False):
+        self._check()
+
+    def getpeername(self):
+        self._check()
+        return self._peer
+
+    def recv(self, bufsize=1024, flags=0):
+        self._check()
+        if self._eof or bufsize <= 0:
+            return b""
+        try:
+            data = self._conn.read(min(bufsize, 1 << 20), _millis(self.gettimeout()))
+        except _Err as e:
+            raise _tls_error(e.value) from None
+        if not data:
+            self._eof = True
+        return bytes(data)
+
+    def read(self, len=1024, buffer=None):
+        if buffer is None:
+            return self.recv(len)
+        return self.recv_into(buffer, len)
+
+    def recv_into(self, buffer, nbytes=None, flags=0):
+        view = memoryview(buffer).cast("B")
+        n = len(view) if not nbytes else min(nbytes, len(view))
+        data = self.recv(n)
+        view[:len(data)] = data
+        return len(data)
+
+    def send(self, data, flags=0):
+        self._check()
+        data = bytes(data)
+        try:
+            self._conn.write(data, _millis(self.gettimeout()))
+        except _Err as e:
+            raise _tls_error(e.value) from None
+        return len(data)
+
+    write = send
+
+    def sendall(self, data, flags=0):
+        self.send(data)
+
+    def sendfile(self, file, offset=0, count=None):
+        return self._sendfile_use_send(file, offset, count)
+
+    def makefile(self, mode="r", buffering=None, *, encoding=None, errors=None, newline=None):
+        return _socket.socket.makefile(self, mode, buffering, encoding=encoding,
+                                       errors=errors, newline=newline)
+
+    def pending(self):
+        return 0
+
+    def version(self):
+        return None if self._conn is None else self._conn.version()
+
+    def cipher(self):
+        v = self.version()
+        return None if v is None else ("TLS_AES_128_GCM_SHA256" if v == "TLSv1.3"
+                                       else "ECDHE-RSA-AES128-GCM-SHA256", v, 128)
+
+    def shared_ciphers(self):
+        return None
+
+    def compression(self):
+        return None
+
+    def selected_alpn_protocol(self):
+        return None
+
+    def selected_npn_protocol(self):
+        return None
+
+    def get_channel_binding(self, cb_type="tls-unique"):
+        return None
+
+    def getpeercert(self, binary_form=False):
+        # Verified by the host, which keeps the certificate to itself.
+        self._check()
+        return b"" if binary_form else {}
+
+    def unwrap(self):
+        raise SSLError(1, "unwrapping a TLS connection to its plain socket is not available")
+
+    def shutdown(self, how):
+        if self._conn is not None and how in (_socket.SHUT_WR, _socket.SHUT_RDWR):
+            self._conn.shutdown()
+        if how in (_socket.SHUT_RD, _socket.SHUT_RDWR):
+            self._eof = True
+
+    def _real_close(self):
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.__exit__(None, None, None)
+        super()._real_close()
 
 
 class SSLObject:
@@ -274,8 +462,11 @@ class SSLSession:
     pass
 
 
-def wrap_socket(sock, *args, **kwargs):
-    raise SSLError(1, _NO_TLS)
+def wrap_socket(sock, keyfile=None, certfile=None, server_side=False, cert_reqs=None,
+                ssl_version=None, ca_certs=None, do_handshake_on_connect=True,
+                suppress_ragged_eofs=True, ciphers=None, server_hostname=None):
+    return create_default_context().wrap_socket(sock, server_side=server_side,
+                                                server_hostname=server_hostname)
 
 
 def match_hostname(cert, hostname):
@@ -303,7 +494,7 @@ def PEM_cert_to_DER_cert(pem_cert_string):
 
 
 def get_server_certificate(addr, ssl_version=None, ca_certs=None, timeout=None):
-    raise SSLError(1, _NO_TLS)
+    raise SSLError(1, "the host verifies servers' certificates and keeps them to itself")
 
 
 def RAND_bytes(n):

@@ -13,6 +13,9 @@ mod generated {
 /// `wasbox:sandbox/process`: how a process starts others (imported by the shell).
 pub(crate) use generated::wasbox::sandbox::process;
 
+/// `wasbox:sandbox/tls`: TLS client connections made by the host (imported by python3).
+pub(crate) use generated::wasbox::sandbox::tls;
+
 /// `wasbox:llm@1.0.0`: chat completions served by the host.
 pub(crate) mod llm {
     wasmtime::component::bindgen!({

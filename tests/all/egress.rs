@@ -322,14 +322,28 @@ except urllib.error.URLError as e:
   const d = await fetch("{redirect}");
   console.log(d.redirected, await d.text());
   try {{ await fetch("http://10.1.2.3/"); }} catch (err) {{ console.log(err.message, err.cause.code); }}
+  // Bodies are bytes: a binary download, a file of it, a binary upload, http.get's chunks.
+  const fs = require("fs"), crypto = require("crypto");
+  const sha = (b) => crypto.createHash("sha256").update(b).digest("hex");
+  const buf = Buffer.from(await (await fetch("{blob}")).arrayBuffer());
+  fs.writeFileSync("blob.bin", buf);
+  console.log(buf.length, sha(buf), fs.readFileSync("blob.bin").equals(buf));
+  const up = await fetch("{echo}", {{ method: "POST", body: new Uint8Array([255, 0, 65]) }});
+  console.log((await up.json()).headers["content-length"]);
+  await new Promise((done) => require("http").get("{blob}", (res) => {{
+    const parts = [];
+    res.on("data", (c) => parts.push(c));
+    res.on("end", () => {{ console.log(sha(Buffer.concat(parts))); done(); }});
+  }}));
 }})();
 "#,
+        blob = plain.url("/blob"),
         hello = plain.url("/hello"),
         shello = secure.url("/hello"),
         echo = plain.url("/echo"),
         redirect = plain.url("/redirect?to=/hello"),
     );
-    let script = "python3 check.py; node check.js";
+    let script = "python3 check.py; node check.js; sha256sum blob.bin";
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("check.py"), python).unwrap();
     std::fs::write(dir.path().join("check.js"), node).unwrap();
@@ -350,7 +364,8 @@ except urllib.error.URLError as e:
         "{want}\nhello\nhello\n200 POST {{\"a\": 1}} application/json\nHTTPError 404\n\
          URLError [Errno 111] Connection refused: {BLOCKED}\n\
          200 true \"hello\\n\"\nhello\n\nPOST {{\"b\":2}} 7\ntrue hello\n\n\
-         fetch failed ECONNREFUSED\n"
+         fetch failed ECONNREFUSED\n\
+         1048576 {want} true\n3\n{want}\n{want}  blob.bin\n"
     );
     assert_eq!(out, expected, "{err}");
 }
@@ -1076,6 +1091,56 @@ fn attacks_on_private_addresses_are_refused() {
     assert_eq!(err.matches(BLOCKED).count(), targets.len() + 1, "{err}");
     assert_eq!(origin.connections(), 0, "a request reached loopback");
     assert_eq!(other.connections(), 1, "the allowed server answered once");
+}
+
+/// TLS on a program's own socket: Python's `ssl.SSLContext.wrap_socket` gives a socket a
+/// connection the host makes to the same peer, with the peer's certificate verified for the
+/// name given, against the roots of `--ca-cert`; a refused destination stays refused.
+#[test]
+fn python_tls_on_its_own_socket() {
+    let Some((_plain, secure, certs)) = Origin::pair() else {
+        return;
+    };
+    let port = secure.addr.port();
+    let script = format!(
+        r#"cat > t.py <<'EOF'
+import socket, ssl
+ctx = ssl.create_default_context()
+def get(name):
+    raw = socket.create_connection(("127.0.0.1", {port}), timeout=10)
+    with ctx.wrap_socket(raw, server_hostname=name) as s:
+        s.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        f = s.makefile("rb")
+        status = f.readline().decode().strip()
+        body = f.read().split(b"\r\n\r\n", 1)[1].decode().strip()
+        return s.version() in ("TLSv1.2", "TLSv1.3"), status, body
+def attempt(what, f):
+    try:
+        print(what, "ok", f())
+    except OSError as e:
+        print(what, type(e).__name__)
+attempt("verified", lambda: get("127.0.0.1"))
+attempt("wrong-name", lambda: get("example.org"))
+def unconnected(host):
+    s = ctx.wrap_socket(socket.socket(), server_hostname="127.0.0.1")
+    s.connect((host, 443))
+attempt("private", lambda: unconnected("10.1.2.3"))
+attempt("metadata", lambda: unconnected("169.254.169.254"))
+EOF
+python3 t.py"#
+    );
+    let allow = format!("127.0.0.1:{port}");
+    let ca = certs.ca.display().to_string();
+    let (code, out, err) = run(&["--allow-net", &allow, "--ca-cert", &ca], &script);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for expected in [
+        "verified ok (True, 'HTTP/1.1 200 OK', 'hello')",
+        "wrong-name SSLCertVerificationError",
+        "private ConnectionRefusedError",
+        "metadata ConnectionRefusedError",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}\n{err}");
+    }
 }
 
 /// A program's own sockets (`wasi:sockets` TCP, here Python's `socket` module): connected

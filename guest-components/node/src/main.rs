@@ -9,7 +9,9 @@ use std::io::{Read, Write};
 use std::rc::Rc;
 
 use rquickjs::function::Rest;
-use rquickjs::{Coerced, Context, Ctx, Exception, Function, Object, Persistent, Runtime, Value};
+use rquickjs::{
+    Coerced, Context, Ctx, Exception, Function, Object, Persistent, Runtime, TypedArray, Value,
+};
 
 const PRELUDE: &str = include_str!("prelude.js");
 const VERSION: &str = "v22.0.0-quickjs";
@@ -44,6 +46,42 @@ fn given<'a, 'js>(args: &'a Args<'js>, i: usize) -> Option<&'a Value<'js>> {
     args.0.get(i).filter(|v| !v.is_undefined() && !v.is_null())
 }
 
+/// Argument `i` as bytes: a `Uint8Array`'s (a `Buffer`'s) or an `ArrayBuffer`'s own, else
+/// `String(v)` in UTF-8.
+fn bytes(args: &Args, i: usize) -> R<Vec<u8>> {
+    if let Some(o) = args.0.get(i).and_then(Value::as_object) {
+        // SAFETY: the bytes are copied before anything else runs on this context (nothing
+        // can detach or resize the buffer meanwhile).
+        if let Some(a) = o.as_typed_array::<u8>() {
+            return Ok(unsafe { a.as_bytes() }
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default());
+        }
+        if let Some(b) = o.as_array_buffer() {
+            return Ok(unsafe { b.as_bytes() }
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default());
+        }
+    }
+    Ok(string(args, i)?.into_bytes())
+}
+
+/// A `Uint8Array` of `data` (the prelude makes it a `Buffer`).
+fn uint8_array<'js>(ctx: &Ctx<'js>, data: Vec<u8>) -> R<Value<'js>> {
+    Ok(TypedArray::<u8>::new(ctx.clone(), data)?.into_value())
+}
+
+/// `decode(bytes)`: UTF-8 to a string, each maximal invalid sequence a U+FFFD (as the
+/// WHATWG decoder, which Node's `TextDecoder` and `buf.toString()` follow).
+fn decode(_: &Ctx, args: &Args) -> R<String> {
+    Ok(String::from_utf8_lossy(&bytes(args, 0)?).into_owned())
+}
+
+/// `encode(string)`: its UTF-8 bytes.
+fn encode<'js>(ctx: &Ctx<'js>, args: &Args<'js>) -> R<Value<'js>> {
+    uint8_array(ctx, string(args, 0)?.into_bytes())
+}
+
 /// An `Error` the prelude turns into a Node-style one: `CODE|message`.
 fn error(ctx: &Ctx, code: &str, msg: &str) -> rquickjs::Error {
     Exception::throw_message(ctx, &format!("{code}|{msg}"))
@@ -70,12 +108,12 @@ fn io_error(ctx: &Ctx, e: &std::io::Error) -> rquickjs::Error {
 
 fn write(_: &Ctx, args: &Args) -> R<()> {
     let fd = number(args, 0)? as i32;
-    let s = string(args, 1)?;
+    let s = bytes(args, 1)?;
     let ok = if fd == 2 {
         let _ = std::io::stdout().flush();
-        std::io::stderr().write_all(s.as_bytes()).is_ok()
+        std::io::stderr().write_all(&s).is_ok()
     } else {
-        std::io::stdout().write_all(s.as_bytes()).is_ok()
+        std::io::stdout().write_all(&s).is_ok()
     };
     if !ok {
         // The reader went away (`node x.js | head -1`): end like Node on EPIPE.
@@ -85,7 +123,9 @@ fn write(_: &Ctx, args: &Args) -> R<()> {
     Ok(())
 }
 
-fn read(ctx: &Ctx, args: &Args) -> R<String> {
+/// `read(path, binary)`: a file's contents (`0` or `/dev/stdin`: all of stdin), as a
+/// `Uint8Array` when `binary`, else as text (UTF-8, invalid sequences replaced).
+fn read<'js>(ctx: &Ctx<'js>, args: &Args<'js>) -> R<Value<'js>> {
     let p = string(args, 0)?;
     let mut data = Vec::new();
     if p == "0" || p == "/dev/stdin" {
@@ -98,12 +138,16 @@ fn read(ctx: &Ctx, args: &Args) -> R<String> {
         }
         data = std::fs::read(&p).map_err(|e| io_error(ctx, &e))?;
     }
-    Ok(String::from_utf8_lossy(&data).into_owned())
+    if truthy(args, 1) {
+        return uint8_array(ctx, data);
+    }
+    let text = String::from_utf8_lossy(&data).into_owned();
+    rquickjs::String::from_str(ctx.clone(), &text).map(|s| s.into_value())
 }
 
 fn write_file(ctx: &Ctx, args: &Args) -> R<()> {
     let p = string(args, 0)?;
-    let data = string(args, 1)?;
+    let data = bytes(args, 1)?;
     let mut o = std::fs::OpenOptions::new();
     if truthy(args, 2) {
         o.append(true).create(true);
@@ -111,7 +155,7 @@ fn write_file(ctx: &Ctx, args: &Args) -> R<()> {
         o.write(true).create(true).truncate(true);
     }
     o.open(&p)
-        .and_then(|mut f| f.write_all(data.as_bytes()))
+        .and_then(|mut f| f.write_all(&data))
         .map_err(|e| io_error(ctx, &e))
 }
 
@@ -362,12 +406,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .filter_map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok())
-        .collect()
-}
-
 fn digest_of(alg: &str, data: &[u8]) -> Option<Vec<u8>> {
     use sha2::Digest;
     Some(match alg {
@@ -381,12 +419,13 @@ fn digest_of(alg: &str, data: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
-/// `__wasbox_hash(alg, hexData)`: the digest, in hex (for `crypto.createHash`).
-fn hash(ctx: &Ctx, args: &Args) -> R<String> {
+/// `hash(alg, data)`: the digest of `data` (bytes, or a string's UTF-8), as bytes (for
+/// `crypto.createHash`).
+fn hash<'js>(ctx: &Ctx<'js>, args: &Args<'js>) -> R<Value<'js>> {
     let alg = string(args, 0)?.to_ascii_lowercase().replace('-', "");
-    let data = unhex(&string(args, 1)?);
+    let data = bytes(args, 1)?;
     match digest_of(&alg, &data) {
-        Some(d) => Ok(hex(&d)),
+        Some(d) => uint8_array(ctx, d),
         None => Err(error(
             ctx,
             "ERR_OSSL_EVP_UNSUPPORTED",
@@ -395,12 +434,12 @@ fn hash(ctx: &Ctx, args: &Args) -> R<String> {
     }
 }
 
-/// `__wasbox_hmac(alg, hexKey, hexData)`: the HMAC, in hex (for `crypto.createHmac`).
-fn hmac(ctx: &Ctx, args: &Args) -> R<String> {
+/// `hmac(alg, key, data)`: the HMAC, as bytes (for `crypto.createHmac`).
+fn hmac<'js>(ctx: &Ctx<'js>, args: &Args<'js>) -> R<Value<'js>> {
     use hmac::{Hmac, Mac};
     let alg = string(args, 0)?.to_ascii_lowercase().replace('-', "");
-    let key = unhex(&string(args, 1)?);
-    let data = unhex(&string(args, 2)?);
+    let key = bytes(args, 1)?;
+    let data = bytes(args, 2)?;
     macro_rules! mac {
         ($t:ty) => {{
             let mut m = <Hmac<$t>>::new_from_slice(&key).expect("HMAC takes any key length");
@@ -416,7 +455,7 @@ fn hmac(ctx: &Ctx, args: &Args) -> R<String> {
         "md5" => mac!(md5::Md5),
         _ => return Err(error(ctx, "ERR_OSSL_EVP_UNSUPPORTED", "Invalid digest")),
     };
-    Ok(hex(&out))
+    uint8_array(ctx, out)
 }
 
 /// `__wasbox_random(n)`: n random bytes from the host, in hex.
@@ -435,19 +474,19 @@ fn random(_: &Ctx, args: &Args) -> R<String> {
 
 /// `fetch(method, url, headers, body[, file[, integrity]])`: one HTTP request through the
 /// host (no redirects followed here: the prelude follows them, each a request checked
-/// again). `headers` is `name: value` lines. The answer is
-/// `STATUS\nname: value\n...\n\nBODY` (the body as UTF-8 text), or with `file` the body's
-/// bytes go to that file, checked against `integrity` when given (`sha512-BASE64`, npm's
-/// form, or `sha1:HEX`), and the answer has no body. A failure throws `CODE|message` as
-/// Node's errors carry them.
-fn fetch(ctx: &Ctx, args: &Args) -> R<String> {
+/// again). `headers` is `name: value` lines; `body` a string or bytes. The answer is
+/// `[head, body]`: `STATUS\nname: value\n...\n\n` and the body's bytes (a `Uint8Array`), or
+/// with `file` the body's bytes go to that file, checked against `integrity` when given
+/// (`sha512-BASE64`, npm's form, or `sha1:HEX`), and the answer's body is empty. A failure
+/// throws `CODE|message` as Node's errors carry them.
+fn fetch<'js>(ctx: &Ctx<'js>, args: &Args<'js>) -> R<Value<'js>> {
     use guest_support::http::{Failure, Request, Target, Url, send};
     use wasip2::http::types::ErrorCode;
     let method = string(args, 0)?;
     let url = string(args, 1)?;
     let header_text = string(args, 2)?;
     let body = match given(args, 3) {
-        Some(_) => Some(string(args, 3)?),
+        Some(_) => Some(bytes(args, 3)?),
         None => None,
     };
     let bad = |msg: &str| type_error(ctx, "ERR_INVALID_URL", msg);
@@ -470,7 +509,7 @@ fn fetch(ctx: &Ctx, args: &Args) -> R<String> {
             path: &parsed.path,
         },
         headers: &headers,
-        body: body.as_deref().map(str::as_bytes),
+        body: body.as_deref(),
         deadline: None,
         connect_timeout: None,
     };
@@ -512,9 +551,14 @@ fn fetch(ctx: &Ctx, args: &Args) -> R<String> {
     while let Some(piece) = response.chunk().map_err(why)? {
         data.extend_from_slice(&piece);
     }
+    let answer = |head: String, body: Vec<u8>| -> R<Value<'js>> {
+        let both = rquickjs::Array::new(ctx.clone())?;
+        both.set(0, head)?;
+        both.set(1, uint8_array(ctx, body)?)?;
+        Ok(both.into_value())
+    };
     if given(args, 4).is_none() || !(200..300).contains(&response.status) {
-        out.push_str(&String::from_utf8_lossy(&data));
-        return Ok(out);
+        return answer(out, data);
     }
     if given(args, 5).is_some() {
         let want = string(args, 5)?;
@@ -538,7 +582,7 @@ fn fetch(ctx: &Ctx, args: &Args) -> R<String> {
     }
     let path = string(args, 4)?;
     std::fs::write(&path, &data).map_err(|e| io_error(ctx, &e))?;
-    Ok(out)
+    answer(out, Vec::new())
 }
 
 /// `npm`: a script of the image run by this same engine (see npm.js).
@@ -570,7 +614,7 @@ macro_rules! natives {
         $(
             $globals.set(
                 concat!("__wasbox_", $name),
-                Function::new($ctx.clone(), |ctx: Ctx<'_>, args: Args<'_>| $f(&ctx, &args))?,
+                Function::new($ctx.clone(), |ctx: Ctx<'js>, args: Args<'js>| $f(&ctx, &args))?,
             )?;
         )*
     };
@@ -599,6 +643,8 @@ fn install<'js>(ctx: &Ctx<'js>) -> R<Object<'js>> {
         "hmac" => hmac,
         "random" => random,
         "fetch" => fetch,
+        "decode" => decode,
+        "encode" => encode,
     );
     prelude(ctx)
 }

@@ -446,7 +446,19 @@
     };
   }
   // -- text encodings and Buffer (a Uint8Array, as in Node) ------------------------------
+  // UTF-8 by the host (natively: the loops below take a QuickJS second a few MiB); the loops
+  // remain for what the host cannot take (a string with a lone surrogate).
   function utf8Encode(str) {
+    try {
+      return N.encode(str);
+    } catch (_) {
+      return utf8EncodeJs(str);
+    }
+  }
+  function utf8Decode(bytes) {
+    return bytes instanceof Uint8Array ? N.decode(bytes) : utf8DecodeJs(bytes);
+  }
+  function utf8EncodeJs(str) {
     const out = [];
     for (let i = 0; i < str.length; i++) {
       let c = str.charCodeAt(i);
@@ -464,7 +476,7 @@
     }
     return new Uint8Array(out);
   }
-  function utf8Decode(bytes) {
+  function utf8DecodeJs(bytes) {
     let out = '';
     for (let i = 0; i < bytes.length;) {
       const b = bytes[i];
@@ -541,6 +553,7 @@
     static from(v, enc, len) {
       if (typeof v === 'string') return Buffer.of_(encodeString(v, enc));
       if (v instanceof ArrayBuffer) return new Buffer(v, enc || 0, len === undefined ? v.byteLength - (enc || 0) : len);
+      if (v instanceof Uint8Array) return Buffer.of_(v);
       if (v && typeof v === 'object' && v.type === 'Buffer' && Array.isArray(v.data)) return Buffer.of_(Uint8Array.from(v.data));
       if (v && typeof v.length === 'number') return Buffer.of_(Uint8Array.from(v, (x) => Number(x) & 255));
       throw new TypeError('The first argument must be of type string or an instance of Buffer, ArrayBuffer, or Array or an Array-like Object.');
@@ -643,17 +656,28 @@
   g.TextDecoder = TextDecoder;
   g.btoa = (s) => base64Encode(Uint8Array.from(String(s), (c) => c.charCodeAt(0) & 255), false);
   g.atob = (s) => Array.from(base64Decode(s), (b) => String.fromCharCode(b)).join('');
-  function data(d) {
-    return typeof d === 'string' ? d : d instanceof Uint8Array ? utf8Decode(d) : String(d);
+  // What a write takes: a string as it is, bytes as they are (a Buffer, any typed array's
+  // bytes, an ArrayBuffer), anything else as String(d).
+  function data(d, enc) {
+    if (typeof d === 'string') return enc && normEnc(enc) !== 'utf8' ? Buffer.from(d, enc) : d;
+    if (d instanceof Uint8Array) return d;
+    if (ArrayBuffer.isView(d)) return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+    if (d instanceof ArrayBuffer) return new Uint8Array(d);
+    return String(d);
   }
+  const asBuffer = (u8) => new Buffer(u8.buffer, u8.byteOffset, u8.length);
   const textBuffer = (t) => Buffer.from(t, 'utf8');
   const fs = {
     readFileSync(p, o) {
-      const t = sys('open', (q) => N.read(q))(p === 0 ? '0' : p);
-      return encodingOf(o) ? t : textBuffer(t);
+      const enc = encodingOf(o);
+      const text = enc && normEnc(enc) === 'utf8';
+      const t = sys('open', (q) => N.read(q, !text))(p === 0 ? '0' : p);
+      if (text) return t;
+      const b = asBuffer(t);
+      return enc ? b.toString(enc) : b;
     },
-    writeFileSync: (p, d, o) => sys('open', (q) => N.writeFile(q, data(d), !!(o && o.flag === 'a')))(p),
-    appendFileSync: (p, d) => sys('open', (q) => N.writeFile(q, data(d), true))(p),
+    writeFileSync: (p, d, o) => sys('open', (q) => N.writeFile(q, data(d, encodingOf(o)), !!(o && o.flag === 'a')))(p),
+    appendFileSync: (p, d, o) => sys('open', (q) => N.writeFile(q, data(d, encodingOf(o)), true))(p),
     existsSync: (p) => N.exists(String(p)),
     readdirSync(p, o) {
       const text = sys('scandir', (q) => N.readdir(q))(p);
@@ -1009,7 +1033,6 @@
   function toBytes(d, enc) {
     return typeof d === 'string' ? encodeString(d, enc) : d instanceof Uint8Array ? d : new Uint8Array(d.buffer || d);
   }
-  const hexOf = (u8) => Array.from(u8, (b) => b.toString(16).padStart(2, '0')).join('');
   const cryptoError = (e) => {
     const m = /^([A-Z_]+)\|(.*)$/.exec(e && e.message);
     if (!m) return e;
@@ -1023,7 +1046,7 @@
       update(d, enc) { parts.push(toBytes(d, enc)); return h; },
       digest(enc) {
         let out;
-        try { out = Buffer.from(compute(hexOf(Buffer.concat(parts))), 'hex'); } catch (e) { throw cryptoError(e); }
+        try { out = asBuffer(compute(Buffer.concat(parts))); } catch (e) { throw cryptoError(e); }
         return enc ? out.toString(enc) : out;
       },
       copy() { const c = hasher(compute); parts.forEach((p) => c.update(p)); return c; },
@@ -1045,11 +1068,11 @@
   const crypto = {
     createHash(alg) {
       try { N.hash(String(alg), ''); } catch (e) { throw cryptoError(e); }
-      return hasher((hx) => N.hash(String(alg), hx));
+      return hasher((bytes) => N.hash(String(alg), bytes));
     },
     createHmac(alg, key) {
-      const k = hexOf(toBytes(key));
-      return hasher((hx) => N.hmac(String(alg), k, hx));
+      const k = toBytes(key);
+      return hasher((bytes) => N.hmac(String(alg), k, bytes));
     },
     getHashes: () => ['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512'],
     randomBytes,
@@ -1220,7 +1243,7 @@
   class Response {
     constructor(body, init) {
       init = init || {};
-      this._body = body == null ? '' : String(body);
+      this._body = body == null ? '' : body instanceof Uint8Array ? body : ArrayBuffer.isView(body) || body instanceof ArrayBuffer ? data(body) : String(body);
       this.status = init.status === undefined ? 200 : init.status;
       this.statusText = init.statusText || '';
       this.headers = new Headers(init.headers);
@@ -1235,9 +1258,10 @@
       this.bodyUsed = true;
       return Promise.resolve(this._body);
     }
-    text() { return this._take(); }
-    json() { return this._take().then((t) => JSON.parse(t)); }
-    arrayBuffer() { return this._take().then((t) => { const b = Buffer.from(t); return b.buffer.slice(b.byteOffset, b.byteOffset + b.length); }); }
+    text() { return this._take().then((b) => (typeof b === 'string' ? b : utf8Decode(b))); }
+    json() { return this.text().then((t) => JSON.parse(t)); }
+    arrayBuffer() { return this._take().then((t) => { const b = typeof t === 'string' ? Buffer.from(t) : t; return b.buffer.slice(b.byteOffset, b.byteOffset + b.length); }); }
+    bytes() { return this.arrayBuffer().then((b) => new Uint8Array(b)); }
     blob() { return this.arrayBuffer(); }
     clone() { return new Response(this._body, this); }
   }
@@ -1263,7 +1287,7 @@
     if (body !== null && typeof body === 'object' && !(body instanceof Uint8Array) && typeof body.toString === 'function' && body.constructor && body.constructor.name === 'URLSearchParams') {
       if (!headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8');
       body = body.toString();
-    } else if (body instanceof Uint8Array) body = Buffer.from(body).toString();
+    } else if (body instanceof Uint8Array || ArrayBuffer.isView(body) || body instanceof ArrayBuffer) body = data(body);
     else if (body !== null) {
       body = String(body);
       if (!headers.has('content-type')) headers.set('content-type', 'text/plain;charset=UTF-8');
@@ -1274,9 +1298,9 @@
     for (let hops = 0; ; hops++) {
       let lines = '';
       headers.forEach((v, k) => { lines += k + ': ' + v + '\n'; });
-      let raw;
+      let raw, bytes;
       try {
-        raw = N.fetch(method, url, lines, body);
+        [raw, bytes] = N.fetch(method, url, lines, body);
       } catch (e) {
         throw fetchError(e, url);
       }
@@ -1301,7 +1325,7 @@
         continue;
       }
       if (location && init.redirect === 'error') throw fetchError(new Error('ECONNRESET|unexpected redirect'), url);
-      return new Response(raw.slice(split + 2), { status, statusText: STATUS_TEXT[status] || '', headers: rh, url, redirected: hops > 0 });
+      return new Response(asBuffer(bytes), { status, statusText: STATUS_TEXT[status] || '', headers: rh, url, redirected: hops > 0 });
     }
   }
   const STATUS_TEXT = { 200: 'OK', 201: 'Created', 204: 'No Content', 301: 'Moved Permanently', 302: 'Found', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable' };
@@ -1320,7 +1344,7 @@
           for (const k of Object.keys(extra || {})) lines += k + ': ' + extra[k] + '\n';
           let raw;
           try {
-            raw = N.fetch('GET', url, lines, null, file, integrity || null);
+            raw = N.fetch('GET', url, lines, null, file, integrity || null)[0];
           } catch (e) {
             throw fetchError(e, url);
           }
@@ -1387,7 +1411,7 @@
       req.destroy = (err) => { sent = true; req.destroyed = true; if (err) req.emit('error', err); req.emit('close'); return req; };
       req.abort = () => req.destroy();
       req.write = (c, enc, done) => {
-        chunks.push(typeof c === 'string' ? c : Buffer.from(c).toString());
+        chunks.push(typeof c === 'string' ? Buffer.from(c, typeof enc === 'string' ? enc : 'utf8') : asBuffer(data(c)));
         if (typeof enc === 'function') enc();
         else if (typeof done === 'function') done();
         return true;
@@ -1400,17 +1424,17 @@
         sent = true;
         Promise.resolve().then(() => {
           if (req.destroyed) return;
-          const body = chunks.join('');
-          if (body && headers['content-length'] === undefined) headers['content-length'] = String(Buffer.byteLength(body));
+          const body = Buffer.concat(chunks);
+          if (body.length && headers['content-length'] === undefined) headers['content-length'] = String(body.length);
           if (headers.host === undefined) delete headers.host;
           let lines = '';
           for (const k of Object.keys(headers)) {
             const v = headers[k];
             for (const one of Array.isArray(v) ? v : [v]) lines += k + ': ' + one + '\n';
           }
-          let raw;
+          let raw, bytes;
           try {
-            raw = N.fetch(method, protocol + '//' + host + (port ? ':' + port : '') + path, lines, body || null);
+            [raw, bytes] = N.fetch(method, protocol + '//' + host + (port ? ':' + port : '') + path, lines, body.length ? body : null);
           } catch (e) {
             req.emit('error', netError(e));
             req.emit('close');
@@ -1444,12 +1468,13 @@
             res.on('end', () => { if (dest !== process.stdout && dest !== process.stderr && dest.end) dest.end(); });
             return dest;
           };
-          res[Symbol.asyncIterator] = async function* () { yield encoding ? text : Buffer.from(text); };
-          const text = raw.slice(split + 2);
+          const got = asBuffer(bytes);
+          const chunk = () => (encoding ? got.toString(encoding) : got);
+          res[Symbol.asyncIterator] = async function* () { if (got.length) yield chunk(); };
           if (cb) req.once('response', cb);
           req.emit('response', res);
           Promise.resolve().then(() => {
-            if (text.length) res.emit('data', encoding ? text : Buffer.from(text));
+            if (got.length) res.emit('data', chunk());
             res.complete = true;
             res.emit('end');
             res.emit('close');

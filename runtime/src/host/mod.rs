@@ -186,6 +186,7 @@ pub(crate) fn add_to_linker<E: Send + 'static>(
     }
     linker.allow_shadowing(false);
     wit::add_to_linker::<HostState<E>, HasSelf<ProcessHost>>(linker, |s| &mut s.process)?;
+    crate::bindings::tls::add_to_linker::<HostState<E>, HasSelf<NetHooks>>(linker, |s| &mut s.net)?;
     Ok(())
 }
 

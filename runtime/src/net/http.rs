@@ -4,23 +4,21 @@
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::connection::{Connection, refused};
+use super::connection::{Connection, Counted, refused};
 use super::rules::{Host, canonical, parse_host};
 use super::{Egress, SandboxNet};
 
 /// How long a name lookup or a connection (TCP and TLS) may take, at most.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The network side of one store: its sandbox and the node's egress, the `wasi:http`
 /// hooks, and its sockets' lookups in progress.
@@ -28,6 +26,8 @@ pub(crate) struct NetHooks {
     pub(crate) egress: Arc<Egress>,
     pub(crate) sandbox: Arc<SandboxNet>,
     pub(crate) lookups: super::tcp::Lookups,
+    /// The process's TLS connections (`wasbox:sandbox/tls`).
+    pub(crate) tls: super::tls::TlsConnections,
 }
 
 impl NetHooks {
@@ -36,6 +36,7 @@ impl NetHooks {
             egress,
             sandbox,
             lookups: Default::default(),
+            tls: Default::default(),
         }
     }
 }
@@ -128,10 +129,7 @@ async fn send(
         Err(_) => return Err(Error::ConnectionTimeout),
     };
     let _ = stream.set_nodelay(true);
-    let stream = Counted {
-        inner: stream,
-        conn: guard,
-    };
+    let stream = Counted::new(stream, guard);
     let io: Box<dyn Stream> = if tls {
         let config = egress.tls().map_err(|e| Error::InternalError(Some(e)))?;
         let server_name = match &host {
@@ -224,49 +222,3 @@ fn tls_error(e: &io::Error) -> Error {
 
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
-
-/// A TCP stream whose bytes are counted against its sandbox's limit.
-struct Counted {
-    inner: TcpStream,
-    conn: Connection,
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                let n = buf.filled().len() - before;
-                Poll::Ready(this.conn.count(n, false))
-            }
-            other => other,
-        }
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => Poll::Ready(this.conn.count(n, true).map(|()| n)),
-            other => other,
-        }
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}

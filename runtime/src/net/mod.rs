@@ -20,6 +20,7 @@ mod connection;
 mod http;
 pub mod rules;
 pub(crate) mod tcp;
+mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
