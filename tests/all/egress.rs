@@ -874,6 +874,12 @@ npm ls
 node -e 'const p = require("./package.json"); console.log(JSON.stringify(p.dependencies))'
 node -e 'const p = require("./package.json"); p.scripts = {{hi: "gamma-cli there"}}; require("fs").writeFileSync("package.json", JSON.stringify(p))'
 npm run hi
+node -e 'const l = require("./package-lock.json"), a = l.packages["node_modules/alpha"]; console.log(l.lockfileVersion, Object.keys(l.packages).join(","), a.version, a.integrity.slice(0, 7), a.resolved.endsWith("alpha-1.0.0.tgz"))'
+rm -rf node_modules && npm ci -s && node -e 'console.log(require("beta"), require("alpha"), require("@scope/gamma"))'
+cp package.json saved.json
+node -e 'const p = require("./package.json"); p.dependencies.delta = "^9.0.0"; require("fs").writeFileSync("package.json", JSON.stringify(p))'
+npm ci; echo "ci=$?"
+mv saved.json package.json
 npm install tampered; echo "tampered=$?"
 npm install nosuch; echo "nosuch=$?"
 node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding("utf8"); r.on("data", (c) => d += c); r.on("end", () => console.log(r.statusCode, JSON.parse(d).name)); }})'
@@ -884,7 +890,9 @@ node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding
     let want = "\nadded 3 packages in 1s\nalpha+beta2 gamma\nbeta1 alpha+beta2\n\
                 workspace@1.0.0 /workspace\n├── @scope/gamma@1.2.0\n├── alpha@1.0.0\n└── beta@1.0.0\n\n\
                 {\"@scope/gamma\":\"^1.2.0\",\"alpha\":\"^1.0.0\",\"beta\":\"^1.0.0\"}\n\n\
-                > workspace@1.0.0 hi\n> gamma-cli there\n\ngamma cli there\ntampered=1\nnosuch=1\n200 beta\n";
+                > workspace@1.0.0 hi\n> gamma-cli there\n\ngamma cli there\n\
+                3 ,node_modules/@scope/gamma,node_modules/alpha,node_modules/alpha/node_modules/beta,node_modules/beta 1.0.0 sha512- true\n\
+                beta1 alpha+beta2 gamma\nci=1\ntampered=1\nnosuch=1\n200 beta\n";
     // npm's timing varies: compare with the seconds normalised.
     let normal = |s: &str| {
         s.split(" in ")
@@ -901,6 +909,7 @@ node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding
     };
     assert_eq!(normal(&out), normal(want), "{err}");
     assert!(err.contains("EINTEGRITY"), "{err}");
+    assert!(err.contains("Missing: delta@^9.0.0 from lock file"), "{err}");
     assert!(err.contains("'nosuch@*' is not in this registry"), "{err}");
 
     // Without the registry allowed: npm's error, the policy named.

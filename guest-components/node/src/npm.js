@@ -178,8 +178,11 @@ function sh(cmd) {
 const quote = (s) => "'" + String(s).replace(/'/g, "'\\''") + "'";
 
 let fetched = 0;
+// Where each package unpacked by this run came from, by its directory (for the lock file).
+const unpacked = {};
 async function unpack(meta, dest) {
   const dist = meta.dist || {};
+  unpacked[dest] = { resolved: dist.tarball, integrity: dist.integrity || (dist.shasum ? 'sha1-' + Buffer.from(dist.shasum, 'hex').toString('base64') : undefined) };
   const tmp = `/tmp/npm-${process.pid}-${fetched++}.tgz`;
   const integrity = dist.integrity && /^sha512-/.test(dist.integrity) ? dist.integrity.split(/\s+/)[0] : dist.shasum ? 'sha1:' + dist.shasum : null;
   try {
@@ -223,6 +226,120 @@ function linkBins(root, dir, meta) {
   }
 }
 
+// -- package-lock.json (lockfileVersion 3, as npm 7 and later write it) ----------------
+const LOCK = 'package-lock.json';
+const EMPTY_LOCK_DEPS = ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies'];
+
+// Every package directory under node_modules, as npm's lock names them
+// (`node_modules/a`, `node_modules/a/node_modules/b`, `node_modules/@s/c`), sorted.
+function installedDirs(root) {
+  const out = [];
+  const walk = (nm) => {
+    let names = [];
+    try { names = fs.readdirSync(nm); } catch (e) { return; }
+    for (const n of names) {
+      if (n.startsWith('.')) continue;
+      const dirs = n.startsWith('@') ? fs.readdirSync(path.join(nm, n)).map((m) => path.join(nm, n, m)) : [path.join(nm, n)];
+      for (const d of dirs) {
+        if (!readJson(path.join(d, 'package.json'))) continue;
+        out.push(d);
+        walk(path.join(d, 'node_modules'));
+      }
+    }
+  };
+  walk(path.join(root, 'node_modules'));
+  return out.sort();
+}
+
+// The directory `require(name)` from `dir` finds, as node resolves it (up the tree).
+function resolveFrom(root, dir, name) {
+  let d = dir;
+  for (;;) {
+    const cand = path.join(d, 'node_modules', name);
+    if (readJson(path.join(cand, 'package.json'))) return cand;
+    if (d === root || path.dirname(d) === d) return null;
+    d = path.dirname(d);
+    if (path.basename(d) === 'node_modules') d = path.dirname(d);
+    else if (path.basename(d).startsWith('@') && path.basename(path.dirname(d)) === 'node_modules') d = path.dirname(path.dirname(d));
+  }
+}
+
+function writeLock(root, opts) {
+  if (opts.noLock) return;
+  const pkg = readJson(path.join(root, 'package.json')) || {};
+  const old = readJson(path.join(root, LOCK)) || {};
+  const oldPackages = old.packages || {};
+  const top = { name: pkg.name || path.basename(root), version: pkg.version };
+  for (const f of EMPTY_LOCK_DEPS) if (pkg[f] && Object.keys(pkg[f]).length) top[f] = pkg[f];
+  if (pkg.bin) top.bin = pkg.bin;
+  const packages = { '': top };
+  const dirs = installedDirs(root);
+  // What the project's own dependencies reach; the rest is there for development only.
+  const prod = new Set();
+  const reach = (dir, names) => {
+    for (const n of names) {
+      const found = resolveFrom(root, dir, n);
+      if (!found || prod.has(found)) continue;
+      prod.add(found);
+      const own = readJson(path.join(found, 'package.json')) || {};
+      reach(found, Object.keys(Object.assign({}, own.dependencies, own.optionalDependencies)));
+    }
+  };
+  reach(root, Object.keys(Object.assign({}, pkg.dependencies, pkg.optionalDependencies)));
+  for (const dir of dirs) {
+    const rel = path.relative(root, dir);
+    const own = readJson(path.join(dir, 'package.json'));
+    const from = unpacked[dir] || oldPackages[rel] || {};
+    const entry = { version: own.version };
+    if (from.resolved) entry.resolved = from.resolved;
+    if (from.integrity) entry.integrity = from.integrity;
+    if (!prod.has(dir)) entry.dev = true;
+    if (own.license) entry.license = own.license;
+    for (const f of ['dependencies', 'optionalDependencies', 'peerDependencies']) if (own[f] && Object.keys(own[f]).length) entry[f] = own[f];
+    if (own.bin) entry.bin = typeof own.bin === 'string' ? { [own.name.split('/').pop()]: own.bin } : own.bin;
+    if (own.engines) entry.engines = own.engines;
+    packages[rel] = entry;
+  }
+  writeJson(path.join(root, LOCK), { name: top.name, version: top.version, lockfileVersion: 3, requires: true, packages });
+}
+
+// The version the lock file has at `rel`, if it satisfies `range`.
+function lockedVersion(lock, rel, range) {
+  const e = lock && lock.packages && lock.packages[rel];
+  return e && e.version && satisfies(e.version, range) ? e.version : null;
+}
+
+// `npm ci`: exactly what the lock file says, into a fresh node_modules.
+async function ci(opts) {
+  const started = Date.now();
+  const root = process.cwd();
+  const lock = readJson(path.join(root, LOCK));
+  if (!lock || !lock.packages) {
+    fail('code EUSAGE\n\nThe `npm ci` command can only install with an existing package-lock.json or\nnpm-shrinkwrap.json with lockfileVersion >= 1. Run an install with npm@5 or\nlater to generate a package-lock.json file, then try again.');
+  }
+  const pkg = readJson(path.join(root, 'package.json')) || {};
+  for (const f of ['dependencies', 'devDependencies', 'optionalDependencies']) {
+    for (const [n, r] of Object.entries(pkg[f] || {})) {
+      if (!lockedVersion(lock, 'node_modules/' + n, r)) {
+        fail(`code EUSAGE\n\n\`npm ci\` can only install packages when your package.json and package-lock.json or npm-shrinkwrap.json are in sync. Please update your lock file with \`npm install\` before continuing.\n\nMissing: ${n}@${r} from lock file`);
+      }
+    }
+  }
+  fs.rmSync(path.join(root, 'node_modules'), { recursive: true, force: true });
+  let added = 0;
+  for (const [rel, entry] of Object.entries(lock.packages)) {
+    if (!rel || entry.link || !entry.resolved) continue;
+    if (opts.production && entry.dev) continue;
+    const name = rel.slice(rel.lastIndexOf('node_modules/') + 'node_modules/'.length);
+    const dest = path.join(root, rel);
+    await unpack({ name, version: entry.version, dist: { tarball: entry.resolved, integrity: entry.integrity } }, dest);
+    linkBins(root, dest, readJson(path.join(dest, 'package.json')) || { name });
+    added++;
+  }
+  const secs = Math.max(1, Math.round((Date.now() - started) / 1000));
+  if (!opts.silent) process.stdout.write(`\nadded ${added} package${added === 1 ? '' : 's'} in ${secs}s\n`);
+}
+
 async function install(specs, opts) {
   const started = Date.now();
   const root = process.cwd();
@@ -236,6 +353,7 @@ async function install(specs, opts) {
     }
   }
   const top = path.join(root, 'node_modules');
+  const lock = readJson(path.join(root, LOCK));
   const placed = {}; // top-level name -> version
   let added = 0;
   const queue = wanted.map(([n, r]) => ({ name: n, range: r, parent: root, top: true }));
@@ -248,7 +366,10 @@ async function install(specs, opts) {
       if (isTop) chosenTop[name] = existing.version;
       continue;
     }
-    const meta = await pick(name, range);
+    // A version the lock file holds for that place is kept while it satisfies the range.
+    const locked = lockedVersion(lock, path.relative(root, hoisted), range);
+    const doc = locked && await packument(name);
+    const meta = doc && doc.versions && doc.versions[locked] ? doc.versions[locked] : await pick(name, range);
     let dest = hoisted;
     if (existing || placed[name]) {
       if (placed[name] === meta.version) continue;
@@ -281,6 +402,7 @@ async function install(specs, opts) {
     out[field] = sorted;
     writeJson(pkgFile, out);
   }
+  writeLock(root, opts);
   const secs = Math.max(1, Math.round((Date.now() - started) / 1000));
   if (!opts.silent) {
     process.stdout.write(added ? `\nadded ${added} package${added === 1 ? '' : 's'} in ${secs}s\n` : `\nup to date in ${secs}s\n`);
@@ -343,6 +465,7 @@ function uninstall(names, opts) {
     if (pkg && !opts.noSave) for (const f of ['dependencies', 'devDependencies', 'optionalDependencies']) if (pkg[f]) delete pkg[f][n];
   }
   if (pkg && !opts.noSave) writeJson(pkgFile, pkg);
+  writeLock(root, opts);
   process.stdout.write(removed ? `\nremoved ${removed} package${removed === 1 ? '' : 's'} in 1s\n` : '\nup to date in 1s\n');
 }
 
@@ -421,6 +544,7 @@ async function main() {
     exact: flags.E || flags['save-exact'],
     silent: flags.s || flags.silent || flags.loglevel === 'silent',
     production: flags.production || flags.omit === 'dev',
+    noLock: flags['package-lock'] === 'false' || flags['no-package-lock'],
   };
   switch (cmd) {
     case undefined:
@@ -431,8 +555,8 @@ async function main() {
       if (flags.g || flags.global) fail('global installs are not available in this sandbox: install into the project (npm install <pkg>)');
       await install(positional, opts);
       return 0;
-    case 'ci':
-      await install([], opts);
+    case 'ci': case 'clean-install': case 'ic': case 'install-clean': case 'isntall-clean':
+      await ci(opts);
       return 0;
     case 'uninstall': case 'un': case 'rm': case 'remove': case 'r':
       uninstall(positional, opts);
