@@ -3,7 +3,11 @@
 //! move. Every path is a sandbox path (absolute, or relative to the mount point); cap-std
 //! keeps each operation inside the directory that holds it, and the sandbox's disk quota is
 //! charged for what is made and credited for what is removed, as for the guest's own calls.
+//! Files and directories may carry extended attributes in the `user.` namespace (E2B's file
+//! metadata), kept by the host's file system with the inode: they follow renames.
 
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -37,6 +41,79 @@ pub struct FileInfo {
     /// The mode bits with the file type, as `st_mode`.
     pub mode: u32,
     pub modified: Option<SystemTime>,
+    /// Its extended attributes in the `user.` namespace, named without it (files and
+    /// directories only).
+    pub xattrs: BTreeMap<String, Vec<u8>>,
+}
+
+/// Most `user.` attributes one entry may be given by [`SandboxState::set_user_xattrs`],
+/// and the longest name and value.
+pub const MAX_XATTRS: usize = 64;
+pub const MAX_XATTR_NAME: usize = 200;
+pub const MAX_XATTR_VALUE: usize = 4096;
+
+/// The entry at `rel` opened for its attributes: files and directories only (never a fifo,
+/// which an open would wait on, nor a symlink's target).
+fn open_for_xattrs(dir: &Dir, rel: &Path) -> std::io::Result<std::fs::File> {
+    let meta = dir.symlink_metadata(rel)?;
+    if meta.is_dir() {
+        Ok(dir.open_dir(rel)?.into_std_file())
+    } else if meta.is_file() {
+        Ok(dir.open(rel)?.into_std())
+    } else {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+}
+
+/// The names of a file's extended attributes.
+fn xattr_names(file: &std::fs::File) -> std::io::Result<Vec<String>> {
+    let fd = file.as_raw_fd();
+    // SAFETY: a null buffer of size 0 asks only for the size the list needs.
+    let n = unsafe { libc::flistxattr(fd, std::ptr::null_mut(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; n as usize];
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::flistxattr(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf
+        .split(|b| *b == 0)
+        .filter(|n| !n.is_empty())
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect())
+}
+
+fn xattr_value(file: &std::fs::File, name: &str) -> std::io::Result<Vec<u8>> {
+    let fd = file.as_raw_fd();
+    let c = std::ffi::CString::new(name).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    let mut buf = vec![0u8; MAX_XATTR_VALUE];
+    // SAFETY: `buf` is writable for its length; `c` is NUL-terminated.
+    let n = unsafe { libc::fgetxattr(fd, c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// An entry's `user.` attributes, named without the namespace; none where the file system
+/// keeps none.
+fn user_xattrs(dir: &Dir, rel: &Path) -> BTreeMap<String, Vec<u8>> {
+    let Ok(file) = open_for_xattrs(dir, rel) else {
+        return BTreeMap::new();
+    };
+    xattr_names(&file)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|n| {
+            let short = n.strip_prefix("user.")?.to_string();
+            Some((short, xattr_value(&file, &n).ok()?))
+        })
+        .collect()
 }
 
 /// Most entries one listing returns.
@@ -101,7 +178,71 @@ impl SandboxState {
             size: meta.len(),
             mode: meta.mode(),
             modified: meta.modified().ok().map(|t| t.into_std()),
+            xattrs: if is_symlink {
+                BTreeMap::new()
+            } else {
+                user_xattrs(dir, rel)
+            },
         })
+    }
+
+    /// Replaces the `user.{prefix}*` extended attributes of the file or directory at `path`
+    /// with `attrs` (names given without `user.`, each starting with `prefix`): those not
+    /// named are removed. At most [`MAX_XATTRS`], names of [`MAX_XATTR_NAME`] bytes and
+    /// values of [`MAX_XATTR_VALUE`].
+    pub(crate) fn set_user_xattrs(
+        &self,
+        path: &str,
+        prefix: &str,
+        attrs: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), FileError> {
+        let invalid = |why: &str| FileError::Io(format!("{path}: {why}"));
+        if attrs.len() > MAX_XATTRS {
+            return Err(invalid(&format!("more than {MAX_XATTRS} attributes")));
+        }
+        for (name, value) in attrs {
+            if !name.starts_with(prefix) || name.len() > MAX_XATTR_NAME || name.contains('\0') {
+                return Err(invalid(&format!("attribute name {name:?} is not allowed")));
+            }
+            if value.len() > MAX_XATTR_VALUE {
+                return Err(invalid(&format!(
+                    "attribute {name:?} is longer than {MAX_XATTR_VALUE} bytes"
+                )));
+            }
+        }
+        let (dir, rel, _) = self.locate(path)?;
+        let meta = dir
+            .symlink_metadata(&rel)
+            .map_err(|e| FileError::from_io(path, &e))?;
+        // A file shared with a snapshot or a fork is theirs too: its attributes are not
+        // changed in place.
+        if meta.is_file() && meta.nlink() > 1 && self.shared.holds(&meta) {
+            return Err(invalid("the file is shared with a snapshot or a fork"));
+        }
+        let file = open_for_xattrs(&dir, &rel).map_err(|e| FileError::from_io(path, &e))?;
+        let fd = file.as_raw_fd();
+        let full_prefix = format!("user.{prefix}");
+        let io = |e: std::io::Error| FileError::from_io(path, &e);
+        for old in xattr_names(&file).map_err(io)? {
+            if old.starts_with(&full_prefix) && !attrs.contains_key(&old["user.".len()..]) {
+                let c = std::ffi::CString::new(old).map_err(|_| invalid("bad name"))?;
+                // SAFETY: `c` is NUL-terminated.
+                if unsafe { libc::fremovexattr(fd, c.as_ptr()) } < 0 {
+                    return Err(io(std::io::Error::last_os_error()));
+                }
+            }
+        }
+        for (name, value) in attrs {
+            let c =
+                std::ffi::CString::new(format!("user.{name}")).map_err(|_| invalid("bad name"))?;
+            // SAFETY: `c` is NUL-terminated and `value` readable for its length.
+            let r =
+                unsafe { libc::fsetxattr(fd, c.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+            if r < 0 {
+                return Err(io(std::io::Error::last_os_error()));
+            }
+        }
+        Ok(())
     }
 
     /// The entry at `path` (a symlink itself, not what it points to).

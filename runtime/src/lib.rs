@@ -59,7 +59,10 @@ mod watch;
 
 pub use agent::term;
 pub use capacity::{Admission, Refused};
-pub use files::{FileInfo, FileKind, MAX_LIST_ENTRIES, permission_string};
+pub use files::{
+    FileInfo, FileKind, MAX_LIST_ENTRIES, MAX_XATTR_NAME, MAX_XATTR_VALUE, MAX_XATTRS,
+    permission_string,
+};
 pub use host::{MemoryExceeded, StartFailure, StartReport};
 pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
 pub use io::Terminal;

@@ -683,6 +683,17 @@ impl Sandbox {
         sandbox.set_mode(&sandbox.mount, path, mode)
     }
 
+    /// Replaces the `user.{prefix}*` extended attributes of a file or directory with
+    /// `attrs` (named without `user.`; see [`FileInfo::xattrs`]).
+    pub fn set_user_xattrs(
+        &self,
+        path: &str,
+        prefix: &str,
+        attrs: &std::collections::BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), FileError> {
+        self.site.sandbox.set_user_xattrs(path, prefix, attrs)
+    }
+
     /// A sandbox path as an absolute, normalized one (relative ones from the mount point).
     pub fn absolute_path(&self, path: &str) -> String {
         self.site.sandbox.absolute(path)

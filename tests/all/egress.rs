@@ -909,7 +909,10 @@ node -e 'require("http").get("{base}/beta/", (r) => {{ let d = ""; r.setEncoding
     };
     assert_eq!(normal(&out), normal(want), "{err}");
     assert!(err.contains("EINTEGRITY"), "{err}");
-    assert!(err.contains("Missing: delta@^9.0.0 from lock file"), "{err}");
+    assert!(
+        err.contains("Missing: delta@^9.0.0 from lock file"),
+        "{err}"
+    );
     assert!(err.contains("'nosuch@*' is not in this registry"), "{err}");
 
     // Without the registry allowed: npm's error, the policy named.

@@ -241,6 +241,25 @@ def _():
     assert i.permissions.startswith("-rw"), i.permissions
 
 
+@check("files_metadata")
+def _():
+    # Kept as user.e2b.* extended attributes: surfaced by write, get_info, list and
+    # rename, applied to every file of a multi-file upload, cleared by an overwrite.
+    meta = {"author": "mish", "purpose": "upload"}
+    eq(sbx.files.write("meta/a.txt", "a", metadata=meta).metadata, meta, "write")
+    eq(sbx.files.get_info("meta/a.txt").metadata, meta, "get_info")
+    eq([e.metadata for e in sbx.files.list("meta")], [meta], "list")
+    eq(sbx.files.rename("meta/a.txt", "meta/b.txt").metadata, meta, "rename")
+    infos = sbx.files.write_files([{"path": "meta/c.txt", "data": "c"},
+                                   {"path": "meta/d.txt", "data": "d"}],
+                                  metadata={"source": "suite"})
+    eq([i.metadata for i in infos], [{"source": "suite"}] * 2, "write_files")
+    eq(sbx.files.get_info("meta/d.txt").metadata, {"source": "suite"}, "write_files info")
+    eq(sbx.files.write("meta/b.txt", "again").metadata, None, "overwrite")
+    eq(sbx.files.get_info("meta/b.txt").metadata, None, "overwrite info")
+    eq(sbx.files.read("meta/b.txt"), "again")
+
+
 @check("files_remove_missing")
 def _():
     sbx.files.remove("/home/user/never-was.txt")  # like envd: no error
@@ -311,6 +330,28 @@ def _():
     names = {(e.name, e.type.name) for e in events}
     assert ("f.txt", "CREATE") in names, names
     assert ("f.txt", "REMOVE") in names, names
+
+
+@check("watch_entry_info")
+def _():
+    import inspect
+    if "include_entry" not in inspect.signature(sbx.files.watch_dir).parameters:
+        print("  (this SDK has no include_entry)")
+        return
+    sbx.files.make_dir("/home/user/we")
+    handle = sbx.files.watch_dir("/home/user/we", include_entry=True)
+    sbx.files.write("/home/user/we/g.txt", "12345", metadata={"k": "v"})
+    events = []
+    deadline = time.time() + 5
+    while time.time() < deadline and not events:
+        events += [e for e in handle.get_new_events() if e.name == "g.txt"]
+        time.sleep(0.1)
+    handle.stop()
+    assert events, "no event"
+    entry = events[-1].entry
+    assert entry is not None, events
+    eq(entry.name, "g.txt", "entry name")
+    eq(entry.size, 5, "entry size")
 
 
 @check("pty")

@@ -91,9 +91,7 @@ impl NetHooks {
             .parse()
             .map_err(|_| TlsError::Io(format!("not an IP address: {address:?}")))?;
         let ip = canonical(ip);
-        egress
-            .check_address(&sandbox, ip, port)
-            .map_err(&denied)?;
+        egress.check_address(&sandbox, ip, port).map_err(&denied)?;
         if self.tls.open >= MAX_OPEN {
             return Err(denied(
                 "the process has as many TLS connections open as it may",
@@ -103,8 +101,8 @@ impl NetHooks {
             .map_err(|_| TlsError::Handshake(format!("not a server name: {server_name:?}")))?;
         let config = egress.tls().map_err(TlsError::Io)?;
         let target = SocketAddr::new(ip, port);
-        let guard = Connection::open(&egress, &sandbox, destination.clone(), target)
-            .map_err(denied)?;
+        let guard =
+            Connection::open(&egress, &sandbox, destination.clone(), target).map_err(denied)?;
         let wait = limit(timeout_ms)
             .unwrap_or(CONNECT_TIMEOUT)
             .min(CONNECT_TIMEOUT);

@@ -205,6 +205,10 @@ pub async fn upload(
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_ascii_lowercase());
+    let metadata = match upload_metadata(req.headers()) {
+        Ok(m) => m,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    };
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     if content_type.starts_with("multipart/form-data") {
         let mut form = match Multipart::from_request(req, &()).await {
@@ -298,10 +302,61 @@ pub async fn upload(
             // they see envd's chown of the file to the sandbox's user).
             let _ = sandbox.set_permissions(&abs, 0o644);
         }
+        // The upload's metadata, the same for every file; an upload without any clears
+        // what an earlier one left.
+        if let Err(e) = sandbox.set_user_xattrs(&abs, super::fs::METADATA_PREFIX, &metadata) {
+            return file_error(e);
+        }
         let name = abs.rsplit('/').next().unwrap_or("").to_string();
-        written.push(serde_json::json!({ "name": name, "type": "file", "path": abs }));
+        let mut info = serde_json::json!({ "name": name, "type": "file", "path": abs });
+        if !metadata.is_empty() {
+            info["metadata"] = metadata
+                .iter()
+                .map(|(k, v)| {
+                    let key = &k[super::fs::METADATA_PREFIX.len()..];
+                    (key.to_string(), String::from_utf8_lossy(v).into())
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        written.push(info);
     }
     axum::Json(written).into_response()
+}
+
+/// The `X-Metadata-KEY: VALUE` headers of an upload, as the attributes they become
+/// (`e2b.key`, the key lowercased as envd does): keys of HTTP token characters, values of
+/// printable ASCII, within the runtime's limits.
+fn upload_metadata(
+    headers: &axum::http::HeaderMap,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+    use wasbox_runtime::{MAX_XATTR_NAME, MAX_XATTR_VALUE, MAX_XATTRS};
+    let mut out = std::collections::BTreeMap::new();
+    for (name, value) in headers {
+        let Some(key) = name.as_str().strip_prefix("x-metadata-") else {
+            continue;
+        };
+        if key.is_empty() {
+            return Err("a metadata key must not be empty".into());
+        }
+        let value = value
+            .to_str()
+            .ok()
+            .filter(|v| v.bytes().all(|b| (0x20..0x7f).contains(&b)))
+            .ok_or_else(|| format!("metadata {key:?}: the value must be printable ASCII"))?;
+        let attr = format!("{}{key}", super::fs::METADATA_PREFIX);
+        if attr.len() > MAX_XATTR_NAME || value.len() > MAX_XATTR_VALUE {
+            return Err(format!(
+                "metadata {key:?}: keys are at most {} bytes, values {MAX_XATTR_VALUE}",
+                MAX_XATTR_NAME - super::fs::METADATA_PREFIX.len()
+            ));
+        }
+        out.insert(attr, value.as_bytes().to_vec());
+    }
+    if out.len() > MAX_XATTRS {
+        return Err(format!("at most {MAX_XATTRS} metadata keys"));
+    }
+    Ok(out)
 }
 
 fn too_large() -> Response {

@@ -87,7 +87,24 @@ pub(crate) fn entry(info: &FileInfo) -> EntryInfo {
         modified_time: info.modified.map(crate::rfc3339::format),
         symlink_target: info.symlink_target.clone(),
         is_symlink: info.is_symlink,
+        metadata: metadata(info),
     }
+}
+
+/// The namespace of E2B's file metadata among an entry's `user.` attributes.
+pub(crate) const METADATA_PREFIX: &str = "e2b.";
+
+/// An entry's E2B metadata: its `user.e2b.*` attributes, named without the namespace.
+pub(crate) fn metadata(info: &FileInfo) -> Option<std::collections::BTreeMap<String, String>> {
+    let map: std::collections::BTreeMap<String, String> = info
+        .xattrs
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = k.strip_prefix(METADATA_PREFIX)?;
+            (!key.is_empty()).then(|| (key.to_string(), String::from_utf8_lossy(v).into_owned()))
+        })
+        .collect();
+    (!map.is_empty()).then_some(map)
 }
 
 /// The methods of `filesystem.Filesystem`, and how each answers.

@@ -42,7 +42,7 @@ use crate::worker::SharedNode;
 
 /// The envd version wasbox reports: the newest whose features it implements (so the SDK
 /// itself refuses newer ones, such as file metadata in extended attributes, 0.6.2).
-pub const ENVD_VERSION: &str = "0.5.7";
+pub const ENVD_VERSION: &str = "0.6.4";
 /// Where the workspace is mounted, and the home and working directory: the SDK's default.
 pub const HOME: &str = "/home/user";
 /// A sandbox's lifetime when the create request names none (E2B's SDK default).

@@ -229,6 +229,9 @@ pub struct EntryInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub symlink_target: Option<String>,
     pub is_symlink: bool,
+    /// Metadata given at upload (`X-Metadata-*`), kept as `user.e2b.*` extended attributes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -454,10 +457,20 @@ mod tests {
             modified_time: None,
             symlink_target: None,
             is_symlink: false,
+            metadata: None,
         };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["type"], "FILE_TYPE_FILE");
         assert_eq!(v["size"], "12");
         assert_eq!(v["isSymlink"], false);
+        assert!(v.get("metadata").is_none());
+        let tagged = EntryInfo {
+            metadata: Some([("author".to_string(), "mish".to_string())].into()),
+            ..e
+        };
+        assert_eq!(
+            serde_json::to_value(&tagged).unwrap()["metadata"]["author"],
+            "mish"
+        );
     }
 }
