@@ -398,13 +398,30 @@ def _drop(*handles):
                 pass
 
 
-def _drain(*readers):
+class _DrainTimeout(Exception):
+    """The deadline of a drain passed; `partial` is what each pipe gave until then."""
+
+    def __init__(self, partial):
+        super().__init__("timed out")
+        self.partial = partial
+
+
+def _drain(*readers, deadline=None):
     """Reads every pipe to its end, whichever has data first, so that a child writing a lot
-    to one stream while the other is read cannot block."""
+    to one stream while the other is read cannot block; by `deadline` (a `time.monotonic()`
+    value) if given, else raising `_DrainTimeout` with what came (the pipes left open)."""
     bufs = [bytearray() for _ in readers]
     live = list(range(len(readers)))
     while live:
-        i = live[process.ready([readers[j] for j in live])]
+        ends = [readers[j] for j in live]
+        if deadline is None:
+            got = process.ready(ends)
+        else:
+            left = deadline - time.monotonic()
+            got = process.ready_within(ends, int(left * 1000)) if left > 0 else None
+            if got is None:
+                raise _DrainTimeout([bytes(b) for b in bufs])
+        i = live[got]
         chunk = readers[i].read(65536)
         if chunk:
             bufs[i] += chunk
@@ -412,6 +429,13 @@ def _drain(*readers):
             live.remove(i)
             _drop(readers[i])
     return [bytes(b) for b in bufs]
+
+
+def _wait_until(child, deadline):
+    """The child's exit status, or `None` if it is still running at `deadline`."""
+    if deadline is None:
+        return child.wait()
+    return child.wait_timeout(max(0, int((deadline - time.monotonic()) * 1000)))
 
 
 def _argv_of(args, shell, cwd):
@@ -452,7 +476,11 @@ def _spawn(argv, env, cwd, stdin, stdout, stderr):
         raise OSError(msg) from None
 
 
-def _run_child(args, shell, stdin_data, capture, cwd, env):
+def _run_child(args, shell, stdin_data, capture, cwd, env, timeout=None):
+    """Runs a child to its end: (status, stdout, stderr). With `timeout` (seconds), a child
+    still running then is killed and `subprocess.TimeoutExpired` raised, with the output
+    it gave."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     argv = _argv_of(args, shell, cwd)
     # The child's pipe ends go to it with the spawn; this process keeps the other ends.
     in_w = out_r = err_r = None
@@ -480,9 +508,19 @@ def _run_child(args, shell, stdin_data, capture, cwd, env):
             pass
         _drop(in_w)
     out = err = b""
-    if capture:
-        out, err = _drain(out_r, err_r)
-    code = child.wait()
+    try:
+        if capture:
+            out, err = _drain(out_r, err_r, deadline=deadline)
+        code = _wait_until(child, deadline)
+    except _DrainTimeout as e:
+        out, err = e.partial
+        code = None
+    if code is None:
+        child.kill(9)
+        child.wait()
+        _drop(child, out_r, err_r)
+        raise subprocess.TimeoutExpired(args, timeout, output=out if capture else None,
+                                        stderr=err if capture else None)
     _drop(child)
     return code, out, err
 
@@ -694,7 +732,17 @@ class _Popen:
         readers = [f for f in (self.stdout, self.stderr) if f is not None]
         raw = [f.buffer.raw if self.text_mode else f.raw for f in readers]
         handles = [r._h for r in raw]
-        data = _drain(*handles) if handles else []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            data = _drain(*handles, deadline=deadline) if handles else []
+        except _DrainTimeout as e:
+            # The pipes stay open: a later communicate() (after kill(), say) reads on,
+            # after what came so far.
+            self._partial = [p + q for p, q in zip(getattr(self, "_partial", [b""] * len(e.partial)), e.partial)]
+            raise subprocess.TimeoutExpired(self.args, timeout) from None
+        if getattr(self, "_partial", None):
+            data = [p + q for p, q in zip(self._partial, data)]
+            self._partial = None
         for r in raw:
             r._h = None
         got = dict(zip([id(f) for f in readers], data))
@@ -732,7 +780,7 @@ def _sp_run(args, *, stdin=None, input=None, stdout=None, stderr=None, capture_o
             shell=False, cwd=None, timeout=None, check=False, encoding=None, errors=None,
             text=None, env=None, universal_newlines=None, **_ignored):
     capture = capture_output or stdout == subprocess.PIPE or stderr == subprocess.PIPE
-    code, out, err = _run_child(args, shell, input, capture, cwd, env)
+    code, out, err = _run_child(args, shell, input, capture, cwd, env, timeout)
     if text or universal_newlines or encoding:
         out, err = out.decode(encoding or "utf-8", errors or "strict"), err.decode(
             encoding or "utf-8", errors or "strict")

@@ -742,6 +742,154 @@
     }
   }
 
+  // Streams of a file: read whole when someone listens (a 'data', 'readable' or 'end'
+  // listener, pipe, resume or async iteration), given in chunks of `highWaterMark` bytes
+  // (64 KiB) from `start` to `end`; a write stream appends each write as it comes.
+  fs.createReadStream = (p, o) => {
+    o = typeof o === 'string' ? { encoding: o } : o || {};
+    const s = new EventEmitter();
+    let encoding = o.encoding || null;
+    let started = false;
+    const size = Math.max(1, Number(o.highWaterMark) || 65536);
+    const chunks = [];
+    let ended = false;
+    s.path = p;
+    s.bytesRead = 0;
+    s.readable = true;
+    // Opened at once, as Node opens it: a missing file is an 'error' whoever listens.
+    ticks.push([() => {
+      if (started) return;
+      try {
+        sys('open', (q) => N.stat(q, false))(p);
+      } catch (e) {
+        started = true;
+        s.destroyed = true;
+        s.emit('error', e);
+        s.emit('close');
+      }
+    }, []]);
+    s.setEncoding = (e) => { encoding = e || 'utf8'; return s; };
+    const out = (b) => (encoding ? b.toString(encoding) : b);
+    function start() {
+      if (started) return s;
+      started = true;
+      // Opened, then read: each a turn, as in Node.
+      ticks.push([() => ticks.push([read, []]), []]);
+      return s;
+    }
+    function read() {
+      {
+        let all;
+        try {
+          all = asBuffer(sys('open', (q) => N.read(q, true))(p));
+        } catch (e) {
+          s.destroyed = true;
+          s.emit('error', e);
+          s.emit('close');
+          return;
+        }
+        const from = Number(o.start) || 0;
+        const to = o.end === undefined ? all.length : Math.min(all.length, Number(o.end) + 1);
+        s.emit('open', 3);
+        s.emit('ready');
+        for (let at = from; at < to; at += size) {
+          const piece = all.subarray(at, Math.min(to, at + size));
+          s.bytesRead += piece.length;
+          chunks.push(piece);
+          if (s.listenerCount('data') > 0) s.emit('data', out(chunks.shift()));
+        }
+        ended = true;
+        if (!chunks.length) { s.emit('end'); s.emit('close'); }
+        else s.emit('readable');
+      }
+    }
+    const on = s.on.bind(s);
+    s.on = s.addListener = (e, f) => {
+      on(e, f);
+      if (e === 'data' || e === 'readable' || e === 'end') start();
+      return s;
+    };
+    s.read = () => {
+      start();
+      if (!chunks.length) {
+        if (ended) queueMicrotask(() => { s.emit('end'); s.emit('close'); });
+        return null;
+      }
+      return out(chunks.shift());
+    };
+    s.resume = () => start();
+    s.pause = () => s;
+    s.close = s.destroy = (err) => { s.destroyed = true; if (err) s.emit('error', err); s.emit('close'); return s; };
+    s.pipe = (dest) => {
+      s.on('data', (c) => dest.write(c));
+      s.on('end', () => { if (dest !== process.stdout && dest !== process.stderr && dest.end) dest.end(); });
+      return dest;
+    };
+    s[Symbol.asyncIterator] = () => {
+      const queue = [];
+      let done = false;
+      let failed = null;
+      let wake = null;
+      const poke = () => { if (wake) { const w = wake; wake = null; w(); } };
+      s.on('data', (c) => { queue.push(c); poke(); });
+      s.on('end', () => { done = true; poke(); });
+      s.on('error', (e) => { failed = e; poke(); });
+      return {
+        async next() {
+          for (;;) {
+            if (queue.length) return { done: false, value: queue.shift() };
+            if (failed) throw failed;
+            if (done) return { done: true, value: undefined };
+            await new Promise((r) => { wake = r; });
+          }
+        },
+        async return() { done = true; return { done: true, value: undefined }; },
+      };
+    };
+    return s;
+  };
+  fs.createWriteStream = (p, o) => {
+    o = typeof o === 'string' ? { encoding: o } : o || {};
+    const s = new EventEmitter();
+    const append = /^a/.test(o.flags || 'w');
+    s.path = p;
+    s.bytesWritten = 0;
+    s.writable = true;
+    let failed = false;
+    const fail = (e) => { failed = true; ticks.push([() => { s.emit('error', e); s.emit('close'); }, []]); };
+    try {
+      if (!append) sys('open', (q) => N.writeFile(q, '', false))(p);
+      ticks.push([() => { s.emit('open', 3); s.emit('ready'); }, []]);
+    } catch (e) { fail(e); }
+    s.write = (c, enc, cb) => {
+      if (typeof enc === 'function') { cb = enc; enc = undefined; }
+      if (failed) return false;
+      const d = data(c, enc || o.encoding);
+      try {
+        sys('open', (q) => N.writeFile(q, d, true))(p);
+        s.bytesWritten += typeof d === 'string' ? Buffer.byteLength(d) : d.length;
+        if (cb) ticks.push([cb, [null]]);
+      } catch (e) { fail(e); if (cb) ticks.push([cb, [e]]); }
+      return true;
+    };
+    s.end = (c, enc, cb) => {
+      if (typeof c === 'function') { cb = c; c = undefined; }
+      if (typeof enc === 'function') { cb = enc; enc = undefined; }
+      if (c !== undefined && c !== null) s.write(c, enc);
+      s.writable = false;
+      if (cb) s.once(failed ? 'close' : 'finish', cb);
+      // 'finish' once the writes are through: a turn later than a lone open's answer, as
+      // in Node, whose writes each take a turn of its loop.
+      ticks.push([() => ticks.push([() => { if (!failed) { s.emit('finish'); s.emit('close'); } }, []]), []]);
+      return s;
+    };
+    s.close = (cb) => s.end(cb);
+    s.destroy = () => { s.writable = false; s.emit('close'); return s; };
+    s.cork = s.uncork = () => {};
+    s.setDefaultEncoding = (e) => { o.encoding = e; return s; };
+    return s;
+  };
+
   // -- process ------------------------------------------------------------------------
   let exitCode;
   const env = {};
@@ -1002,8 +1150,23 @@
       },
       return() { rl.close(); return Promise.resolve({ done: true, value: undefined }); },
     });
+    // Bytes are decoded as they come, a character split between chunks kept for the next.
+    let tail = null;
+    const decode = (b) => {
+      if (tail) { const j = new Uint8Array(tail.length + b.length); j.set(tail); j.set(b, tail.length); b = j; tail = null; }
+      let cut = b.length;
+      for (let k = 1; k <= 3 && k <= b.length; k++) {
+        const x = b[b.length - k];
+        if ((x & 0xc0) === 0x80) continue;
+        const need = x >= 0xf0 ? 4 : x >= 0xe0 ? 3 : x >= 0xc0 ? 2 : 1;
+        if (need > k) cut = b.length - k;
+        break;
+      }
+      if (cut < b.length) tail = b.slice(cut);
+      return utf8Decode(b.subarray(0, cut));
+    };
     input.on('data', (c) => {
-      buf += typeof c === 'string' ? c : data(c);
+      buf += typeof c === 'string' ? c : decode(data(c));
       let i;
       while ((i = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, i).replace(/\r$/, '');
@@ -1012,6 +1175,7 @@
       }
     });
     input.on('end', () => {
+      if (tail) { buf += utf8Decode(tail); tail = null; }
       if (buf) deliver(buf);
       buf = '';
       rl.close();

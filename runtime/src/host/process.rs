@@ -484,6 +484,19 @@ pub(crate) struct Child {
     cpu: Arc<CpuAccount>,
 }
 
+/// The index of the first of `ends` with data or at its end, once one is.
+async fn first_readable(ends: &[PipeReader]) -> u32 {
+    std::future::poll_fn(|cx| {
+        for (i, end) in ends.iter().enumerate() {
+            if end.poll_readable(cx).is_ready() {
+                return std::task::Poll::Ready(i as u32);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 /// The `wasbox:sandbox/process` state of one process: its pipe ends and children (in a
 /// table of their own, bounded), and what its children inherit.
 pub(crate) struct ProcessHost {
@@ -554,6 +567,14 @@ impl ProcessHost {
 
     pub(crate) fn set_job(&mut self, job: Arc<JobContext>) {
         self.job = job;
+    }
+
+    /// The pipe ends a `ready` call names.
+    fn ends(&mut self, readers: &[Resource<wit::PipeReader>]) -> Result<Vec<PipeReader>> {
+        readers
+            .iter()
+            .map(|r| Ok(self.get::<PipeReader, _>(r)?.clone()))
+            .collect()
     }
 
     fn push<T: Send + 'static, U: 'static>(&mut self, value: T) -> Result<Resource<U>> {
@@ -806,22 +827,24 @@ impl wit::Host for ProcessHost {
     }
 
     async fn ready(&mut self, readers: Vec<Resource<wit::PipeReader>>) -> Result<u32> {
-        let mut ends = Vec::with_capacity(readers.len());
-        for r in &readers {
-            ends.push(self.get::<PipeReader, _>(r)?.clone());
-        }
+        let ends = self.ends(&readers)?;
         if ends.is_empty() {
             return Ok(0);
         }
-        Ok(std::future::poll_fn(|cx| {
-            for (i, end) in ends.iter().enumerate() {
-                if end.poll_readable(cx).is_ready() {
-                    return std::task::Poll::Ready(i as u32);
-                }
-            }
-            std::task::Poll::Pending
-        })
-        .await)
+        Ok(first_readable(&ends).await)
+    }
+
+    async fn ready_within(
+        &mut self,
+        readers: Vec<Resource<wit::PipeReader>>,
+        millis: u64,
+    ) -> Result<Option<u32>> {
+        let ends = self.ends(&readers)?;
+        if ends.is_empty() {
+            return Ok(Some(0));
+        }
+        let wait = std::time::Duration::from_millis(millis);
+        Ok(tokio::time::timeout(wait, first_readable(&ends)).await.ok())
     }
 
     async fn file_mode(&mut self, path: String) -> Result<Option<u32>> {
