@@ -205,15 +205,11 @@ fn diff_dirs(a: &str, b: &str, o: &Opts, out: &mut Vec<u8>, _nested: bool) -> i3
         let (pa, pb) = (join(a, &n), join(b, &n));
         match (la.contains(name), lb.contains(name)) {
             (true, false) => {
-                out.extend_from_slice(
-                    format!("Only in {}: {n}\n", a.trim_end_matches('/')).as_bytes(),
-                );
+                out.extend_from_slice(format!("Only in {a}: {n}\n").as_bytes());
                 status = status.max(1);
             }
             (false, true) => {
-                out.extend_from_slice(
-                    format!("Only in {}: {n}\n", b.trim_end_matches('/')).as_bytes(),
-                );
+                out.extend_from_slice(format!("Only in {b}: {n}\n").as_bytes());
                 status = status.max(1);
             }
             _ => {

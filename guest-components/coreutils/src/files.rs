@@ -430,7 +430,13 @@ fn cp_one(src: &str, dst: &str, o: &CpOpts) -> bool {
         }
     }
     if let Err(e) = copy_contents(src, dst, &smeta) {
-        let msg = reason(&e);
+        // A file named with a trailing slash is taken for a directory that is not there:
+        // GNU cp says so rather than the kernel's EISDIR.
+        let msg = if dst.ends_with('/') && std::fs::metadata(dst).is_err() {
+            "Not a directory".to_string()
+        } else {
+            reason(&e)
+        };
         if std::fs::metadata(src).is_err() {
             eprintln!("cp: cannot open '{src}' for reading: {msg}");
         } else {

@@ -240,14 +240,23 @@ pub fn sprintf(fmt: &str, args: &[Value], convfmt: &str) -> String {
                 out.push_str(&pad(digits, &spec, true));
             }
             'c' => {
+                let utf8 = utf8_locale();
                 let s = match next_arg.next() {
-                    Some(Value::Num(n)) => char::from_u32(*n as u32).unwrap_or('?').to_string(),
-                    Some(v) => v
-                        .string(convfmt)
-                        .chars()
-                        .next()
-                        .map(String::from)
-                        .unwrap_or_default(),
+                    // As gawk: the character of that code point in a UTF-8 locale, else
+                    // the byte of its low eight bits.
+                    Some(Value::Num(n)) if utf8 => {
+                        char::from_u32(*n as u32).unwrap_or('?').to_string()
+                    }
+                    Some(Value::Num(n)) => byte_char((*n as i64 & 0xff) as u8).to_string(),
+                    Some(v) => {
+                        let text = v.string(convfmt);
+                        match text.chars().next() {
+                            Some(c) if utf8 || c.is_ascii() => c.to_string(),
+                            // The first byte of the string, in a locale of bytes.
+                            Some(_) => byte_char(text.as_bytes()[0]).to_string(),
+                            None => String::new(),
+                        }
+                    }
                     None => String::new(),
                 };
                 out.push_str(&pad(s, &spec, false));
@@ -295,4 +304,55 @@ pub fn sprintf(fmt: &str, args: &[Value], convfmt: &str) -> String {
         }
     }
     out
+}
+
+/// Whether the environment selects a UTF-8 locale (`LC_ALL`, else `LC_CTYPE`, else `LANG`),
+/// as gawk decides whether `%c` writes a character or a byte.
+pub fn utf8_locale() -> bool {
+    static UTF8: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *UTF8.get_or_init(|| {
+        let chosen = ["LC_ALL", "LC_CTYPE", "LANG"]
+            .iter()
+            .filter_map(|k| std::env::var(k).ok())
+            .find(|v| !v.is_empty())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        chosen.contains("utf-8") || chosen.contains("utf8")
+    })
+}
+
+/// Where a raw byte of output (0x80-0xff, which is no character by itself) travels inside
+/// awk's strings: a private-use character, written out as the byte ([`raw_bytes`]).
+const RAW_BASE: u32 = 0x10_ff00;
+
+/// A byte as awk's strings carry it: ASCII as itself, others as a private-use character.
+pub fn byte_char(b: u8) -> char {
+    if b.is_ascii() {
+        b as char
+    } else {
+        char::from_u32(RAW_BASE + u32::from(b)).unwrap_or('?')
+    }
+}
+
+/// The bytes to write for `s`: UTF-8, but each raw byte's character as that byte.
+pub fn raw_bytes(s: &str) -> std::borrow::Cow<'_, [u8]> {
+    // U+10FF80..U+10FFFF encode as F4 8F BE/BF ..: nothing else starts so.
+    if !s
+        .as_bytes()
+        .windows(3)
+        .any(|w| w == [0xf4, 0x8f, 0xbe] || w == [0xf4, 0x8f, 0xbf])
+    {
+        return std::borrow::Cow::Borrowed(s.as_bytes());
+    }
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        let u = c as u32;
+        if (RAW_BASE + 0x80..=RAW_BASE + 0xff).contains(&u) {
+            out.push((u - RAW_BASE) as u8);
+        } else {
+            let mut buf = [0; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }

@@ -1213,8 +1213,9 @@ impl Interp {
     // -- output ------------------------------------------------------------------------
 
     fn emit(&mut self, redirect: Option<&Redirect>, data: String) -> R<()> {
+        let bytes = format::raw_bytes(&data);
         let Some(redirect) = redirect else {
-            if self.stdout.write_all(data.as_bytes()).is_err() {
+            if self.stdout.write_all(&bytes).is_err() {
                 return Err(Fatal(String::new()));
             }
             return Ok(());
@@ -1264,7 +1265,7 @@ impl Interp {
             self.outputs.insert(name.clone(), out);
         }
         let out = self.outputs.get_mut(&name).unwrap();
-        if !out.write(&mut self.stdout, data.as_bytes()) {
+        if !out.write(&mut self.stdout, &bytes) {
             return fatal(format!("write to `{name}' failed"));
         }
         Ok(())
