@@ -94,6 +94,7 @@ pub fn spawn(
     stderr: process::Stdio,
 ) -> Result<process::Pid, process::Error> {
     let _ = std::io::stdout().flush();
+    let argv = through_shell(argv)?;
     process::spawn(&process::Command {
         argv,
         env,
@@ -102,6 +103,39 @@ pub fn spawn(
         stdout,
         stderr,
     })
+}
+
+/// The argv that runs `argv`: a script of the sandbox (a path outside the image's program
+/// directories, to a file that is there) goes through the shell, which runs it by its `#!`
+/// line as `execve` would (`timeout 5 ./x.sh`, `env A=1 ./run.sh`, `xargs ./each.sh`).
+/// A script without an execute bit is refused as `execve` refuses it.
+fn through_shell(argv: Vec<String>) -> Result<Vec<String>, process::Error> {
+    const IMAGE_DIRS: &[&str] = &[
+        "/bin/",
+        "/usr/bin/",
+        "/usr/local/bin/",
+        "/sbin/",
+        "/usr/sbin/",
+    ];
+    let Some(first) = argv.first() else {
+        return Ok(argv);
+    };
+    if !first.contains('/')
+        || IMAGE_DIRS.iter().any(|d| first.starts_with(d))
+        || !std::path::Path::new(&absolute(first)).is_file()
+    {
+        return Ok(argv);
+    }
+    if file_mode(first).is_some_and(|m| m & 0o111 == 0) {
+        return Err(process::Error::Io("Permission denied".into()));
+    }
+    let mut v = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        "\"$0\" \"$@\"".to_string(),
+    ];
+    v.extend(argv);
+    Ok(v)
 }
 
 /// Starts `sh -c CMD` with this process's environment (see [`spawn`]).
