@@ -415,32 +415,12 @@ async function repair(root) {
   let added = 0;
   for (let round = 0; round < 8; round++) {
     let changed = false;
-    const dirs = [];
-    const walk = (nm) => {
-      let names = [];
-      try { names = fs.readdirSync(nm); } catch (e) { return; }
-      for (const n of names) {
-        if (n.startsWith('.')) continue;
-        if (n.startsWith('@')) {
-          for (const m of fs.readdirSync(path.join(nm, n))) { dirs.push(path.join(nm, n, m)); walk(path.join(nm, n, m, 'node_modules')); }
-        } else { dirs.push(path.join(nm, n)); walk(path.join(nm, n, 'node_modules')); }
-      }
-    };
-    walk(path.join(root, 'node_modules'));
-    for (const dir of dirs) {
+    for (const dir of installedDirs(root)) {
       const own = readJson(path.join(dir, 'package.json'));
-      if (!own) continue;
       for (const [n, r] of Object.entries(own.dependencies || {})) {
-        let d = dir, found = null;
-        for (;;) {
-          const cand = readJson(path.join(d, 'node_modules', n, 'package.json'));
-          if (cand) { found = cand; break; }
-          if (d === root || path.dirname(d) === d) break;
-          d = path.dirname(d);
-          if (path.basename(d) === 'node_modules') d = path.dirname(d);
-          else if (path.basename(path.dirname(d)) === 'node_modules' && path.basename(d).startsWith('@')) d = path.dirname(path.dirname(d));
-        }
-        if (found && satisfies(found.version, r)) continue;
+        const found = resolveFrom(root, dir, n);
+        const have = found && readJson(path.join(found, 'package.json'));
+        if (have && satisfies(have.version, r)) continue;
         const meta = await pick(n, r);
         const dest = path.join(dir, 'node_modules', n);
         await unpack(meta, dest);
