@@ -738,7 +738,8 @@ class _Popen:
         except _DrainTimeout as e:
             # The pipes stay open: a later communicate() (after kill(), say) reads on,
             # after what came so far.
-            self._partial = [p + q for p, q in zip(getattr(self, "_partial", [b""] * len(e.partial)), e.partial)]
+            before = getattr(self, "_partial", None) or [b""] * len(e.partial)
+            self._partial = [p + q for p, q in zip(before, e.partial)]
             raise subprocess.TimeoutExpired(self.args, timeout) from None
         if getattr(self, "_partial", None):
             data = [p + q for p, q in zip(self._partial, data)]

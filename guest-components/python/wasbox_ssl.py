@@ -388,9 +388,11 @@ class SSLSocket(_socket.socket):
         return None if self._conn is None else self._conn.version()
 
     def cipher(self):
-        v = self.version()
-        return None if v is None else ("TLS_AES_128_GCM_SHA256" if v == "TLSv1.3"
-                                       else "ECDHE-RSA-AES128-GCM-SHA256", v, 128)
+        if self._conn is None:
+            return None
+        name = self._conn.cipher()
+        bits = 128 if "128" in name else 256
+        return name, self._conn.version(), bits
 
     def shared_ciphers(self):
         return None

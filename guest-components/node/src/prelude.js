@@ -778,30 +778,28 @@
       return s;
     }
     function read() {
-      {
-        let all;
-        try {
-          all = asBuffer(sys('open', (q) => N.read(q, true))(p));
-        } catch (e) {
-          s.destroyed = true;
-          s.emit('error', e);
-          s.emit('close');
-          return;
-        }
-        const from = Number(o.start) || 0;
-        const to = o.end === undefined ? all.length : Math.min(all.length, Number(o.end) + 1);
-        s.emit('open', 3);
-        s.emit('ready');
-        for (let at = from; at < to; at += size) {
-          const piece = all.subarray(at, Math.min(to, at + size));
-          s.bytesRead += piece.length;
-          chunks.push(piece);
-          if (s.listenerCount('data') > 0) s.emit('data', out(chunks.shift()));
-        }
-        ended = true;
-        if (!chunks.length) { s.emit('end'); s.emit('close'); }
-        else s.emit('readable');
+      let all;
+      try {
+        all = asBuffer(sys('open', (q) => N.read(q, true))(p));
+      } catch (e) {
+        s.destroyed = true;
+        s.emit('error', e);
+        s.emit('close');
+        return;
       }
+      const from = Number(o.start) || 0;
+      const to = o.end === undefined ? all.length : Math.min(all.length, Number(o.end) + 1);
+      s.emit('open', 3);
+      s.emit('ready');
+      for (let at = from; at < to; at += size) {
+        const piece = all.subarray(at, Math.min(to, at + size));
+        s.bytesRead += piece.length;
+        chunks.push(piece);
+        if (s.listenerCount('data') > 0) s.emit('data', out(chunks.shift()));
+      }
+      ended = true;
+      if (!chunks.length) { s.emit('end'); s.emit('close'); }
+      else s.emit('readable');
     }
     const on = s.on.bind(s);
     s.on = s.addListener = (e, f) => {

@@ -198,6 +198,15 @@ impl wit::HostConnection for NetHooks {
         .to_string())
     }
 
+    async fn cipher(&mut self, r: Resource<wit::Connection>) -> Result<String> {
+        let conn = self.connection(&r)?;
+        let suite = conn.stream.get_ref().1.negotiated_cipher_suite();
+        Ok(suite
+            .and_then(|s| s.suite().as_str())
+            .unwrap_or("unknown")
+            .to_string())
+    }
+
     async fn shutdown(&mut self, r: Resource<wit::Connection>) -> Result<()> {
         let conn = self.connection(&r)?;
         let _ = tokio::time::timeout(Duration::from_secs(1), conn.stream.shutdown()).await;
