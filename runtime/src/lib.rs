@@ -44,6 +44,7 @@ pub mod io;
 mod job;
 mod lazydir;
 pub mod limits;
+mod linktarget;
 pub mod net;
 mod procfs;
 mod pty;

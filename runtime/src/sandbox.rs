@@ -407,6 +407,16 @@ impl SandboxState {
         workspace.into_iter().chain(tmp).chain(root)
     }
 
+    /// The sandbox path (its components, `.` and `..` resolved by name) of `path` on the
+    /// workspace's or `/tmp`'s placeholder, `None` when `at` is no placeholder.
+    pub(crate) fn sandbox_path(&self, at: &Arc<std::fs::File>, path: &str) -> Option<Vec<String>> {
+        let base = match lazydir::placeholder_of(at)? {
+            Kind::Workspace => self.mount.as_str(),
+            Kind::Tmp => "/tmp",
+        };
+        Some(normalize(base, path))
+    }
+
     /// The sandbox's own directory for a placeholder found in a process's table (`None`
     /// when `dir` is none, or it is `/tmp`'s and the sandbox has none).
     pub(crate) fn swap(

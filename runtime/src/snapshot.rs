@@ -21,6 +21,7 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _, PermissionsExt as _};
 use sha2::{Digest as _, Sha256};
 
 use crate::cow::{self, Inodes};
+use crate::linktarget;
 use crate::sandbox::SandboxState;
 
 /// The version of the tar layout and manifest this runtime writes and reads.
@@ -243,6 +244,7 @@ impl Snapshot {
                 Path::new(TREE_PREFIX),
                 0,
                 &mut seen,
+                &self.inner.manifest.mount,
             )?;
             tar.finish()?;
         }
@@ -328,6 +330,7 @@ fn write_tree<W: Write>(
     at: &Path,
     depth: usize,
     seen: &mut HashMap<(u64, u64), PathBuf>,
+    mount: &str,
 ) -> io::Result<()> {
     use cap_std::fs::MetadataExt as _;
     let mut names: Vec<_> = dir
@@ -343,7 +346,7 @@ fn write_tree<W: Write>(
             let mut h = dir_header(&meta);
             tar.append_data(&mut h, &path, io::empty())?;
             if depth < 256 {
-                write_tree(tar, &dir.open_dir(&name)?, &path, depth + 1, seen)?;
+                write_tree(tar, &dir.open_dir(&name)?, &path, depth + 1, seen, mount)?;
             }
         } else if ft.is_file() && meta.nlink() > 1 && seen.contains_key(&(meta.dev(), meta.ino())) {
             let mut h = tar::Header::new_gnu();
@@ -367,7 +370,10 @@ fn write_tree<W: Write>(
             h.set_size(meta.len());
             tar.append_data(&mut h, &path, file.into_std().take(meta.len()))?;
         } else if ft.is_symlink() {
-            let target = cow::read_link_at(dir, Path::new(&name))?;
+            // The target as the guest reads it back (an absolute one as it was written).
+            let stored = cow::read_link_at(dir, Path::new(&name))?;
+            let link = sandbox_path(mount, path.strip_prefix(TREE_PREFIX).unwrap_or(&path));
+            let target = linktarget::decode(&link, &stored.to_string_lossy());
             let mut h = tar::Header::new_gnu();
             h.set_entry_type(tar::EntryType::Symlink);
             h.set_mode(0o777);
@@ -598,6 +604,16 @@ fn tree_path(raw: &Path) -> Result<Option<PathBuf>, SnapshotError> {
 
 /// Whether a symlink at `at` (under the workspace) with `target` stays inside the workspace
 /// mounted at `mount`.
+/// The sandbox path (its components) of `rel` in a workspace mounted at `mount`.
+fn sandbox_path(mount: &str, rel: &Path) -> Vec<String> {
+    let mount = mount.split('/').filter(|c| !c.is_empty()).map(String::from);
+    let rel = rel.components().filter_map(|c| match c {
+        Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+        _ => None,
+    });
+    mount.chain(rel).collect()
+}
+
 fn link_stays_inside(at: &Path, target: &Path, mount: &str) -> bool {
     let mut depth: Vec<()> = Vec::new();
     let rel = if target.is_absolute() {
@@ -783,7 +799,11 @@ fn extract<R: Read>(
                         .map_err(|e| invalid(format!("entry `{}`: {e}", raw.display())))?,
                     None => dir.try_clone().map_err(io_error("opening the snapshot"))?,
                 };
-                cow::symlink_at(&target, &parent, name).map_err(exists)?;
+                let target = linktarget::encode(
+                    &sandbox_path(&manifest.mount, &rel),
+                    &target.to_string_lossy(),
+                );
+                cow::symlink_at(Path::new(&target), &parent, name).map_err(exists)?;
             }
             other => {
                 return Err(invalid(format!(

@@ -230,6 +230,36 @@ async fn host_symlink_pointing_out_fails() {
 async fn guest_made_symlink_pointing_out_fails() {
     attempt("ln -s ../secret.txt mine && cat mine").await;
     attempt("ln -s ../../../../../../etc/passwd mine && cat mine").await;
+    attempt("ln -s /workspace/../secret.txt mine && cat mine").await;
+    attempt("ln -s /workspace/../../../../etc/passwd mine && cat mine").await;
+    attempt("python3 -c \"import os; os.symlink('/workspace/../secret.txt', 'm'); open('m')\"")
+        .await;
+}
+
+/// An absolute target reads back as it was written (the host keeps it relative to the link,
+/// see the runtime's `linktarget`), and one that names a path of the host, even the real
+/// path of a file beside the workspace, still reaches nothing there.
+#[tokio::test]
+async fn absolute_symlink_targets_read_back_but_never_reach_out() {
+    let f = fixture();
+    let secret = f.secret.display().to_string();
+    let out = sh_in(
+        &f.workspace,
+        &format!(
+            "ln -s {secret} mine; readlink mine; cat mine; echo rc=$?; \
+             mkdir -p d; echo in > d/f; ln -s /workspace/d/f d/abs; readlink d/abs; cat d/abs"
+        ),
+    )
+    .await;
+    assert_eq!(
+        out.stdout,
+        format!("{secret}\nrc=1\n/workspace/d/f\nin\n"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("top secret"), "{out:?}");
+    let on_disk = std::fs::read_link(f.workspace.join("mine")).unwrap();
+    assert!(on_disk.is_relative(), "stored as {on_disk:?}");
+    assert_eq!(std::fs::read_to_string(&f.secret).unwrap(), "top secret\n");
 }
 
 #[tokio::test]

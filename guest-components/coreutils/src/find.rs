@@ -574,8 +574,9 @@ fn emacs_regex(re: &str) -> String {
     out
 }
 
-/// `-printf FORMAT`: the directives agents use (`%p %f %h %P %s %d %m %M %y %t %T@ %TY
-/// %Tm %Td %TH %TM %TS %u %g %n %k`) and backslash escapes.
+/// `-printf FORMAT`: GNU find's directives (`%p %f %h %H %P %l %s %k %b %d %m %M %y %Y
+/// %u %g %U %G %n %t %a %c`, and `%T`, `%A`, `%C` with `@ Y m d H M S F T`) and backslash
+/// escapes.
 fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root: &str) -> String {
     let mut out = String::new();
     let mut chars = format.chars().peekable();
@@ -584,7 +585,13 @@ fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .unwrap_or_default();
-    let (y, mo, d, h, mi, sec) = crate::civil(mtime.as_secs() as i64);
+    let time_of = |t: std::io::Result<std::time::SystemTime>| {
+        t.ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .unwrap_or(mtime)
+    };
+    let atime = time_of(meta.accessed());
+    let ctime = time_of(meta.modified());
     let mode = guest_support::file_mode(path).unwrap_or(0o644);
     while let Some(c) = chars.next() {
         match c {
@@ -639,26 +646,31 @@ fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root
                 Some('G') => out.push_str(&crate::system::file_owner().3.to_string()),
                 Some('n') => out.push('1'),
                 Some('t') => out.push_str(&crate::inspect::ctime(mtime.as_secs() as i64)),
-                Some('T') => match chars.next() {
-                    Some('@') => out.push_str(&format!(
-                        "{}.{:010}",
-                        mtime.as_secs(),
-                        mtime.subsec_nanos() as u64 * 10
-                    )),
-                    Some('Y') => out.push_str(&format!("{y:04}")),
-                    Some('m') => out.push_str(&format!("{mo:02}")),
-                    Some('d') => out.push_str(&format!("{d:02}")),
-                    Some('H') => out.push_str(&format!("{h:02}")),
-                    Some('M') => out.push_str(&format!("{mi:02}")),
-                    Some('S') => out.push_str(&format!("{sec:02}")),
-                    Some('F') => out.push_str(&format!("{y:04}-{mo:02}-{d:02}")),
-                    Some('T') => out.push_str(&format!("{h:02}:{mi:02}:{sec:02}")),
-                    Some(o) => {
-                        out.push_str("%T");
-                        out.push(o);
+                Some(c @ ('T' | 'A' | 'C')) => {
+                    let t = match c {
+                        'A' => atime,
+                        'C' => ctime,
+                        _ => mtime,
+                    };
+                    time_part(&mut out, c, chars.next(), t);
+                }
+                Some('a') => out.push_str(&crate::inspect::ctime(atime.as_secs() as i64)),
+                Some('c') => out.push_str(&crate::inspect::ctime(ctime.as_secs() as i64)),
+                Some('l') => {
+                    if meta.file_type().is_symlink()
+                        && let Ok(t) = std::fs::read_link(path)
+                    {
+                        out.push_str(&t.to_string_lossy());
                     }
-                    None => out.push_str("%T"),
-                },
+                }
+                Some('H') => out.push_str(root),
+                Some('b') => out.push_str(&meta.len().div_ceil(512).to_string()),
+                Some('Y') => out.push(match std::fs::metadata(path) {
+                    Ok(m) if m.is_dir() => 'd',
+                    Ok(_) => 'f',
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => 'N',
+                    Err(_) => 'L',
+                }),
                 Some(o) => {
                     out.push('%');
                     out.push(o);
@@ -669,6 +681,35 @@ fn printf(format: &str, path: &str, meta: &std::fs::Metadata, depth: usize, root
         }
     }
     out
+}
+
+/// A `%T`/`%A`/`%C` directive's part `k` of time `t` (seconds since the epoch).
+fn time_part(out: &mut String, c: char, k: Option<char>, t: std::time::Duration) {
+    let (y, mo, d, h, mi, sec) = crate::civil(t.as_secs() as i64);
+    match k {
+        Some('@') => out.push_str(&format!(
+            "{}.{:010}",
+            t.as_secs(),
+            t.subsec_nanos() as u64 * 10
+        )),
+        Some('Y') => out.push_str(&format!("{y:04}")),
+        Some('m') => out.push_str(&format!("{mo:02}")),
+        Some('d') => out.push_str(&format!("{d:02}")),
+        Some('H') => out.push_str(&format!("{h:02}")),
+        Some('M') => out.push_str(&format!("{mi:02}")),
+        Some('S') => out.push_str(&format!("{sec:02}")),
+        Some('F') => out.push_str(&format!("{y:04}-{mo:02}-{d:02}")),
+        Some('T') => out.push_str(&format!("{h:02}:{mi:02}:{sec:02}")),
+        Some(o) => {
+            out.push('%');
+            out.push(c);
+            out.push(o);
+        }
+        None => {
+            out.push('%');
+            out.push(c);
+        }
+    }
 }
 
 /// Runs a program with this process's environment; its stdin is empty, as GNU does.

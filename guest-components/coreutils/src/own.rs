@@ -312,68 +312,10 @@ pub fn without_trailing_slashes(
     .into_iter()
 }
 
-/// `ln`: an absolute target of a symbolic link is written relative to the link's
-/// directory (WASI refuses absolute link targets; the relative one reaches the same file
-/// inside the sandbox), then uutils does the rest.
+/// `ln`: uutils' (the host keeps an absolute symlink target as it was written: see the
+/// runtime's `linktarget`).
 pub fn ln(args: std::vec::IntoIter<OsString>) -> i32 {
-    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-    let symbolic = args.iter().skip(1).any(|a| {
-        a == "--symbolic" || (a.starts_with('-') && !a.starts_with("--") && a.contains('s'))
-    });
-    let with_value = |a: &str| matches!(a, "-t" | "--target-directory" | "-S" | "--suffix");
-    let mut operands: Vec<usize> = Vec::new();
-    let mut target_dir: Option<String> = None;
-    let mut i = 1;
-    while i < args.len() {
-        let a = &args[i];
-        if with_value(a) {
-            if a == "-t" || a == "--target-directory" {
-                target_dir = args.get(i + 1).cloned();
-            }
-            i += 2;
-            continue;
-        }
-        if let Some(d) = a.strip_prefix("--target-directory=") {
-            target_dir = Some(d.to_string());
-        } else if !a.starts_with('-') || a == "-" {
-            operands.push(i);
-        }
-        i += 1;
-    }
-    let mut args = args;
-    if symbolic && !operands.is_empty() {
-        // Where the links go: -t DIR, the last operand if it is a directory or there are
-        // two operands, else the working directory.
-        let (targets, dir): (Vec<usize>, String) = match &target_dir {
-            Some(d) => (operands.clone(), d.clone()),
-            None if operands.len() == 1 => (operands.clone(), ".".to_string()),
-            None => {
-                let last = args[*operands.last().unwrap_or(&0)].clone();
-                let into_dir = Path::new(&last).is_dir() || operands.len() > 2;
-                let dir = if into_dir {
-                    last
-                } else {
-                    Path::new(&last)
-                        .parent()
-                        .map(|p| p.to_string_lossy().into_owned())
-                        .filter(|p| !p.is_empty())
-                        .unwrap_or_else(|| ".".into())
-                };
-                (operands[..operands.len() - 1].to_vec(), dir)
-            }
-        };
-        for k in targets {
-            if args[k].starts_with('/') {
-                args[k] = guest_support::relative_path(&dir, &args[k]);
-            }
-        }
-    }
-    uu_ln::uumain(
-        args.into_iter()
-            .map(OsString::from)
-            .collect::<Vec<_>>()
-            .into_iter(),
-    )
+    uu_ln::uumain(args)
 }
 
 /// `tac [FILE]...`: lines in reverse order.

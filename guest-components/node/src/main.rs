@@ -101,6 +101,7 @@ fn io_error(ctx: &Ctx, e: &std::io::Error) -> rquickjs::Error {
         IsADirectory => ("EISDIR", "illegal operation on a directory"),
         NotADirectory => ("ENOTDIR", "not a directory"),
         DirectoryNotEmpty => ("ENOTEMPTY", "directory not empty"),
+        InvalidInput => ("EINVAL", "invalid argument"),
         _ => ("EIO", "i/o error"),
     };
     error(ctx, code, msg)
@@ -239,6 +240,18 @@ fn rename(ctx: &Ctx, args: &Args) -> R<()> {
         std::fs::rename(&a, &b)
     }
     .map_err(|e| io_error(ctx, &e))
+}
+
+/// `symlink(target, path)`: the target as given (the host keeps an absolute one as written).
+fn symlink(ctx: &Ctx, args: &Args) -> R<()> {
+    rustix::fs::symlink(string(args, 0)?, string(args, 1)?)
+        .map_err(|e| io_error(ctx, &std::io::Error::from(e)))
+}
+
+fn readlink(ctx: &Ctx, args: &Args) -> R<String> {
+    std::fs::read_link(string(args, 0)?)
+        .map(|t| t.to_string_lossy().into_owned())
+        .map_err(|e| io_error(ctx, &e))
 }
 
 fn cwd(_: &Ctx, _: &Args) -> R<String> {
@@ -632,6 +645,8 @@ fn install<'js>(ctx: &Ctx<'js>) -> R<Object<'js>> {
         "stat" => stat,
         "remove" => remove,
         "rename" => rename,
+        "symlink" => symlink,
+        "readlink" => readlink,
         "cwd" => cwd,
         "chdir" => chdir,
         "exit" => exit,

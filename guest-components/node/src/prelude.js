@@ -336,7 +336,7 @@
     const m = /^([A-Z]+)\|(.*)$/.exec(e && e.message);
     if (!m) return e;
     const err = new Error(`${m[1]}: ${m[2]}, ${syscall} '${path}'${dest ? ` -> '${dest}'` : ''}`);
-    err.errno = { ENOENT: -2, EEXIST: -17, EACCES: -13, EISDIR: -21, ENOTDIR: -20, ENOTEMPTY: -39 }[m[1]] || -5;
+    err.errno = { ENOENT: -2, EEXIST: -17, EACCES: -13, EISDIR: -21, ENOTDIR: -20, ENOTEMPTY: -39, EINVAL: -22 }[m[1]] || -5;
     err.code = m[1];
     err.syscall = syscall;
     err.path = path;
@@ -723,6 +723,10 @@
     copyFileSync: (a, b) => {
       try { N.rename(String(a), String(b), true); } catch (e) { throw sysError(e, 'copyfile', String(a), String(b)); }
     },
+    symlinkSync: (t, p) => {
+      try { N.symlink(String(t), String(p)); } catch (e) { throw sysError(e, 'symlink', String(t), String(p)); }
+    },
+    readlinkSync: (p) => sys('readlink', (q) => N.readlink(q))(p),
     accessSync: (p) => { fs.statSync(p); },
     realpathSync: (p) => path.resolve(String(p)),
     constants: { F_OK: 0, R_OK: 4, W_OK: 2, X_OK: 1 },

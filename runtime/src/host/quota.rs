@@ -23,6 +23,7 @@ use wasmtime_wasi::p2::{
 
 use super::process::Stdio;
 use crate::limits::Quota;
+use crate::linktarget;
 use crate::rootfs::{Device, DirView};
 use crate::sandbox::SandboxState;
 
@@ -181,7 +182,17 @@ impl HostDescriptor for QuotaFsView<'_> {
             &path,
             path_flags.contains(types::PathFlags::SYMLINK_FOLLOW),
         )?;
-        rerouted!(self, fd, path, stat_at_here(path_flags;))
+        let at = borrowed(&fd);
+        let again = path.clone();
+        let mut st = rerouted!(self, at, again, stat_at_here(path_flags;))?;
+        // A symlink's size is its target's length, the one the guest reads back.
+        if st.type_ == types::DescriptorType::SymbolicLink
+            && let Some(link) = self.sandbox_path(&fd, &path)?
+            && let Ok(stored) = rerouted!(self, fd, path, readlink_at_here(;))
+        {
+            st.size = linktarget::decode(&link, &stored).len() as u64;
+        }
+        Ok(st)
     }
 
     async fn open_at(
@@ -220,7 +231,12 @@ impl HostDescriptor for QuotaFsView<'_> {
         path: String,
     ) -> FsResult<String> {
         self.reach(&fd, &path, false)?;
-        rerouted!(self, fd, path, readlink_at_here(;))
+        let link = self.sandbox_path(&fd, &path)?;
+        let stored = rerouted!(self, fd, path, readlink_at_here(;))?;
+        Ok(match link {
+            Some(link) => linktarget::decode(&link, &stored),
+            None => linktarget::decode_unplaced(&stored),
+        })
     }
 
     async fn advise(
@@ -456,6 +472,14 @@ impl HostDescriptor for QuotaFsView<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        // An absolute target is stored relative to the link (see `crate::linktarget`); one
+        // made through a descriptor that is no placeholder keeps its absolute target, which
+        // cap-std refuses.
+        let src_path = match self.sandbox_path(&fd, &dest_path)? {
+            Some(link) => linktarget::encode(&link, &src_path),
+            None if src_path.starts_with('/') => src_path,
+            None => linktarget::encode(&[], &src_path),
+        };
         on_real!(self, [fd], {
             self.reach(&fd, &dest_path, false)?;
             if !self.sandbox.quota.reserve_inodes(1) {
@@ -553,6 +577,19 @@ impl QuotaFsView<'_> {
             Some(dir) => Ok(Some(self.fs.table.push(Descriptor::Dir(dir))?)),
             None => Ok(None),
         }
+    }
+
+    /// The sandbox path (its components) of `path` under `fd` when `fd` is the workspace's
+    /// or `/tmp`'s placeholder; `None` for any other descriptor.
+    fn sandbox_path(
+        &mut self,
+        fd: &Resource<types::Descriptor>,
+        path: &str,
+    ) -> FsResult<Option<Vec<String>>> {
+        Ok(match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => self.sandbox.sandbox_path(&d.dir, path),
+            Descriptor::File(_) => None,
+        })
     }
 
     /// A path that climbs out of the workspace or `/tmp` through `..`, taken where it

@@ -57,20 +57,10 @@ fn safe_member_path(name: &str) -> Option<PathBuf> {
     Some(out)
 }
 
-/// Makes a symbolic link; an absolute target is written relative to the link's directory
-/// (WASI refuses absolute targets; the relative one reaches the same sandbox path).
+/// Makes a symbolic link with the target as the archive has it (the host keeps an absolute
+/// one as written: see the runtime's `linktarget`).
 pub(crate) fn symlink(target: &str, at: &Path) -> io::Result<()> {
-    let target = if target.starts_with('/') {
-        let dir = at
-            .parent()
-            .map(|p| p.to_string_lossy().into_owned())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| ".".into());
-        guest_support::relative_path(&dir, target)
-    } else {
-        target.to_string()
-    };
-    rustix::fs::symlink(target.as_str(), at).map_err(io::Error::from)
+    rustix::fs::symlink(target, at).map_err(io::Error::from)
 }
 
 /// Gives the output the input's mode and time, then removes the input unless kept.
