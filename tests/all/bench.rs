@@ -97,6 +97,11 @@ fn quick_bench_fills_or_explains_every_cell() {
         .expect("a wasbox density row");
     assert_eq!(wasbox_density["live"], 20, "{wasbox_density}");
     assert!(wasbox_density["kib_per_sandbox"].as_f64().unwrap() > 0.0);
+    let node_density = density
+        .iter()
+        .find(|d| d["mechanism"] == "wasbox in process, a live node in each")
+        .expect("a density row of live node instances");
+    assert_eq!(node_density["live"], 20, "{node_density}");
 
     let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     for part in [
@@ -154,5 +159,9 @@ fn a_density_only_run_ends_with_its_report() {
     );
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("| wasbox in process | 3 |"), "{report}");
+    assert!(
+        report.contains("| wasbox in process, a live node in each | 3 |"),
+        "{report}"
+    );
     assert!(out.path().join("report.svg").exists());
 }

@@ -123,10 +123,21 @@ fn tree(pid: u32, parents: &[(u32, u32)]) -> Vec<u32> {
     found
 }
 
-/// wasbox: sessions with an interactive shell each, until `max`, the budget, or a refusal.
+/// What each wasbox sandbox of a density run holds.
+#[derive(Clone, Copy)]
+pub enum Holding {
+    /// An interactive shell, answering.
+    Shell,
+    /// The shell, and a node program it started that stays alive after answering.
+    Node,
+}
+
+/// wasbox: sessions with an interactive shell each (and what `holding` adds), until `max`,
+/// the budget, or a refusal.
 pub fn wasbox(
     tokio: &tokio::runtime::Runtime,
     runtime: &Runtime,
+    holding: Holding,
     max: usize,
     budget: usize,
 ) -> Density {
@@ -167,23 +178,15 @@ pub fn wasbox(
             }
         };
         // The shell must answer, or it is not a live sandbox. The answer is `ok2`, which the
-        // terminal's echo of the typed line (`ok$((1+1))`) does not hold.
-        let answered = tokio.block_on(async {
-            pty.send(b"echo ok$((1+1))\n").await;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut seen = Vec::new();
-            while Instant::now() < deadline {
-                let out = pty.recv(64 << 10, Duration::from_millis(200)).await;
-                seen.extend_from_slice(&out.data);
-                if seen.windows(5).any(|w| w == b"ok2\r\n") {
-                    return Ok(());
-                }
-                if out.exited {
-                    return Err(String::from_utf8_lossy(&seen).trim().to_string());
-                }
-            }
-            Err("the shell did not answer within 10 s".to_string())
-        });
+        // terminal's echo of the typed line (`ok$((1+1))`) does not hold; a node program
+        // answers the same way and then stays alive.
+        let mut answered = tokio.block_on(answer(&pty, b"echo ok$((1+1))\n"));
+        if answered.is_ok() && matches!(holding, Holding::Node) {
+            answered = tokio.block_on(answer(
+                &pty,
+                b"node -e 'console.log(\"ok\" + (1 + 1)); setInterval(() => {}, 3600000)'\n",
+            ));
+        }
         if let Err(why) = answered {
             stopped = format!(
                 "the next shell did not start: {}",
@@ -210,7 +213,29 @@ pub fn wasbox(
     }
     sessions.end_all("density measured");
     drop(keep);
-    finish("wasbox in process", live, stopped, at_budget, per, budget)
+    let mechanism = match holding {
+        Holding::Shell => "wasbox in process",
+        Holding::Node => "wasbox in process, a live node in each",
+    };
+    finish(mechanism, live, stopped, at_budget, per, budget)
+}
+
+/// Types `line` into the terminal and waits up to 10 s for `ok2` on a line of its own.
+async fn answer(pty: &wasbox_runtime::Pty, line: &[u8]) -> Result<(), String> {
+    pty.send(line).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        let out = pty.recv(64 << 10, Duration::from_millis(200)).await;
+        seen.extend_from_slice(&out.data);
+        if seen.windows(5).any(|w| w == b"ok2\r\n") {
+            return Ok(());
+        }
+        if out.exited {
+            return Err(String::from_utf8_lossy(&seen).trim().to_string());
+        }
+    }
+    Err("no answer within 10 s".to_string())
 }
 
 impl Density {

@@ -255,7 +255,7 @@ pub fn main(args: BenchArgs) -> Result<i32> {
 
     let started = Instant::now();
     let mut progress = Progress {
-        total: selected.len() * (runs + 1) + usize::from(density_wanted) * 3,
+        total: selected.len() * (runs + 1) + usize::from(density_wanted) * 4,
         done: 0,
         tty: std::io::stderr().is_terminal(),
         started,
@@ -357,7 +357,21 @@ pub fn main(args: BenchArgs) -> Result<i32> {
             Err(why) => densities.push(density::Density::skipped("bubblewrap", &why)),
         }
         progress.step("density: wasbox sessions with a shell");
-        densities.push(density::wasbox(&bench.tokio, &bench.runtime, max, budget));
+        densities.push(density::wasbox(
+            &bench.tokio,
+            &bench.runtime,
+            density::Holding::Shell,
+            max,
+            budget,
+        ));
+        progress.step("density: wasbox sessions with a shell and a live node");
+        densities.push(density::wasbox(
+            &bench.tokio,
+            &bench.runtime,
+            density::Holding::Node,
+            max,
+            budget,
+        ));
     }
     progress.finish();
 

@@ -199,8 +199,11 @@ impl Report {
             let _ = writeln!(
                 s,
                 "\n## Density\n\nLive sandboxes, each holding an interactive `sh` that answered \
-                 `echo ok`, within a budget of {} MiB. wasbox: its own resident memory growth \
-                 divided by the sessions; processes: the PSS of each shell's process tree.\n",
+                 `echo ok`, within a budget of {} MiB (and, in the row that says so, a `node` \
+                 program started from that shell that answered and stays alive: the difference \
+                 between the two wasbox rows is what a live node instance costs). wasbox: its \
+                 own resident memory growth divided by the sessions; processes: the PSS of each \
+                 shell's process tree.\n",
                 self.density_budget_mib
             );
             let _ = writeln!(
