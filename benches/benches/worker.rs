@@ -21,6 +21,8 @@ const PHASE_MAX_REQUESTS: u64 = 50_000;
 
 /// Forks of 100 sessions measured.
 const FORK_ROUNDS: usize = 7;
+/// Sessions created from the template.
+const TEMPLATE_SESSIONS: usize = 50;
 
 fn job_body(n: u64) -> String {
     format!(
@@ -259,6 +261,62 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
             p99: percentile(&used, 0.99),
             per_sec: 100.0 / percentile(&used, 0.5).as_secs_f64(),
         });
+
+        // The same 1,000 files as a template (`wasbox template build`, from the session's
+        // snapshot), then sessions created from it by name, one at a time.
+        let (s, tar) = c
+            .call(
+                "POST",
+                "/v1/worker/sessions/bench-session:snapshot?download=1",
+                r#"{"version":1}"#,
+            )
+            .await;
+        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&tar[..tar.len().min(500)]));
+        let tar_file = state.path().join("bench-session.tar");
+        std::fs::write(&tar_file, &tar).unwrap();
+        let built = Command::new(bin)
+            .args(["template", "build", "bench-tpl", "--from-snapshot"])
+            .arg(&tar_file)
+            .arg("--state-dir")
+            .arg(state.path())
+            .output();
+        if built.as_ref().is_ok_and(|o| o.status.success()) {
+            let mut creates = Vec::new();
+            for i in 0..TEMPLATE_SESSIONS {
+                let body = format!(
+                    r#"{{"version":1,"task_id":"t","session_id":"tpl-{i}","image":"bench-tpl"}}"#
+                );
+                let t = Instant::now();
+                let (s, b) = c.call("POST", "/v1/worker/sessions", &body).await;
+                creates.push(t.elapsed());
+                assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+            }
+            // The first create reads the template from disk; the rest start from memory.
+            let first = creates[0];
+            let mut rest = creates[1..].to_vec();
+            rest.sort();
+            rows.push(Row {
+                name: format!("{label} session from a template (1,000 files)"),
+                p50: percentile(&rest, 0.5),
+                p99: percentile(&rest, 0.99),
+                per_sec: 1.0 / percentile(&rest, 0.5).as_secs_f64(),
+            });
+            rows.push(Row {
+                name: format!("{label} the first one (template read from disk)"),
+                p50: first,
+                p99: first,
+                per_sec: 1.0 / first.as_secs_f64(),
+            });
+            let cat = r#"{"version":1,"command":["wc","-c","d7/f7"]}"#;
+            let (s, b) = c.call("POST", "/v1/worker/sessions/tpl-3/exec", cat).await;
+            check_exit(s, &b);
+            for i in 0..TEMPLATE_SESSIONS {
+                let (s, b) = c
+                    .call("POST", &format!("/v1/worker/sessions/tpl-{i}/end"), r#"{"version":1}"#)
+                    .await;
+                assert!(s < 300, "{}", String::from_utf8_lossy(&b));
+            }
+        }
         rows
     });
     let _ = server.kill();

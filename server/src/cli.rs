@@ -32,6 +32,8 @@ enum Command {
     Bouvet(crate::bouvet::BouvetArgs),
     /// The agent sidecar of a desktop host: HTTP and server-sent events.
     Sidecar(crate::sidecar::SidecarArgs),
+    /// Templates: named snapshots sandboxes start from (build, ls, rm).
+    Template(crate::template::TemplateArgs),
     /// Measure what isolation costs on this machine, side by side with a native process.
     Bench(crate::bench::BenchArgs),
     /// A compute kernel of `wasbox bench`, natively (the baseline of its wasm build).
@@ -65,6 +67,7 @@ pub fn main() -> i32 {
         Command::Term(args) => crate::term::main(args),
         Command::Bouvet(args) => crate::bouvet::main(args),
         Command::Sidecar(args) => crate::sidecar::main(args),
+        Command::Template(args) => crate::template::main(args),
         Command::Bench(args) => crate::bench::main(args),
         Command::BenchKernel(args) => crate::bench::kernel_main(args),
     };

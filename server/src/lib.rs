@@ -26,5 +26,6 @@ mod rfc3339;
 pub mod run;
 pub mod shutdown;
 pub mod sidecar;
+pub mod template;
 pub mod term;
 pub mod worker;

@@ -306,7 +306,7 @@ fn js_sdk_runs_unchanged() {
 
 // ----- the wire, by hand -----
 
-fn control(server: &Server, method: &str, path: &str, body: &Value) -> Reply {
+pub(crate) fn control(server: &Server, method: &str, path: &str, body: &Value) -> Reply {
     let key = api_key();
     request(
         server.addr,

@@ -30,6 +30,7 @@ mod snapshot;
 mod soak;
 mod support;
 mod telemetry;
+mod template;
 mod term;
 mod tools;
 mod worker;

@@ -75,7 +75,23 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         .unwrap_or_else(|| "base".into());
     // A snapshot of the snapshot API, by id or name: new sandboxes start from it.
     let from = super::snapshots::find(e2b, &template);
-    let image = if from.is_some() || node.runtime.image_names().contains(&template.as_str()) {
+    // Else one of the operator's templates (`wasbox template build`).
+    let built = match &from {
+        None if !node.runtime.image_names().contains(&template.as_str())
+            && node.templates.exists(&template) =>
+        {
+            let (n, name) = (node.clone(), template.clone());
+            tokio::task::spawn_blocking(move || n.templates.get(&n.runtime, &name))
+                .await
+                .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+                .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?
+        }
+        _ => None,
+    };
+    let image = if from.is_some()
+        || built.is_some()
+        || node.runtime.image_names().contains(&template.as_str())
+    {
         template.clone()
     } else if let Some(i) = node.config().image_for(&template) {
         i.to_string()
@@ -150,6 +166,11 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         || {
             if let Some(k) = &from {
                 let s = node.runtime.restore(&k.snapshot, Some(sandbox_limits()))?;
+                s.set_network(network);
+                return Ok(s);
+            }
+            if let Some(t) = &built {
+                let s = node.runtime.restore(t, Some(sandbox_limits()))?;
                 s.set_network(network);
                 return Ok(s);
             }

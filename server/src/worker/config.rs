@@ -185,12 +185,18 @@ impl ServeConfig {
         Duration::from_secs(t)
     }
 
+    /// Whether the orchestrator's policy (when it set one) allows the image reference.
+    pub fn policy_allows(&self, reference: &str) -> bool {
+        self.granted
+            .allowed_images
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|p| wildcard(p, reference)))
+    }
+
     /// The wasbox image for an image reference, or `None` when it is not allowed (by the
     /// node's rules, or by the orchestrator's policy).
     pub fn image_for(&self, reference: &str) -> Option<&str> {
-        if let Some(allowed) = &self.granted.allowed_images
-            && !allowed.iter().any(|p| wildcard(p, reference))
-        {
+        if !self.policy_allows(reference) {
             return None;
         }
         self.images
@@ -502,6 +508,11 @@ fn overlay_env(
         used.push(format!("{var} ({key})"));
     }
     Ok(used)
+}
+
+/// The default state directory of this process's environment (see [`default_state_dir`]).
+pub(crate) fn default_state_dir_of_process() -> PathBuf {
+    default_state_dir(&|k| std::env::var(k).ok())
 }
 
 /// The default state directory: `$XDG_STATE_HOME/wasbox`, else `~/.local/state/wasbox`,

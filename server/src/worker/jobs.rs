@@ -169,11 +169,7 @@ async fn start(
     };
     let network = network_policy(&sandbox.network_policy)?;
     let requested = check_timeout(sandbox.timeout_seconds, "sandbox.timeout_seconds")?;
-    let Some(image) = node.config().image_for(&image_ref).map(str::to_string) else {
-        return Err(Problem::bad_request(format!(
-            "image `{image_ref}` is not allowed on this node"
-        )));
-    };
+    let source = super::node::source(&node, &image_ref).await?;
 
     let claim = lock(&node.jobs).claim(&task_id, &job_id);
     let (tx, stop) = match claim {
@@ -250,10 +246,10 @@ async fn start(
                     .timeout(timeout)
                     .max_output_bytes(MAX_OUTPUT_BYTES);
                 let result = async {
-                    let mut config = SandboxConfig::default().image(image).limits(limits);
+                    let mut config = SandboxConfig::default().limits(limits);
                     config.network = network;
                     config.label = Some(format!("job {task_id}/{job_id}"));
-                    let sandbox = node.runtime.sandbox(config)?;
+                    let sandbox = node.make_sandbox(&source, config)?;
                     // Room other sandboxes hold (their memory) is waited for like a place.
                     let mut spec = JobSpec::new(argv)
                         .timeout(timeout)

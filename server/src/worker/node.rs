@@ -34,6 +34,8 @@ pub struct Node {
     pub(super) sessions: Arc<Sessions>,
     /// Snapshots of sessions (under the state directory).
     pub(super) snapshots: Arc<super::snapshot_store::SnapshotStore>,
+    /// The operator's templates (under the state directory).
+    pub(crate) templates: Arc<crate::template::Templates>,
     shutting_down: AtomicBool,
     /// The telemetry store (SQLite under the state directory) and its recorder.
     pub telemetry: Arc<Telemetry>,
@@ -41,6 +43,40 @@ pub struct Node {
 }
 
 pub type SharedNode = Arc<Node>;
+
+/// What a sandbox is made from (see [`source`]).
+pub(super) enum Source {
+    Image(String),
+    Template(Box<wasbox_runtime::Snapshot>),
+}
+
+/// What a sandbox of the worker API's image reference is made from: a template of that name,
+/// else the image the node's rules give it; refused when neither allows it. A template is
+/// read from disk (its first use) on a blocking thread.
+pub(super) async fn source(node: &SharedNode, reference: &str) -> Result<Source, Problem> {
+    let config = node.config();
+    if node.templates.exists(reference) {
+        if !config.policy_allows(reference) {
+            return Err(Problem::bad_request(format!(
+                "image `{reference}` is not allowed on this node"
+            )));
+        }
+        let (n, name) = (node.clone(), reference.to_string());
+        let snapshot = tokio::task::spawn_blocking(move || n.templates.get(&n.runtime, &name))
+            .await
+            .map_err(|e| Problem::internal(&anyhow::anyhow!("reading a template: {e}")))?
+            .map_err(|e| Problem::internal(&e))?;
+        if let Some(s) = snapshot {
+            return Ok(Source::Template(Box::new(s)));
+        }
+    }
+    match config.image_for(reference) {
+        Some(image) => Ok(Source::Image(image.to_string())),
+        None => Err(Problem::bad_request(format!(
+            "image `{reference}` is not allowed on this node"
+        ))),
+    }
+}
 
 impl Node {
     /// A node on `runtime`; opens the telemetry store under the configured state directory.
@@ -59,6 +95,7 @@ impl Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
             snapshots: Arc::new(super::snapshot_store::SnapshotStore::at(&config.state_dir)),
+            templates: Arc::new(crate::template::Templates::at(&config.state_dir)),
             config: RwLock::new(Arc::new(config)),
             runtime,
             ready: AtomicBool::new(false),
@@ -69,6 +106,23 @@ impl Node {
             telemetry,
             metrics: Metrics::new(),
         }))
+    }
+
+    /// A new sandbox of `source` with `config`'s limits, network and label (a template's
+    /// own files, environment and mount point; `config`'s image unused).
+    pub(super) fn make_sandbox(
+        &self,
+        source: &Source,
+        config: wasbox_runtime::SandboxConfig,
+    ) -> anyhow::Result<wasbox_runtime::Sandbox> {
+        match source {
+            Source::Image(image) => self.runtime.sandbox(config.image(image.clone())),
+            Source::Template(snapshot) => {
+                let sandbox = self.runtime.restore(snapshot, config.limits.clone())?;
+                sandbox.set_network(config.network);
+                Ok(sandbox)
+            }
+        }
     }
 
     /// The configuration now.

@@ -83,7 +83,8 @@ pub(super) struct CreateRequest {
     task_id: Option<String>,
     #[schema(required = true)]
     session_id: Option<String>,
-    /// The image, at the top level or inside `sandbox` (both shapes are accepted).
+    /// The image, at the top level or inside `sandbox` (both shapes are accepted): a
+    /// template's name, else an image reference the node's rules map.
     image: Option<String>,
     sandbox: Option<SandboxSpec>,
     env: Option<BTreeMap<String, String>>,
@@ -115,11 +116,7 @@ async fn create_inner(
         .or(sandbox_spec.image)
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| Problem::bad_request("image is required"))?;
-    let Some(image) = node.config().image_for(&image_ref).map(str::to_string) else {
-        return Err(Problem::bad_request(format!(
-            "image `{image_ref}` is not allowed on this node"
-        )));
-    };
+    let source = super::node::source(&node, &image_ref).await?;
     let lifetime = check_timeout(req.max_lifetime_seconds, "max_lifetime_seconds")?
         .unwrap_or(DEFAULT_SESSION_LIFETIME_SECS);
     let idle = check_timeout(req.idle_timeout_seconds, "idle_timeout_seconds")?
@@ -146,10 +143,10 @@ async fn create_inner(
     let session = node
         .sessions
         .create(config, || {
-            let mut sandbox = SandboxConfig::default().image(image).limits(limits);
+            let mut sandbox = SandboxConfig::default().limits(limits);
             sandbox.network = network;
             sandbox.label = Some(format!("session {session_id}"));
-            node.runtime.sandbox(sandbox)
+            node.make_sandbox(&source, sandbox)
         })
         .map_err(|e| match e {
             SessionRefused::Exists(_) => Problem::conflict(e.to_string()),

@@ -574,7 +574,15 @@ async fn restore_inner(
 fn check_image(node: &SharedNode, snap: &Snapshot) -> Result<(), Problem> {
     let m = snap.manifest();
     let image_ref = m.labels.get(LABEL_IMAGE_REF).unwrap_or(&m.image);
-    match node.config().image_for(image_ref) {
+    let config = node.config();
+    // A session made from a template (its image reference is the template's name).
+    if node.templates.exists(image_ref)
+        && config.policy_allows(image_ref)
+        && node.runtime.image_names().contains(&m.image.as_str())
+    {
+        return Ok(());
+    }
+    match config.image_for(image_ref) {
         Some(image) if image == m.image => Ok(()),
         _ => Err(Problem::with_status(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -12,7 +12,8 @@ use crate::rfc3339;
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SandboxSpec {
-    /// The image reference (mapped to a wasbox image by the node's rules).
+    /// The image reference: the name of one of the node's templates (`wasbox template
+    /// build`), else mapped to a wasbox image by the node's rules.
     pub image: Option<String>,
     /// argv form; must not be empty.
     pub command: Option<Vec<String>>,

@@ -1,0 +1,247 @@
+//! Templates: `wasbox template build/ls/rm` on the command line, and sandboxes of the worker
+//! API and of E2B started from one by name; hostile recipes and names change nothing.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::support::http::Server;
+use crate::support::runtime::{run_bounded, wasbox};
+
+fn template(state: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = wasbox();
+    c.arg("template").args(args).arg("--state-dir").arg(state);
+    run_bounded(c, std::time::Duration::from_secs(300))
+}
+
+/// A recipe in `dir`: an `app` directory copied from the host (a script that stays
+/// executable, a data file), a command that writes beside them, and a variable.
+fn recipe(dir: &Path, mount: &str) -> std::path::PathBuf {
+    let app = dir.join("app");
+    std::fs::create_dir_all(app.join("lib")).unwrap();
+    std::fs::write(
+        app.join("run.sh"),
+        "#!/bin/sh\necho \"run $GREETING $(cat lib/data.txt)\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(app.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(app.join("lib/data.txt"), "forty-two\n").unwrap();
+    let file = dir.join("recipe.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "mount: {mount}\nenv:\n  GREETING: hello\nfiles:\n  - from: app\n    to: app\nrun:\n  \
+             - echo built > app/built.txt\n  - ln -s {mount}/app/lib/data.txt app/data\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn templates_are_built_listed_and_removed_and_hostile_input_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = recipe(dir.path(), "/workspace");
+    let built = template(
+        &state,
+        &["build", "web", "--recipe", file.to_str().unwrap()],
+    );
+    assert!(built.status.success(), "{}", text(&built));
+
+    // From a snapshot tar as well: `wasbox run --snapshot-out`.
+    let tar = dir.path().join("s.tar");
+    let mut run = wasbox();
+    run.args(["run", "--snapshot-out"])
+        .arg(&tar)
+        .args(["--", "sh", "-c", "echo from-tar > f.txt"]);
+    let ran = run_bounded(run, std::time::Duration::from_secs(120));
+    assert!(ran.status.success(), "{}", text(&ran));
+    let built = template(
+        &state,
+        &["build", "tarred", "--from-snapshot", tar.to_str().unwrap()],
+    );
+    assert!(built.status.success(), "{}", text(&built));
+
+    let ls = template(&state, &["ls"]);
+    let names: Vec<String> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["tarred", "web"], "{}", text(&ls));
+
+    // Hostile names and recipes: a clear error, and nothing new in the store.
+    let before = std::fs::read_dir(state.join("templates")).unwrap().count();
+    let bad_recipe = |body: &str| {
+        let f = dir.path().join("bad.yaml");
+        std::fs::write(&f, body).unwrap();
+        template(&state, &["build", "bad", "--recipe", f.to_str().unwrap()])
+    };
+    for (out, says) in [
+        (
+            template(
+                &state,
+                &["build", "../x", "--recipe", file.to_str().unwrap()],
+            ),
+            "not a template name",
+        ),
+        (
+            template(
+                &state,
+                &["build", "a/b", "--recipe", file.to_str().unwrap()],
+            ),
+            "not a template name",
+        ),
+        (
+            bad_recipe("files:\n  - from: app\n    to: ../outside\n"),
+            "must stay inside the workspace",
+        ),
+        (
+            bad_recipe("files:\n  - from: app\n    to: /etc/app\n"),
+            "must be a path relative to the workspace",
+        ),
+        (
+            bad_recipe("run:\n  - echo no >&2; exit 3\n"),
+            "exited with 3: no",
+        ),
+        (bad_recipe("start: x\n"), "unknown field"),
+        (
+            template(
+                &state,
+                &["build", "y", "--from-snapshot", "/nonexistent.tar"],
+            ),
+            "opening /nonexistent.tar",
+        ),
+    ] {
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains(says), "wanted `{says}`: {}", text(&out));
+    }
+    assert_eq!(
+        std::fs::read_dir(state.join("templates")).unwrap().count(),
+        before
+    );
+    assert!(!dir.path().join("outside").exists() && !dir.path().join("x.tar").exists());
+
+    let rm = template(&state, &["rm", "tarred"]);
+    assert!(rm.status.success(), "{}", text(&rm));
+    let again = template(&state, &["rm", "tarred"]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    let ls = template(&state, &["ls"]);
+    assert!(String::from_utf8_lossy(&ls.stdout).starts_with("web\t"));
+}
+
+fn exec(s: &Server, id: &str, cmd: &str) -> String {
+    let r = s.post(
+        &format!("/v1/worker/sessions/{id}/exec"),
+        &json!({"version": 1, "command": cmd}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["exit_code"], 0, "{v}");
+    v["stdout"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn sessions_jobs_and_e2b_sandboxes_start_from_a_template_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let built = template(
+        &state,
+        &[
+            "build",
+            "web",
+            "--recipe",
+            recipe(dir.path(), "/workspace").to_str().unwrap(),
+        ],
+    );
+    assert!(built.status.success(), "{}", text(&built));
+    let e2b_dir = dir.path().join("e2b");
+    std::fs::create_dir_all(&e2b_dir).unwrap();
+    let built = template(
+        &state,
+        &[
+            "build",
+            "e2b-web",
+            "--recipe",
+            recipe(&e2b_dir, "/home/user").to_str().unwrap(),
+        ],
+    );
+    assert!(built.status.success(), "{}", text(&built));
+    let s = Server::start(&["--state-dir", state.to_str().unwrap()]);
+
+    // Two sessions of the template: its files, variable, modes and links; each one's writes
+    // its own.
+    for id in ["one", "two"] {
+        let r = s.post(
+            "/v1/worker/sessions",
+            &json!({"version": 1, "task_id": "t", "session_id": id, "image": "web"}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(
+        exec(
+            &s,
+            "one",
+            "cat app/built.txt; cd app && ./run.sh; readlink data; echo mine > own.txt"
+        ),
+        "built\nrun hello forty-two\n/workspace/app/lib/data.txt\n"
+    );
+    assert_eq!(
+        exec(
+            &s,
+            "two",
+            "ls app; cat app/data; test -e app/own.txt || echo independent"
+        ),
+        "built.txt\ndata\nlib\nrun.sh\nforty-two\nindependent\n"
+    );
+
+    // A session made from a template snapshots and restores as any other.
+    let r = s.post("/v1/worker/sessions/one:snapshot", &json!({"version": 1}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let snap = r.json()["snapshot_id"].as_str().unwrap().to_string();
+    let r = s.post(
+        "/v1/worker/sessions:restore",
+        &json!({"version": 1, "snapshot_id": snap, "session_id": "three"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        exec(&s, "three", "cat app/own.txt app/built.txt"),
+        "mine\nbuilt\n"
+    );
+
+    // A one-shot job names it the same way.
+    let r = s.post(
+        "/v1/worker/jobs:run",
+        &json!({"version": 1, "task_id": "t", "job_id": "j1",
+                "sandbox": {"image": "web", "command": ["sh", "-c", "cat app/lib/data.txt"]}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["stdout"], "forty-two\n", "{}", r.text());
+
+    // E2B's templateID.
+    let r = crate::e2b::control(
+        &s,
+        "POST",
+        "/v2/sandboxes",
+        &json!({"templateID": "e2b-web", "timeout": 60}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    let sbx = crate::e2b::Sbx {
+        id: v["sandboxID"].as_str().unwrap().into(),
+        token: v["envdAccessToken"].as_str().unwrap().into(),
+    };
+    assert_eq!(
+        crate::e2b::run_command(&s, &sbx, "cd /home/user/app && cat built.txt && ./run.sh"),
+        "built\nrun hello forty-two\n"
+    );
+}
