@@ -201,6 +201,22 @@ impl Templates {
     }
 }
 
+impl Templates {
+    /// Reads the stored templates (as many as are kept in memory), so that the first
+    /// sandbox of each starts as fast as the next; one that cannot be read is logged and
+    /// read again when named.
+    pub fn preload(&self, runtime: &Runtime) {
+        for t in self.list().into_iter().take(CACHED) {
+            match self.get(runtime, &t.name) {
+                Ok(_) => tracing::info!(template = %t.name, "template read"),
+                Err(e) => {
+                    tracing::warn!(template = %t.name, error = %format!("{e:#}"), "template not read")
+                }
+            }
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -291,15 +291,19 @@ async fn past_the_room_for_4_gib_reservations_programs_get_compact_memories() {
     assert_eq!(runtime.unpooled_instances(), (1, 1, 1));
     // Its commands are compact too (the wide room is still taken): a pipeline, a program
     // that fills 400 MiB of its 512 MiB limit, and one that asks for more than the limit
-    // and is stopped as anywhere else.
+    // and is stopped as anywhere else. (node: the smallest program of the image that can
+    // hold 400 MiB; every program named here is compiled again for compact memories.)
     for (line, want) in [
-        ("printf '%s\\n' b a c | sort | tr -d '\\n'; echo\n", "abc"),
         (
-            "python3 -c 'b = bytearray(400 << 20); b[-1] = 7; print(\"held\", len(b) >> 20)'\n",
+            "printf '%s\\n' b a c | node -e 'let d = \"\"; process.stdin.on(\"data\", (c) => (d += c)).on(\"end\", () => console.log(\"<\" + d.trim().split(\"\\n\").sort().join(\"\") + \">\"))'\n",
+            "<abc>",
+        ),
+        (
+            "node -e 'const b = new Uint8Array(400 << 20); b[b.length - 1] = 7; console.log(\"held\", b.length >> 20)'\n",
             "held 400",
         ),
         (
-            "python3 -c 'bytearray(600 << 20)'\n",
+            "node -e 'new Uint8Array(600 << 20)'\n",
             "memory limit of 512 MiB exceeded",
         ),
     ] {

@@ -220,6 +220,9 @@ impl Node {
             Ok(()) => {
                 self.ready.store(true, Ordering::Release);
                 tracing::info!("node ready");
+                // The templates are read after, not before, readiness.
+                let (templates, runtime) = (self.templates.clone(), self.runtime.clone());
+                tokio::task::spawn_blocking(move || templates.preload(&runtime));
                 self.telemetry.service(
                     telemetry::WORKER_API,
                     "info",
