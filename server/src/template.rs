@@ -179,16 +179,11 @@ impl Templates {
             .unwrap_or_default()
             .trim()
             .to_string();
-        // The operator's own file, written by `template build` and checked by its digest: a
-        // symlink leaving the workspace (a venv's python) is kept, as in a node's snapshots.
-        let defaults = Limits::default();
-        let limits = TarLimits {
-            max_bytes: defaults.disk_bytes,
-            max_entries: defaults.disk_inodes,
-            links_may_leave: true,
-        };
         let snap = runtime
-            .read_snapshot(std::io::BufReader::with_capacity(1 << 20, file), limits)
+            .read_snapshot(
+                std::io::BufReader::with_capacity(1 << 20, file),
+                operator_tar_limits(),
+            )
             .with_context(|| format!("reading template `{name}`"))?;
         if snap.digest() != Some(recorded.as_str()) {
             bail!("template `{name}` is corrupt: its digest does not match the recorded one");
@@ -214,6 +209,18 @@ impl Templates {
                 }
             }
         }
+    }
+}
+
+/// How a template's tar is read: the operator's own file (given to `template build`, or
+/// written by it and checked by its digest), so a symlink leaving the workspace (a venv's
+/// python) is kept, as in a node's snapshots; a sandbox's disk limits bound it.
+fn operator_tar_limits() -> TarLimits {
+    let defaults = Limits::default();
+    TarLimits {
+        max_bytes: defaults.disk_bytes,
+        max_entries: defaults.disk_inodes,
+        links_may_leave: true,
     }
 }
 
@@ -462,14 +469,8 @@ pub fn main(args: TemplateArgs) -> anyhow::Result<i32> {
                     (Some(file), _) => {
                         let f = std::fs::File::open(file)
                             .with_context(|| format!("opening {}", file.display()))?;
-                        let defaults = Limits::default();
-                        let limits = TarLimits {
-                            max_bytes: defaults.disk_bytes,
-                            max_entries: defaults.disk_inodes,
-                            links_may_leave: true,
-                        };
                         runtime
-                            .read_snapshot(std::io::BufReader::new(f), limits)
+                            .read_snapshot(std::io::BufReader::new(f), operator_tar_limits())
                             .with_context(|| format!("reading the snapshot {}", file.display()))?
                     }
                     (None, Some(file)) => {

@@ -399,7 +399,7 @@ fn hostile_tars_are_refused_and_leave_nothing_behind() {
     );
 }
 
-fn exec(s: &Server, id: &str, cmd: &str) -> Value {
+pub(crate) fn exec(s: &Server, id: &str, cmd: &str) -> Value {
     let r = s.post(
         &format!("/v1/worker/sessions/{id}/exec"),
         &json!({"version": 1, "command": cmd}),
@@ -408,7 +408,7 @@ fn exec(s: &Server, id: &str, cmd: &str) -> Value {
     r.json()
 }
 
-fn stdout(s: &Server, id: &str, cmd: &str) -> String {
+pub(crate) fn stdout(s: &Server, id: &str, cmd: &str) -> String {
     let v = exec(s, id, cmd);
     assert_eq!(v["exit_code"], 0, "{v}");
     v["stdout"].as_str().unwrap().to_string()

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::json;
 
+use crate::snapshot::stdout as exec;
 use crate::support::http::Server;
 use crate::support::runtime::{run_bounded, wasbox};
 
@@ -137,17 +138,6 @@ fn templates_are_built_listed_and_removed_and_hostile_input_changes_nothing() {
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     let ls = template(&state, &["ls"]);
     assert!(String::from_utf8_lossy(&ls.stdout).starts_with("web\t"));
-}
-
-fn exec(s: &Server, id: &str, cmd: &str) -> String {
-    let r = s.post(
-        &format!("/v1/worker/sessions/{id}/exec"),
-        &json!({"version": 1, "command": cmd}),
-    );
-    assert_eq!(r.status, 200, "{}", r.text());
-    let v = r.json();
-    assert_eq!(v["exit_code"], 0, "{v}");
-    v["stdout"].as_str().unwrap().to_string()
 }
 
 #[test]

@@ -75,11 +75,10 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         .unwrap_or_else(|| "base".into());
     // A snapshot of the snapshot API, by id or name: new sandboxes start from it.
     let from = super::snapshots::find(e2b, &template);
+    let an_image = node.runtime.image_names().contains(&template.as_str());
     // Else one of the operator's templates (`wasbox template build`).
     let built = match &from {
-        None if !node.runtime.image_names().contains(&template.as_str())
-            && node.templates.exists(&template) =>
-        {
+        None if !an_image && node.templates.exists(&template) => {
             let (n, name) = (node.clone(), template.clone());
             tokio::task::spawn_blocking(move || n.templates.get(&n.runtime, &name))
                 .await
@@ -88,10 +87,7 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         }
         _ => None,
     };
-    let image = if from.is_some()
-        || built.is_some()
-        || node.runtime.image_names().contains(&template.as_str())
-    {
+    let image = if from.is_some() || built.is_some() || an_image {
         template.clone()
     } else if let Some(i) = node.config().image_for(&template) {
         i.to_string()
