@@ -13,6 +13,8 @@
 //! A relative target that itself begins with the marker is stored with one more `./` in
 //! front, so that every target a guest writes reads back as it was written.
 
+use crate::sandbox::normalize;
+
 /// What an absolute target's relative form begins with on disk.
 const MARKER: &str = "./././";
 
@@ -27,24 +29,10 @@ pub(crate) fn encode(link: &[String], target: &str) -> String {
         };
     }
     let dir = &link[..link.len().saturating_sub(1)];
-    let to: Vec<&str> = target
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .fold(Vec::new(), |mut v, c| {
-            if c == ".." {
-                v.pop();
-            } else {
-                v.push(c);
-            }
-            v
-        });
-    let common = dir
-        .iter()
-        .zip(&to)
-        .take_while(|(a, b)| a.as_str() == **b)
-        .count();
+    let to = normalize("/", target);
+    let common = dir.iter().zip(&to).take_while(|(a, b)| a == b).count();
     let mut parts: Vec<&str> = vec![".."; dir.len() - common];
-    parts.extend(&to[common..]);
+    parts.extend(to[common..].iter().map(String::as_str));
     let mut rel = if parts.is_empty() {
         ".".to_string()
     } else {
@@ -59,26 +47,12 @@ pub(crate) fn encode(link: &[String], target: &str) -> String {
 /// The target a guest reads back for a link at the sandbox path `link` whose stored target is
 /// `stored` (what [`encode`] wrote, or any relative target another writer left).
 pub(crate) fn decode(link: &[String], stored: &str) -> String {
-    let Some(rest) = stored.strip_prefix(MARKER) else {
-        return stored.to_string();
+    let rest = match stored.strip_prefix(MARKER) {
+        Some(rest) if !rest.starts_with("./") => rest,
+        _ => return decode_unplaced(stored),
     };
-    if rest.starts_with("./") {
-        return stored[2..].to_string();
-    }
-    let mut parts: Vec<&str> = link[..link.len().saturating_sub(1)]
-        .iter()
-        .map(String::as_str)
-        .collect();
-    for c in rest.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    let mut abs = format!("/{}", parts.join("/"));
+    let dir = format!("/{}", link[..link.len().saturating_sub(1)].join("/"));
+    let mut abs = format!("/{}", normalize(&dir, rest).join("/"));
     if abs.len() > 1 && rest.ends_with('/') {
         abs.push('/');
     }

@@ -346,7 +346,10 @@ fn copy_in(sandbox: &wasbox_runtime::Sandbox, from: &Path, to: &str) -> anyhow::
         bail!("{} is a symlink: copy what it points to", from.display());
     }
     if let Some((parent, _)) = to.rsplit_once('/') {
-        make_dirs(sandbox, parent)?;
+        // Made with its missing parents.
+        sandbox
+            .make_dir(parent)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     if meta.is_dir() {
         sandbox.make_dir(to).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -369,18 +372,6 @@ fn copy_in(sandbox: &wasbox_runtime::Sandbox, from: &Path, to: &str) -> anyhow::
     sandbox
         .set_permissions(to, meta.permissions().mode() & 0o777)
         .map_err(anyhow::Error::msg)?;
-    Ok(())
-}
-
-fn make_dirs(sandbox: &wasbox_runtime::Sandbox, path: &str) -> anyhow::Result<()> {
-    let mut at = String::new();
-    for part in path.split('/') {
-        if !at.is_empty() {
-            at.push('/');
-        }
-        at.push_str(part);
-        sandbox.make_dir(&at).map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
     Ok(())
 }
 

@@ -356,22 +356,25 @@ pub fn main(args: BenchArgs) -> Result<i32> {
             }
             Err(why) => densities.push(density::Density::skipped("bubblewrap", &why)),
         }
-        progress.step("density: wasbox sessions with a shell");
-        densities.push(density::wasbox(
-            &bench.tokio,
-            &bench.runtime,
-            density::Holding::Shell,
-            max,
-            budget,
-        ));
-        progress.step("density: wasbox sessions with a shell and a live node");
-        densities.push(density::wasbox(
-            &bench.tokio,
-            &bench.runtime,
-            density::Holding::Node,
-            max,
-            budget,
-        ));
+        for (holding, step) in [
+            (
+                density::Holding::Shell,
+                "density: wasbox sessions with a shell",
+            ),
+            (
+                density::Holding::Node,
+                "density: wasbox sessions with a shell and a live node",
+            ),
+        ] {
+            progress.step(step);
+            densities.push(density::wasbox(
+                &bench.tokio,
+                &bench.runtime,
+                holding,
+                max,
+                budget,
+            ));
+        }
     }
     progress.finish();
 
