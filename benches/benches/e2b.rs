@@ -8,6 +8,8 @@
 //!   (the sandbox is deleted after the clock stops);
 //! - E2B's own Python SDK doing the same (`Sandbox.create()`, `commands.run("echo hello")`),
 //!   when the tests have installed it under `target/e2b-sdk/` (`cargo test e2b`);
+//! - a fleet of three nodes behind HAProxy with the configuration `deploy/` ships, through
+//!   the proxy and direct to one of its nodes, interleaved (when HAProxy is installed);
 //! - the baseline: a native `bash -c 'echo hello'` spawned by this driver.
 //!
 //! E2B's and Daytona's figures are the ones they publish (not measured here): about 0.44 s
@@ -158,11 +160,13 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-fn main() {
-    let bin = release_wasbox();
+/// Starts `wasbox serve` with `extra` arguments on a loopback port and waits until it is
+/// ready; returns it, its address and its state directory (kept while it runs).
+fn start_node(bin: &Path, extra: &[&str]) -> (std::process::Child, String, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
-    let mut server = Command::new(&bin)
+    let mut server = Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--token", TOKEN])
+        .args(extra)
         .env("WASBOX_STORAGE_STATE_DIR", state.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -178,6 +182,90 @@ fn main() {
         assert!(Instant::now() < deadline, "server never became ready");
         std::thread::sleep(Duration::from_millis(50));
     }
+    (server, addr, state)
+}
+
+/// Create -> first command through HAProxy in front of three nodes (the configuration
+/// `deploy/` ships) and direct to one of them, interleaved in one run, so that the
+/// difference is the proxy's cost; `None` without HAProxy.
+fn fleet_rows(bin: &Path, key: &str) -> Option<Vec<(String, Duration, Duration)>> {
+    let haproxy = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists());
+    let Some(haproxy) = haproxy else {
+        eprintln!(
+            "HAProxy is not installed (apt-get install haproxy): the fleet rows are left out"
+        );
+        return None;
+    };
+    let nodes: Vec<_> = (0..3)
+        .map(|i| start_node(bin, &["--fleet-node", &format!("wasbox-{i}")]))
+        .collect();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy_addr = format!("127.0.0.1:{port}");
+    let mut cmd = Command::new(haproxy);
+    cmd.arg("-db")
+        .arg("-f")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/proxy/haproxy.cfg"))
+        .env("WASBOX_PROXY_BIND", &proxy_addr)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (i, (_, addr, _)) in nodes.iter().enumerate() {
+        cmd.env(format!("WASBOX_NODE_{i}"), addr);
+    }
+    let mut proxy = cmd.spawn().expect("haproxy");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(&proxy_addr).is_err()
+        || Conn::connect(&proxy_addr)
+            .call("GET", "/readyz", &[], b"")
+            .0
+            != 200
+    {
+        assert!(Instant::now() < deadline, "haproxy did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut direct = Conn::connect(&nodes[0].1);
+    let mut via = Conn::connect(&proxy_addr);
+    for _ in 0..20 {
+        one(&mut direct, key);
+        one(&mut via, key);
+    }
+    let (mut d, mut v) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    while d.len() < ROUNDS && started.elapsed() < PHASE_LIMIT {
+        d.push(one(&mut direct, key));
+        v.push(one(&mut via, key));
+    }
+    d.sort();
+    v.sort();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    for (mut child, _, _) in nodes {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Some(vec![
+        (
+            format!("wasbox fleet node, direct ({} sandboxes)", d.len()),
+            percentile(&d, 0.5),
+            percentile(&d, 0.9),
+        ),
+        (
+            format!("wasbox fleet of 3 through HAProxy ({} sandboxes)", v.len()),
+            percentile(&v, 0.5),
+            percentile(&v, 0.9),
+        ),
+    ])
+}
+
+fn main() {
+    let bin = release_wasbox();
+    let (mut server, addr, _state) = start_node(&bin, &[]);
     let key = wasbox::e2b::api_key_for(TOKEN);
 
     let mut rows: Vec<(String, Option<Duration>, Option<Duration>, String)> = Vec::new();
@@ -245,6 +333,11 @@ print(json.dumps({{"p50": lat[len(lat) // 2], "p90": lat[int(len(lat) * 0.9)], "
         );
     }
 
+    let fleet = fleet_rows(&bin, &key);
+    for (name, p50, p90) in fleet.iter().flatten() {
+        rows.push((name.clone(), Some(*p50), Some(*p90), "measured".into()));
+    }
+
     // The native baseline: the same command as a process of this machine.
     let mut lat = Vec::new();
     for _ in 0..ROUNDS {
@@ -292,6 +385,12 @@ print(json.dumps({{"p50": lat[len(lat) // 2], "p90": lat[int(len(lat) * 0.9)], "
             "{name:<52} {:>11} {:>11} {ratio:>11}  {source}",
             f(p50),
             f(p90)
+        );
+    }
+    if let Some([direct, via]) = fleet.as_deref() {
+        println!(
+            "the proxy's cost per create -> first command -> result (two requests and a delete): {} at the median",
+            ms(via.1.saturating_sub(direct.1))
         );
     }
     let _ = server.kill();

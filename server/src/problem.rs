@@ -10,7 +10,7 @@ use serde::Serialize;
 /// by each operation as its `default`.
 #[derive(utoipa::ToResponse)]
 #[response(
-    description = "An RFC 9457 problem: 400 invalid, 401 no or wrong token, 404 not found, 409 conflict (the id exists; processes run in the session), 413 too large, 422 not a valid snapshot, 429 busy (with Retry-After), 503 not ready or draining (with Retry-After), 507 the snapshot store is full",
+    description = "An RFC 9457 problem: 400 invalid, 401 no or wrong token, 404 not found, 409 conflict (the id exists; processes run in the session), 413 too large, 421 an id that routes to another node of the fleet, 422 not a valid snapshot, 429 busy (with Retry-After), 503 not ready or draining (with Retry-After), 507 the snapshot store is full",
     content_type = "application/problem+json"
 )]
 #[allow(dead_code)]

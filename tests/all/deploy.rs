@@ -40,6 +40,76 @@ fn the_kustomize_base_lists_every_manifest() {
     assert_eq!(listed, manifests());
 }
 
+/// The proxy in Kubernetes is the one the fleet tests run: its ConfigMap is made from
+/// `proxy/haproxy.cfg`, it names as many nodes as the StatefulSet runs, at their names under
+/// the headless Service, and HAProxy itself accepts the configuration with its environment.
+#[test]
+fn the_proxy_routes_to_the_statefulset_s_nodes() {
+    let dir = root().join("deploy/kubernetes");
+    let yaml = |name: &str| -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        text.split("\n---\n")
+            .map(|doc| serde_norway::from_str(doc).unwrap())
+            .collect()
+    };
+    let k = &yaml("kustomization.yaml")[0];
+    let generated = &k["configMapGenerator"][0];
+    let cfg_file = generated["files"][0].as_str().unwrap();
+    let cfg = std::fs::read_to_string(dir.join(cfg_file)).unwrap();
+    let proxy = &yaml("proxy.yaml")[0];
+    let pod = &proxy["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["configMap"]["name"], generated["name"]);
+    let nodes = &yaml("statefulset.yaml")[0];
+    let replicas = nodes["spec"]["replicas"].as_u64().unwrap() as usize;
+    let service = nodes["spec"]["serviceName"].as_str().unwrap();
+    let headless = yaml("service.yaml")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == service)
+        .expect("the StatefulSet's Service");
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+    let env: Vec<(String, String)> = pod["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for i in 0..replicas {
+        let name = format!("wasbox-{i}");
+        let addr = &env
+            .iter()
+            .find(|(k, _)| *k == format!("WASBOX_NODE_{i}"))
+            .unwrap_or_else(|| panic!("no address for {name}"))
+            .1;
+        assert!(addr.starts_with(&format!("{name}.{service}.")), "{addr}");
+        assert!(cfg.contains(&format!(
+            "use_backend {name} if {{ var(txn.id) -m beg {name}- }}"
+        )));
+        assert!(cfg.contains(&format!("server {name} \"${{WASBOX_NODE_{i}}}\"")));
+    }
+    assert!(!cfg.contains(&format!("WASBOX_NODE_{replicas}")));
+    let Some(haproxy) = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        crate::support::skip("haproxy is not installed (.ci/run installs Debian's haproxy)");
+        return;
+    };
+    let mut cmd = std::process::Command::new(haproxy);
+    cmd.arg("-c").arg("-f").arg(dir.join(cfg_file)).envs(env);
+    let out = run_bounded(cmd, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn kubernetes_manifests_validate_against_the_schemas() {
     let tools = root().join("target/pytools");
@@ -64,10 +134,10 @@ fn kubernetes_manifests_validate_against_the_schemas() {
     // And the validator does refuse a wrong manifest (it would pass anything otherwise).
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
-    let deployment = std::fs::read_to_string(root().join("deploy/kubernetes/deployment.yaml"))
+    let nodes = std::fs::read_to_string(root().join("deploy/kubernetes/statefulset.yaml"))
         .unwrap()
-        .replace("replicas: 2", "replicas: two");
-    std::fs::write(&bad, deployment).unwrap();
+        .replace("replicas: 3", "replicas: three");
+    std::fs::write(&bad, nodes).unwrap();
     let mut cmd = std::process::Command::new("python3");
     cmd.args(["-m", "kubernetes_validate", "--strict", "--quiet"])
         .arg(&bad)
@@ -75,7 +145,7 @@ fn kubernetes_manifests_validate_against_the_schemas() {
     assert!(!run_bounded(cmd, Duration::from_secs(120)).status.success());
 }
 
-/// The ConfigMap's node YAML, the Deployment's flags and environment, and the
+/// The ConfigMap's node YAML, the StatefulSet's flags and environment, and the
 /// Containerfile's flags and environment are all understood by this binary.
 #[test]
 fn manifests_and_containerfile_speak_this_wasbox() {
@@ -90,7 +160,7 @@ fn manifests_and_containerfile_speak_this_wasbox() {
     std::fs::write(&token, "t0ken\n").unwrap();
 
     let dep: serde_json::Value = serde_norway::from_str(
-        &std::fs::read_to_string(root().join("deploy/kubernetes/deployment.yaml")).unwrap(),
+        &std::fs::read_to_string(root().join("deploy/kubernetes/statefulset.yaml")).unwrap(),
     )
     .unwrap();
     let container = &dep["spec"]["template"]["spec"]["containers"][0];
@@ -127,6 +197,8 @@ fn manifests_and_containerfile_speak_this_wasbox() {
         "state_dir: /var/lib/wasbox",
         "format: json",
         "id: pod-name",
+        "node: pod-name",
+        "drain_delay_seconds: 5",
     ] {
         assert!(shown.contains(want), "{want}: {shown}");
     }

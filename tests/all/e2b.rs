@@ -15,7 +15,7 @@ use crate::support::runtime::run_bounded;
 
 /// The Python SDK at its newest release, and at an older one that creates sandboxes with
 /// the v1 route (`POST /sandboxes`) and checks the key's `e2b_` form.
-const PY_NEWEST: &str = "2.63.0";
+pub(crate) const PY_NEWEST: &str = "2.63.0";
 const PY_OLDER: &str = "2.45.1";
 const NPM_VERSION: &str = "2.51.0";
 /// E2B's code interpreter SDK (with the newest `e2b` above).
@@ -83,7 +83,7 @@ fn pip_target(dir: &Path, packages: &[String]) -> Command {
     c
 }
 
-fn python_sdk(version: &str) -> Option<PathBuf> {
+pub(crate) fn python_sdk(version: &str) -> Option<PathBuf> {
     installed(&format!("python-{version}"), |dir| {
         pip_target(dir, &[format!("e2b=={version}")])
     })

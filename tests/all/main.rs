@@ -14,6 +14,7 @@ mod corpus;
 mod deploy;
 mod e2b;
 mod egress;
+mod fleet;
 mod fuzz;
 mod host_files;
 mod limits;

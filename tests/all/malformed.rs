@@ -122,6 +122,8 @@ fn exchange(
 ) -> Result<(u16, Vec<(String, String)>), String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // Head and body are two writes (see `support::http::request`).
+    s.set_nodelay(true).unwrap();
     let mut head = format!(
         "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()

@@ -39,6 +39,7 @@ impl Conn {
         if self.io.is_none() {
             let s = TcpStream::connect(self.addr).expect("connect");
             s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+            s.set_nodelay(true).unwrap();
             self.io = Some((BufReader::new(s.try_clone().unwrap()), s));
         }
         let (r, w) = self.io.as_mut().unwrap();

@@ -101,7 +101,10 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         ));
     };
     let lifetime = check_timeout(req.timeout, DEFAULT_TIMEOUT_SECS)?;
-    let id = format!("i{}", crate::ids::hex::<10>());
+    let id = node
+        .config()
+        .fleet
+        .own(&format!("i{}", crate::ids::hex::<10>()));
     let mut env: Vec<(String, String)> = vec![
         ("HOME".into(), HOME.into()),
         ("USER".into(), "user".into()),

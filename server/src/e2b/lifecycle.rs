@@ -152,6 +152,10 @@ pub(super) async fn fork(
     let Some(src) = e2b.get(&id) else {
         return not_found(&id);
     };
+    // New sandboxes are not made on a node that drains (a proxy sends creates elsewhere).
+    if let Some(reason) = e2b.node.not_ready() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, reason);
+    }
     let req: wire::ForkRequest = match read_json(&e2b, body).await {
         Ok(r) => r,
         Err(r) => return r,
@@ -188,7 +192,11 @@ pub(super) async fn fork(
         };
         let mut results = Vec::new();
         for _ in 0..count {
-            let new_id = format!("i{}", crate::ids::hex::<10>());
+            let new_id = e2b
+                .node
+                .config()
+                .fleet
+                .own(&format!("i{}", crate::ids::hex::<10>()));
             let env = src
                 .session
                 .env()

@@ -112,7 +112,11 @@ pub(super) async fn create(
             );
         }
     };
-    let snap_id = format!("snap-{}", crate::ids::hex::<10>());
+    let snap_id = e2b
+        .node
+        .config()
+        .fleet
+        .own(&format!("snap-{}", crate::ids::hex::<10>()));
     let kept = Arc::new(Kept {
         id: snap_id.clone(),
         names: std::sync::Mutex::new(req.name.clone().into_iter().collect()),

@@ -80,6 +80,64 @@ pub struct ServeConfig {
     /// What the orchestrator's node configuration granted (its token, its image policy);
     /// kept across reloads of the local files.
     pub granted: Granted,
+    /// The node's place in a fleet behind a proxy (`fleet.node`, `fleet.drain_delay_seconds`).
+    pub fleet: Fleet,
+}
+
+/// A node of a fleet: every id it hands out begins with its name and `-`, so that a proxy
+/// sends each request naming an id to the node that owns it (docs/OPERATIONS.md, "A fleet
+/// behind one endpoint").
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fleet {
+    /// The node's name in ids (`fleet.node`, `--fleet-node`): a DNS label, the StatefulSet
+    /// pod's name in Kubernetes. `None`: a node on its own, ids as they always were.
+    pub node: Option<String>,
+    /// How long a node stays up after SIGTERM with `/readyz` failing and creates refused
+    /// (503) while its sandboxes are still served, so that the proxy's health checks take it
+    /// out of the creates' rotation before it ends them.
+    pub drain_delay: Duration,
+}
+
+impl Fleet {
+    /// An id this node hands out: `rest` behind the node's name.
+    pub fn own(&self, rest: &str) -> String {
+        match &self.node {
+            Some(node) => format!("{node}-{rest}"),
+            None => rest.to_string(),
+        }
+    }
+
+    /// Whether an id routes to this node (always, for a node on its own).
+    pub fn owns(&self, id: &str) -> bool {
+        self.unowned(id).is_some()
+    }
+
+    /// The part of an id behind this node's name; `None` when it routes elsewhere.
+    pub fn unowned<'a>(&self, id: &'a str) -> Option<&'a str> {
+        match &self.node {
+            Some(node) => id.strip_prefix(node.as_str())?.strip_prefix('-'),
+            None => Some(id),
+        }
+    }
+}
+
+/// A fleet node's name: a DNS label (lowercase letters, digits and inner `-`), at most 40
+/// characters, so that an id stays inside a host name's label (E2B's `PORT-ID.DOMAIN`).
+fn check_fleet_node(name: &str) -> Result<()> {
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 40
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-';
+    if !ok {
+        bail!(
+            "fleet node name `{name}` is not a DNS label of at most 40 characters \
+             (lowercase letters, digits, `-` inside)"
+        );
+    }
+    Ok(())
 }
 
 /// The node's egress ceiling as configured.
@@ -233,6 +291,14 @@ struct StartupYaml {
     telemetry: TelemetryYaml,
     logging: LoggingYaml,
     metrics: MetricsYaml,
+    fleet: FleetYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct FleetYaml {
+    node: Option<String>,
+    drain_delay_seconds: Option<u64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -415,6 +481,8 @@ pub struct Flags {
     pub allow_net: Vec<String>,
     pub deny_net: Vec<String>,
     pub ca_certs: Vec<PathBuf>,
+    pub fleet_node: Option<String>,
+    pub drain_delay: Option<u64>,
 }
 
 /// Every key of the startup YAML wasbox reads, and whether its value is text (an
@@ -465,6 +533,8 @@ pub const KEYS: &[(&str, bool)] = &[
     ("logging.level", true),
     ("logging.format", true),
     ("metrics.public", false),
+    ("fleet.node", true),
+    ("fleet.drain_delay_seconds", false),
 ];
 
 /// The environment variable of a YAML key.
@@ -612,6 +682,23 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(super::telemetry::host::hostname);
     let orchestrator = orchestrator_config(&yaml, listen, &env)?;
+    let fleet = Fleet {
+        node: match flags.fleet_node.clone().or(yaml.fleet.node.clone()) {
+            Some(n) if n.is_empty() => None,
+            Some(n) => {
+                check_fleet_node(&n)?;
+                Some(n)
+            }
+            None => None,
+        },
+        drain_delay: Duration::from_secs(
+            flags
+                .drain_delay
+                .or(yaml.fleet.drain_delay_seconds)
+                .unwrap_or(0)
+                .min(600),
+        ),
+    };
     let token_file = flags
         .token_file
         .or_else(|| env("WASBOX_TOKEN_FILE").map(PathBuf::from));
@@ -817,6 +904,7 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
         },
         orchestrator,
         granted: Granted::default(),
+        fleet,
     })
 }
 
@@ -986,6 +1074,10 @@ pub fn effective_yaml(c: &ServeConfig) -> String {
             "format": if c.log.json { "json" } else { "text" },
         },
         "metrics": { "public": c.metrics_public },
+        "fleet": {
+            "node": c.fleet.node,
+            "drain_delay_seconds": c.fleet.drain_delay.as_secs(),
+        },
     });
     serde_norway::to_string(&v).unwrap_or_default()
 }
@@ -1202,5 +1294,42 @@ mod tests {
             Some("base")
         );
         assert_eq!(some.image_for("alpine:latest"), None);
+    }
+
+    /// A fleet node's ids begin with its name and `-`; it owns those alone, a node on its
+    /// own owns every id; names that are no DNS label are refused.
+    #[test]
+    fn fleet_ids_route_by_the_node_s_name() {
+        let f = Fleet {
+            node: Some("wasbox-1".into()),
+            drain_delay: Duration::ZERO,
+        };
+        assert_eq!(f.own("i12"), "wasbox-1-i12");
+        assert!(f.owns("wasbox-1-x") && f.owns("wasbox-1-snap-1"));
+        for other in ["wasbox-10-x", "wasbox-1", "wasbox-1x", "x", "wasbox-0-x"] {
+            assert!(!f.owns(other), "{other}");
+        }
+        assert_eq!(f.unowned("wasbox-1-snap-9"), Some("snap-9"));
+        assert_eq!(Fleet::default().own("x"), "x");
+        assert!(Fleet::default().owns("anything"));
+        for bad in ["-a", "a-", "Wasbox", "a.b", "a_b", "a b", &"a".repeat(41)] {
+            let flags = Flags {
+                token: Some("t".into()),
+                fleet_node: Some(bad.into()),
+                ..Flags::default()
+            };
+            assert!(load(flags, |_| None).is_err(), "{bad}");
+        }
+        let flags = Flags {
+            token: Some("t".into()),
+            fleet_node: Some("wasbox-0".into()),
+            ..Flags::default()
+        };
+        let c = load(flags, |k| {
+            (k == "WASBOX_FLEET_DRAIN_DELAY_SECONDS").then(|| "7".into())
+        })
+        .unwrap();
+        assert_eq!(c.fleet.node.as_deref(), Some("wasbox-0"));
+        assert_eq!(c.fleet.drain_delay, Duration::from_secs(7));
     }
 }

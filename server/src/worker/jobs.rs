@@ -153,11 +153,12 @@ async fn start(
     body: Body,
     durable: bool,
 ) -> Result<Started, Problem> {
-    node.accepting()?;
+    node.creating()?;
     let req: RunRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
     check_version(req.version)?;
     let task_id = required("task_id", &req.task_id)?.to_string();
     let job_id = required("job_id", &req.job_id)?.to_string();
+    super::node::routes_here(&node, "job_id", &job_id)?;
     let Some(sandbox) = req.sandbox else {
         return Err(Problem::bad_request("sandbox is required"));
     };

@@ -37,6 +37,8 @@ pub struct Node {
     /// The operator's templates (under the state directory).
     pub(crate) templates: Arc<crate::template::Templates>,
     shutting_down: AtomicBool,
+    /// Draining before a shutdown: not ready, creates refused, sandboxes still served.
+    draining: AtomicBool,
     /// The telemetry store (SQLite under the state directory) and its recorder.
     pub telemetry: Arc<Telemetry>,
     pub metrics: Metrics,
@@ -94,7 +96,10 @@ impl Node {
         Ok(Arc::new(Node {
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             sessions,
-            snapshots: Arc::new(super::snapshot_store::SnapshotStore::at(&config.state_dir)),
+            snapshots: Arc::new(super::snapshot_store::SnapshotStore::at(
+                &config.state_dir,
+                config.fleet.clone(),
+            )),
             templates: Arc::new(crate::template::Templates::at(&config.state_dir)),
             config: RwLock::new(Arc::new(config)),
             runtime,
@@ -103,6 +108,7 @@ impl Node {
             registration_pending: Mutex::new(registration_pending),
             jobs: Mutex::new(JobTable::with_stored(telemetry.store().result_ids()?)),
             shutting_down: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             telemetry,
             metrics: Metrics::new(),
         }))
@@ -218,7 +224,9 @@ impl Node {
     pub async fn prepare(&self) {
         match self.runtime.preload().await {
             Ok(()) => {
-                self.ready.store(true, Ordering::Release);
+                if !self.draining.load(Ordering::Acquire) && !self.is_shutting_down() {
+                    self.ready.store(true, Ordering::Release);
+                }
                 tracing::info!("node ready");
                 // The templates are read after, not before, readiness.
                 let (templates, runtime) = (self.templates.clone(), self.runtime.clone());
@@ -291,6 +299,24 @@ impl Node {
             lock(&self.jobs).stop_all();
         }
         self.sessions.end_all("node shutdown");
+    }
+
+    /// Begins a drain: `/readyz` fails and creates are refused (503), while everything
+    /// asked of the sandboxes the node has goes on being served.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.ready.store(false, Ordering::Release);
+        *lock(&self.not_ready_reason) = "the node is draining".into();
+    }
+
+    /// Whether a new session, job or sandbox may be made here: not while the node drains
+    /// or shuts down (503, so that a proxy tries another node).
+    pub(crate) fn creating(&self) -> Result<(), Problem> {
+        self.accepting()?;
+        if self.draining.load(Ordering::Acquire) {
+            return Err(Problem::unavailable("the node is draining").retry_after(1));
+        }
+        Ok(())
     }
 
     /// Whether the node has begun to shut down (new work is refused).
@@ -426,6 +452,35 @@ pub(super) fn check_version(v: Option<i64>) -> Result<(), Problem> {
         None => Err(Problem::bad_request("version is required")),
         Some(_) => Err(Problem::bad_request("version must be 1")),
     }
+}
+
+/// An id a client may choose (a session's), or one made here when it did not (beginning
+/// with the node's name in a fleet). In a fleet a chosen id must route to this node: else
+/// 421, for the proxy would send the id's later requests elsewhere.
+pub(super) fn chosen_id(node: &Node, field: &str, v: &Option<String>) -> Result<String, Problem> {
+    match v.as_deref().filter(|s| !s.trim().is_empty()) {
+        None => Ok(node.config().fleet.own(&crate::ids::uuid_v4())),
+        Some(id) => {
+            routes_here(node, field, id)?;
+            Ok(id.to_string())
+        }
+    }
+}
+
+/// In a fleet, an id a client chose must begin with this node's name and `-` (421 else).
+pub(super) fn routes_here(node: &Node, field: &str, id: &str) -> Result<(), Problem> {
+    let config = node.config();
+    if config.fleet.owns(id) {
+        return Ok(());
+    }
+    Err(Problem::with_status(
+        axum::http::StatusCode::MISDIRECTED_REQUEST,
+        format!(
+            "{field} `{id}` does not route to this node: in a fleet an id a client chooses \
+             begins with the node's name and `-` (`{}`)",
+            config.fleet.own("...")
+        ),
+    ))
 }
 
 pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, Problem> {

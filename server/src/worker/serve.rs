@@ -91,6 +91,17 @@ pub struct ServeArgs {
     pub log_format: Option<String>,
     #[command(flatten)]
     pub net: crate::args::NetArgs,
+    /// This node's name in a fleet behind a proxy (fleet.node) [env: WASBOX_FLEET_NODE]:
+    /// a DNS label, the pod's name in a StatefulSet. Every id the node hands out (sessions
+    /// it names, E2B sandboxes, snapshots) then begins with it and `-`, and a session id a
+    /// client chooses must too.
+    #[arg(long, value_name = "NAME")]
+    pub fleet_node: Option<String>,
+    /// Seconds a node goes on serving its sandboxes after SIGTERM, with /readyz failing and
+    /// creates refused, before it ends them (fleet.drain_delay_seconds)
+    /// [env: WASBOX_FLEET_DRAIN_DELAY_SECONDS] [default: 0].
+    #[arg(long, value_name = "SECS")]
+    pub drain_delay: Option<u64>,
     /// Print the effective configuration (files, environment and flags together; the token
     /// never shown) as YAML, and exit.
     #[arg(long)]
@@ -122,6 +133,8 @@ pub fn main(args: ServeArgs) -> Result<i32> {
         allow_net: args.net.allow_net,
         deny_net: args.net.deny_net,
         ca_certs: args.net.ca_cert,
+        fleet_node: args.fleet_node,
+        drain_delay: args.drain_delay,
     };
     let config = config::load(flags.clone(), |k| std::env::var(k).ok())?;
     if args.print_config {
@@ -330,6 +343,21 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         let node = node.clone();
         async move {
             crate::shutdown::signal().await;
+            let delay = node.config().fleet.drain_delay;
+            if !delay.is_zero() {
+                // Readiness fails first, so that a proxy stops sending creates here while
+                // the node's sandboxes are still served.
+                tracing::info!(
+                    seconds = delay.as_secs(),
+                    "draining: creates refused, sandboxes still served"
+                );
+                node.drain();
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    // A second signal ends the wait.
+                    () = crate::shutdown::signal() => {}
+                }
+            }
             tracing::info!("shutting down: no new work; running jobs may finish");
             node.telemetry.service(
                 NODE_MANAGER,

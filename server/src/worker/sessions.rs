@@ -81,7 +81,8 @@ pub(super) struct CreateRequest {
     version: Option<i64>,
     #[schema(required = true)]
     task_id: Option<String>,
-    #[schema(required = true)]
+    /// The session's id; the node makes one when it is left out (in a fleet, one that
+    /// begins with the node's name), and a chosen one must begin with it there (else 421).
     session_id: Option<String>,
     /// The image, at the top level or inside `sandbox` (both shapes are accepted): a
     /// template's name, else an image reference the node's rules map.
@@ -104,11 +105,11 @@ async fn create_inner(
     headers: HeaderMap,
     body: Body,
 ) -> Result<SessionInfo, Problem> {
-    node.accepting()?;
+    node.creating()?;
     let req: CreateRequest = read_json(&headers, body, node.config().max_request_bytes).await?;
     check_version(req.version)?;
     let task_id = required("task_id", &req.task_id)?.to_string();
-    let session_id = required("session_id", &req.session_id)?.to_string();
+    let session_id = super::node::chosen_id(&node, "session_id", &req.session_id)?;
     let sandbox_spec = req.sandbox.unwrap_or_default();
     let network = network_policy(&sandbox_spec.network_policy)?;
     let image_ref = req

@@ -30,6 +30,9 @@ pub struct SnapshotStore {
     trees: Mutex<VecDeque<(String, Snapshot)>>,
     /// Serializes what changes the directory's set of snapshots (count checks).
     writing: Mutex<()>,
+    /// Ids are the node's (its fleet name first); files are named by the rest, so that a
+    /// node that joins a fleet or changes its name keeps its snapshots.
+    fleet: super::config::Fleet,
 }
 
 /// A stored snapshot's tar, open, with the digest recorded when it was taken.
@@ -40,20 +43,32 @@ pub(super) struct StoredTar {
 }
 
 impl SnapshotStore {
-    pub fn at(state_dir: &FsPath) -> SnapshotStore {
+    pub fn at(state_dir: &FsPath, fleet: super::config::Fleet) -> SnapshotStore {
         SnapshotStore {
             dir: state_dir.join("snapshots"),
             trees: Mutex::new(VecDeque::new()),
             writing: Mutex::new(()),
+            fleet,
         }
     }
 
+    /// Whether `id` is a snapshot id as this node makes them (its fleet name, `snap-` and
+    /// hex): nothing else names a file.
+    pub(super) fn valid_id(&self, id: &str) -> bool {
+        self.fleet.unowned(id).is_some_and(valid_file_id)
+    }
+
+    /// The file name part of a valid id.
+    fn file_id<'a>(&self, id: &'a str) -> &'a str {
+        self.fleet.unowned(id).unwrap_or(id)
+    }
+
     fn tar_path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.tar"))
+        self.dir.join(format!("{}.tar", self.file_id(id)))
     }
 
     fn digest_path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.sha256"))
+        self.dir.join(format!("{}.sha256", self.file_id(id)))
     }
 
     fn ids(&self) -> Vec<String> {
@@ -66,8 +81,8 @@ impl SnapshotStore {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.strip_suffix(".tar"))
-                    .filter(|n| valid_id(n))
-                    .map(str::to_string)
+                    .filter(|n| valid_file_id(n))
+                    .map(|n| self.fleet.own(n))
             })
             .collect();
         ids.sort();
@@ -122,10 +137,10 @@ impl SnapshotStore {
                 ),
             ));
         }
-        let id = new_id();
+        let id = self.fleet.own(&new_file_id());
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| Problem::internal(&anyhow::anyhow!("creating the snapshot store: {e}")))?;
-        let tmp = self.dir.join(format!(".{id}.tar.part"));
+        let tmp = self.dir.join(format!(".{}.tar.part", self.file_id(&id)));
         let written = (|| -> std::io::Result<(String, u64)> {
             let file = std::fs::File::create(&tmp)?;
             let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
@@ -147,7 +162,7 @@ impl SnapshotStore {
 
     /// The stored tar of `id`, open; `None` when no such snapshot is stored.
     pub(super) fn open(&self, id: &str) -> Option<StoredTar> {
-        if !valid_id(id) {
+        if !self.valid_id(id) {
             return None;
         }
         let file = std::fs::File::open(self.tar_path(id)).ok()?;
@@ -174,7 +189,7 @@ impl SnapshotStore {
     /// Deletes `id`'s tar and digest; false when no such snapshot is stored.
     pub(super) fn remove(&self, id: &str) -> bool {
         let _w = lock(&self.writing);
-        if !valid_id(id) || std::fs::remove_file(self.tar_path(id)).is_err() {
+        if !self.valid_id(id) || std::fs::remove_file(self.tar_path(id)).is_err() {
             return false;
         }
         let _ = std::fs::remove_file(self.digest_path(id));
@@ -211,13 +226,13 @@ impl SnapshotStore {
     }
 }
 
-/// A snapshot id as this node makes them (`snap-` and hex): nothing else names a file.
-pub(super) fn valid_id(id: &str) -> bool {
+/// A snapshot's file name (`snap-` and hex).
+fn valid_file_id(id: &str) -> bool {
     id.strip_prefix("snap-")
         .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// A new snapshot id.
-fn new_id() -> String {
+/// A new snapshot's file name.
+fn new_file_id() -> String {
     format!("snap-{}", crate::ids::hex::<16>())
 }

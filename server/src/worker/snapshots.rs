@@ -21,7 +21,7 @@ use wasbox_runtime::{Limits, SessionConfig, SessionRefused, Snapshot, SnapshotEr
 use super::config::{DEFAULT_SESSION_IDLE_SECS, DEFAULT_SESSION_LIFETIME_SECS, MAX_OUTPUT_BYTES};
 use super::node::{SharedNode, check_version, read_body, respond};
 use super::sessions::{SessionInfo, info, sandbox_of};
-use super::snapshot_store::{SnapshotStore, StoredTar, valid_id};
+use super::snapshot_store::{SnapshotStore, StoredTar};
 use super::wire::check_timeout;
 use crate::problem::Problem;
 
@@ -394,7 +394,7 @@ async fn fork(
     headers: HeaderMap,
     body: Body,
 ) -> Result<ForkResponse, Problem> {
-    node.accepting()?;
+    node.creating()?;
     let session = node.session(&id)?;
     let req: ForkRequest =
         match optional_version(&headers, body, node.config().max_request_bytes).await? {
@@ -461,7 +461,7 @@ pub(super) struct RestoreRequest {
     /// The snapshot to restore (or upload its tar as `application/x-tar` with `session_id`
     /// in the query).
     snapshot_id: Option<String>,
-    #[schema(required = true)]
+    /// The new session's id: as for a create, made by the node when left out.
     session_id: Option<String>,
     max_lifetime_seconds: Option<i64>,
     idle_timeout_seconds: Option<i64>,
@@ -497,7 +497,7 @@ async fn restore_inner(
     headers: HeaderMap,
     body: Body,
 ) -> Result<SessionInfo, Problem> {
-    node.accepting()?;
+    node.creating()?;
     // A compressed tar is recognized by its first bytes as well.
     let is_tar = headers
         .get(header::CONTENT_TYPE)
@@ -535,9 +535,7 @@ async fn restore_inner(
             Ok(snap_id),
         )
     };
-    let session_id = session_id
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| Problem::bad_request("session_id is required"))?;
+    let session_id = super::node::chosen_id(&node, "session_id", &session_id)?;
     let new = NewSession {
         lifetime: check_timeout(lifetime, "max_lifetime_seconds")?
             .unwrap_or(DEFAULT_SESSION_LIFETIME_SECS),
@@ -596,7 +594,7 @@ fn check_image(node: &SharedNode, snap: &Snapshot) -> Result<(), Problem> {
 fn load(node: &SharedNode, id: &str, limits: TarLimits) -> Result<Snapshot, Problem> {
     let store = &node.snapshots;
     let missing = || Problem::not_found(format!("snapshot `{id}` does not exist"));
-    if !valid_id(id) {
+    if !store.valid_id(id) {
         return Err(missing());
     }
     if let Some(s) = store.cached(id) {
