@@ -15,7 +15,7 @@ use crate::support::runtime::run_bounded;
 
 /// The Python SDK at its newest release, and at an older one that creates sandboxes with
 /// the v1 route (`POST /sandboxes`) and checks the key's `e2b_` form.
-pub(crate) const PY_NEWEST: &str = "2.63.0";
+const PY_NEWEST: &str = "2.63.0";
 const PY_OLDER: &str = "2.45.1";
 const NPM_VERSION: &str = "2.51.0";
 /// E2B's code interpreter SDK (with the newest `e2b` above).
@@ -83,7 +83,7 @@ fn pip_target(dir: &Path, packages: &[String]) -> Command {
     c
 }
 
-pub(crate) fn python_sdk(version: &str) -> Option<PathBuf> {
+fn python_sdk(version: &str) -> Option<PathBuf> {
     installed(&format!("python-{version}"), |dir| {
         pip_target(dir, &[format!("e2b=={version}")])
     })
@@ -134,11 +134,9 @@ fn python_sdk_older_with_the_v1_routes_runs_unchanged() {
     run_python_check(PY_OLDER);
 }
 
-/// E2B's code interpreter SDK, unchanged: `run_code` with its state, streams, errors,
-/// rich results, contexts side by side, bash, a timeout (tests/e2b/interpreter_check.py).
-#[test]
-fn code_interpreter_sdk_runs_unchanged() {
-    let Some(sdk) = installed(&format!("code-interpreter-{INTERPRETER_VERSION}"), |dir| {
+/// E2B's code interpreter SDK with the newest `e2b` beside it, installed once.
+pub(crate) fn interpreter_sdk() -> Option<PathBuf> {
+    installed(&format!("code-interpreter-{INTERPRETER_VERSION}"), |dir| {
         pip_target(
             dir,
             &[
@@ -146,7 +144,14 @@ fn code_interpreter_sdk_runs_unchanged() {
                 format!("e2b=={PY_NEWEST}"),
             ],
         )
-    }) else {
+    })
+}
+
+/// E2B's code interpreter SDK, unchanged: `run_code` with its state, streams, errors,
+/// rich results, contexts side by side, bash, a timeout (tests/e2b/interpreter_check.py).
+#[test]
+fn code_interpreter_sdk_runs_unchanged() {
+    let Some(sdk) = interpreter_sdk() else {
         return;
     };
     let server = Server::start(&[]);

@@ -161,7 +161,8 @@ fn stdout(r: &Reply) -> String {
 
 #[test]
 fn e2b_sdk_through_the_proxy_reaches_each_sandbox_on_its_own_node() {
-    let Some(sdk) = crate::e2b::python_sdk(crate::e2b::PY_NEWEST) else {
+    // The code interpreter's SDK, with the newest `e2b` beside it: both are driven.
+    let Some(sdk) = crate::e2b::interpreter_sdk() else {
         return;
     };
     let Some((nodes, proxy)) = fleet(&[]) else {
@@ -173,6 +174,7 @@ fn e2b_sdk_through_the_proxy_reaches_each_sandbox_on_its_own_node() {
         .env("PYTHONPATH", &sdk)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("WASBOX_FLEET_SANDBOXES", "30")
+        .env("WASBOX_FLEET_INTERPRETERS", "6")
         .env("E2B_API_URL", &url)
         .env("E2B_SANDBOX_URL", &url)
         .env("E2B_API_KEY", crate::e2b::api_key());
@@ -188,11 +190,12 @@ fn e2b_sdk_through_the_proxy_reaches_each_sandbox_on_its_own_node() {
         .lines()
         .filter_map(|l| l.strip_prefix("sandbox "))
         .collect();
-    assert_eq!(ids.len(), 30, "{text}");
+    assert_eq!(ids.len(), 36, "{text}");
 
     // Each node holds exactly the sandboxes whose ids carry its name: every request of the
-    // SDK (create, commands, files, connect) reached the sandbox's own node, or it would
-    // have failed there. And the creates were spread over all three.
+    // SDKs (create, commands, files, connect, the code interpreter's runs) reached the
+    // sandbox's own node, or it would have failed there. And the creates were spread over
+    // all three.
     for (i, node) in nodes.iter().enumerate() {
         let r = request(
             node.addr,
@@ -218,7 +221,31 @@ fn e2b_sdk_through_the_proxy_reaches_each_sandbox_on_its_own_node() {
         own.sort();
         assert_eq!(held, own, "node {}", NODES[i]);
         assert!(!own.is_empty(), "no sandbox was created on {}", NODES[i]);
+        // envd reached by host name alone (`PORT-ID.DOMAIN`, as E2B's own proxy is), for a
+        // sandbox of this node (found there: 401, for no access token is sent; any other
+        // node would answer 502, for it has no such sandbox) and for one it does not have.
+        assert_eq!(
+            by_host(&proxy, &format!("49983-{}.fleet.test", own[0])),
+            401
+        );
+        assert_eq!(
+            by_host(&proxy, &format!("49983-{}-inothere.fleet.test", NODES[i])),
+            502
+        );
     }
+}
+
+/// `GET /health` through the proxy with this `Host` and no other hint of the sandbox.
+fn by_host(proxy: &Proxy, host: &str) -> u16 {
+    use std::io::{BufReader, Write as _};
+    let mut s = std::net::TcpStream::connect(proxy.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    crate::support::http::read_reply(&mut BufReader::new(s)).status
 }
 
 #[test]

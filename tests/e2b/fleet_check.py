@@ -2,8 +2,10 @@
 
 Run by tests/all/fleet.rs with E2B_API_URL and E2B_SANDBOX_URL pointing at the proxy. Creates
 WASBOX_FLEET_SANDBOXES sandboxes (ten at a time), runs a command and a file round trip in each
-through the proxy, and prints one line per sandbox, `sandbox <id>`, then `all passed`. The
-sandboxes are left running: the test asks each node which ones it holds.
+through the proxy; then WASBOX_FLEET_INTERPRETERS sandboxes of the code interpreter SDK, each
+keeping a variable between two `run_code` calls. Prints one line per sandbox, `sandbox <id>`,
+then `all passed`. The sandboxes are left running: the test asks each node which ones it
+holds.
 """
 
 import concurrent.futures
@@ -13,6 +15,7 @@ import sys
 from e2b import Sandbox
 
 COUNT = int(os.environ.get("WASBOX_FLEET_SANDBOXES", "30"))
+INTERPRETERS = int(os.environ.get("WASBOX_FLEET_INTERPRETERS", "6"))
 
 
 def one(i):
@@ -32,10 +35,24 @@ def one(i):
     return sbx.sandbox_id
 
 
+def interpreter(i):
+    from e2b_code_interpreter import Sandbox as CodeSandbox
+
+    sbx = CodeSandbox.create(timeout=300)
+    first = sbx.run_code(f"x = {i} * 7")
+    if first.error:
+        raise AssertionError(f"run_code in {sbx.sandbox_id}: {first.error}")
+    second = sbx.run_code("x + 1")
+    if second.text != str(i * 7 + 1):
+        raise AssertionError(f"state in {sbx.sandbox_id}: {second!r}")
+    return sbx.sandbox_id
+
+
 def main():
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
         ids = list(pool.map(one, range(COUNT)))
-    if len(set(ids)) != COUNT:
+        ids += list(pool.map(interpreter, range(INTERPRETERS)))
+    if len(set(ids)) != COUNT + INTERPRETERS:
         print(f"FAIL ids repeat: {ids}")
         return 1
     for i in ids:
