@@ -146,6 +146,17 @@ fn owner(id: &str) -> usize {
         .unwrap_or_else(|| panic!("`{id}` names no node of the fleet"))
 }
 
+/// A worker API session made through the proxy, named by the client or by its node; its id.
+fn create(proxy: &Proxy, id: Option<&str>) -> String {
+    let mut body = json!({"version": 1, "task_id": "t", "image": "bash"});
+    if let Some(id) = id {
+        body["session_id"] = json!(id);
+    }
+    let r = proxy.call("POST", "/v1/worker/sessions", &body);
+    assert_eq!(r.status, 200, "{}\nproxy:\n{}", r.text(), proxy.log());
+    r.json()["session_id"].as_str().unwrap().to_string()
+}
+
 fn exec(proxy: &Proxy, session: &str, script: &str) -> Reply {
     proxy.call(
         "POST",
@@ -256,13 +267,7 @@ fn worker_api_sessions_through_the_proxy_stay_on_their_node() {
     // Sessions the nodes name, spread by the proxy.
     let mut ids = Vec::new();
     for _ in 0..6 {
-        let r = proxy.call(
-            "POST",
-            "/v1/worker/sessions",
-            &json!({"version": 1, "task_id": "t", "image": "bash"}),
-        );
-        assert_eq!(r.status, 200, "{}", r.text());
-        ids.push(r.json()["session_id"].as_str().unwrap().to_string());
+        ids.push(create(&proxy, None));
     }
     let used: std::collections::BTreeSet<usize> = ids.iter().map(|id| owner(id)).collect();
     assert!(used.len() >= 2, "creates all went to one node: {ids:?}");
@@ -382,12 +387,7 @@ fn worker_api_sessions_through_the_proxy_stay_on_their_node() {
 
     // An id the client chooses goes to the node it names; one that names no node is
     // refused by whichever node gets it (421), for its later requests could not be routed.
-    let chosen = proxy.call(
-        "POST",
-        "/v1/worker/sessions",
-        &json!({"version": 1, "task_id": "t", "session_id": "wasbox-2-mine", "image": "bash"}),
-    );
-    assert_eq!(chosen.status, 200, "{}", chosen.text());
+    create(&proxy, Some("wasbox-2-mine"));
     assert_eq!(
         nodes[2].get("/v1/worker/sessions/wasbox-2-mine").status,
         200
@@ -430,14 +430,7 @@ fn a_draining_node_leaves_the_rotation_while_the_others_serve_on() {
     let mut sessions = Vec::new();
     for n in NODES {
         for k in 0..2 {
-            let id = format!("{n}-s{k}");
-            let r = proxy.call(
-                "POST",
-                "/v1/worker/sessions",
-                &json!({"version": 1, "task_id": "t", "session_id": id, "image": "bash"}),
-            );
-            assert_eq!(r.status, 200, "{}", r.text());
-            sessions.push(id);
+            sessions.push(create(&proxy, Some(&format!("{n}-s{k}"))));
         }
     }
     // wasbox-1 is told to stop: it fails /readyz at once and goes on serving its own
@@ -451,13 +444,7 @@ fn a_draining_node_leaves_the_rotation_while_the_others_serve_on() {
     let mut created = Vec::new();
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(1500) {
-        let r = proxy.call(
-            "POST",
-            "/v1/worker/sessions",
-            &json!({"version": 1, "task_id": "t", "image": "bash"}),
-        );
-        assert_eq!(r.status, 200, "{}\nproxy:\n{}", r.text(), proxy.log());
-        let id = r.json()["session_id"].as_str().unwrap().to_string();
+        let id = create(&proxy, None);
         assert_ne!(owner(&id), 1, "a create went to the draining node");
         created.push(id);
     }
@@ -469,13 +456,7 @@ fn a_draining_node_leaves_the_rotation_while_the_others_serve_on() {
     // Meanwhile and after, creates through the proxy all succeed, on the other nodes, and
     // no request for another node's session fails.
     while start.elapsed() < Duration::from_secs(6) {
-        let r = proxy.call(
-            "POST",
-            "/v1/worker/sessions",
-            &json!({"version": 1, "task_id": "t", "image": "bash"}),
-        );
-        assert_eq!(r.status, 200, "{}\nproxy:\n{}", r.text(), proxy.log());
-        let id = r.json()["session_id"].as_str().unwrap().to_string();
+        let id = create(&proxy, None);
         assert_ne!(owner(&id), 1, "a create went to the draining node");
         for s in sessions.iter().filter(|s| owner(s) != 1) {
             assert_eq!(stdout(&exec(&proxy, s, "echo ok")), "ok\n", "{s}");
