@@ -421,15 +421,28 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
     .expect("copying process.wit");
     std::fs::copy(src.join("wit/world.wit"), wit.join("world.wit")).expect("copying world.wit");
 
+    // The sources, copied: componentize-py imports them with an interpreter of its own that
+    // writes a `__pycache__` beside them whatever the environment says, and one in
+    // `guest-components/` would make the next cargo run this script (and rebuild every crate
+    // above it) again.
+    let staged = target_dir.join("python-src");
+    let _ = std::fs::remove_dir_all(&staged);
+    std::fs::create_dir_all(&staged).expect("creating the python source copy");
+    for entry in std::fs::read_dir(&src).expect("reading the python sources") {
+        let path = entry.expect("reading the python sources").path();
+        if path.extension().is_some_and(|e| e == "py") {
+            std::fs::copy(&path, staged.join(path.file_name().unwrap()))
+                .unwrap_or_else(|e| panic!("copying {}: {e}", path.display()));
+        }
+    }
     std::fs::create_dir_all(out.parent().unwrap()).expect("creating the guest output directory");
     run(
         Command::new(&tool)
-            // Building imports main.py: leave no __pycache__ in the source tree.
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .arg("-d")
             .arg(&wit)
             .args(["-w", "wasbox:python/python", "componentize", "-p"])
-            .arg(&src)
+            .arg(&staged)
             .arg("-p")
             .arg(&tzdata)
             .args(["main", "-o"])

@@ -142,12 +142,21 @@ fn serve_one(
 /// Builds a Python agent with `wasbox agent build` (once per test binary).
 fn python_agent(source: &Path, cell: &'static OnceLock<PathBuf>) -> &'static Path {
     cell.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join("term-agents")
-            .join(source.with_extension("wasm").file_name().unwrap());
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("term-agents");
+        let out = dir.join(source.with_extension("wasm").file_name().unwrap());
+        // Built from a copy: componentize-py leaves a `__pycache__` beside the sources it
+        // imports, which in the repository would make the next build run the runtime's
+        // build script again (it watches `guest-components/`).
+        let copy = dir
+            .join(format!(
+                "src-{}",
+                source.file_stem().unwrap().to_string_lossy()
+            ))
+            .join(source.file_name().unwrap());
+        std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+        std::fs::copy(source, &copy).unwrap();
         let mut cmd = wasbox();
-        cmd.args(["term", "build"]).arg(source).arg("-o").arg(&out);
+        cmd.args(["term", "build"]).arg(&copy).arg("-o").arg(&out);
         let o = run_bounded(cmd, Duration::from_secs(600));
         assert!(
             o.status.success(),

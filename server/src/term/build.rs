@@ -166,7 +166,8 @@ pub fn python_agent(source: &Path, output: &Path) -> Result<()> {
     std::fs::write(wit.join("agent.wit"), wit_text)?;
     let tool = componentize_py()?;
     let status = Command::new(&tool)
-        // Building imports the agent's modules: leave no __pycache__ beside them.
+        // Building imports the agent's modules. componentize-py's own interpreter may
+        // still leave a `__pycache__` beside them, as Python does.
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg("-d")
         .arg(&wit)
