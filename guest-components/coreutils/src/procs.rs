@@ -116,10 +116,11 @@ fn field(name: &str, p: &ProcessInfo, limit: u64, me: u32) -> Option<(&'static s
             ("%CPU", true, format!("{pct:.1}"))
         }
         "time" | "cputime" => ("TIME", true, cpu_time(p.cpu_us)),
-        // `ps -f`'s `C`: the same share, a whole number.
+        // `ps -f`'s `C`: the same share, a whole number, at most 99 as procps prints it
+        // (a process only just started, `ps` itself, can have used more than its lifetime).
         "c" => {
             let alive_us = now_ms().saturating_sub(p.started_ms) * 1000;
-            let pct = (p.cpu_us * 100).checked_div(alive_us).unwrap_or(0);
+            let pct = (p.cpu_us * 100).checked_div(alive_us).unwrap_or(0).min(99);
             ("C", true, pct.to_string())
         }
         // top's `TIME+`: minutes, seconds and hundredths.
