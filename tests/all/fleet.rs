@@ -232,6 +232,18 @@ fn e2b_sdk_through_the_proxy_reaches_each_sandbox_on_its_own_node() {
         own.sort();
         assert_eq!(held, own, "node {}", NODES[i]);
         assert!(!own.is_empty(), "no sandbox was created on {}", NODES[i]);
+        // And the node's telemetry (its inventory of sandboxes) names its own alone.
+        let inventory = node.get("/v1/worker/telemetry/containers?limit=1000");
+        assert_eq!(inventory.status, 200, "{}", inventory.text());
+        let mut recorded: Vec<String> = inventory.json()["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["container_id"].as_str()?.strip_prefix("session-e2b-"))
+            .map(str::to_string)
+            .collect();
+        recorded.sort();
+        assert_eq!(recorded, own, "telemetry of {}", NODES[i]);
         // envd reached by host name alone (`PORT-ID.DOMAIN`, as E2B's own proxy is), for a
         // sandbox of this node (found there: 401, for no access token is sent; any other
         // node would answer 502, for it has no such sandbox) and for one it does not have.

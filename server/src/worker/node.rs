@@ -190,6 +190,7 @@ impl Node {
             ("storage.state_dir", new.state_dir != old.state_dir),
             ("storage.cache_dir", new.cache_dir != old.cache_dir),
             ("node.id", new.node_slug != old.node_slug),
+            ("fleet", new.fleet != old.fleet),
             ("orchestrator", new.orchestrator != old.orchestrator),
             ("telemetry.retention", new.retention != old.retention),
             ("logging", new.log != old.log),
