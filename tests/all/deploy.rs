@@ -92,11 +92,7 @@ fn the_proxy_routes_to_the_statefulset_s_nodes() {
         assert!(cfg.contains(&format!("server {name} \"${{WASBOX_NODE_{i}}}\"")));
     }
     assert!(!cfg.contains(&format!("WASBOX_NODE_{replicas}")));
-    let Some(haproxy) = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"]
-        .iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        crate::support::skip("haproxy is not installed (.ci/run installs Debian's haproxy)");
+    let Some(haproxy) = crate::fleet::haproxy() else {
         return;
     };
     let mut cmd = std::process::Command::new(haproxy);

@@ -23,15 +23,21 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn haproxy() -> Option<PathBuf> {
-    [
+/// HAProxy's binary, or `None` after [`crate::support::skip`] says why (`.ci/run` installs
+/// it; deploy.rs checks the shipped configuration with it too).
+pub(crate) fn haproxy() -> Option<PathBuf> {
+    let found = [
         "/usr/sbin/haproxy",
         "/usr/local/sbin/haproxy",
         "/usr/bin/haproxy",
     ]
     .iter()
     .map(PathBuf::from)
-    .find(|p| p.exists())
+    .find(|p| p.exists());
+    if found.is_none() {
+        crate::support::skip("haproxy is not installed (.ci/run installs Debian's haproxy)");
+    }
+    found
 }
 
 /// HAProxy running the shipped configuration in front of `nodes`, stopped when dropped.
@@ -122,10 +128,7 @@ impl Drop for Proxy {
 
 /// Three nodes and the proxy, or `None` (skipped) without HAProxy.
 fn fleet(extra: &[&str]) -> Option<(Vec<Server>, Proxy)> {
-    let Some(binary) = haproxy() else {
-        crate::support::skip("haproxy is not installed (.ci/run installs Debian's haproxy)");
-        return None;
-    };
+    let binary = haproxy()?;
     let nodes: Vec<Server> = NODES
         .iter()
         .map(|n| {
@@ -490,7 +493,6 @@ fn a_draining_node_leaves_the_rotation_while_the_others_serve_on() {
 #[test]
 fn fleet_local_starts_three_nodes_behind_one_endpoint() {
     if haproxy().is_none() {
-        crate::support::skip("haproxy is not installed (.ci/run installs Debian's haproxy)");
         return;
     }
     // Four free ports in a row: the endpoint's and the nodes'.
