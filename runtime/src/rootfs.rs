@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, Result};
 
+use crate::image::RootFile;
 use crate::procfs::ProcFile;
 
 /// The user every sandbox process runs as, by name, uid and home.
@@ -250,6 +251,7 @@ impl RootTrees {
         &self,
         image: &str,
         programs: impl FnOnce() -> P,
+        files: &[RootFile],
         mount: &str,
     ) -> Result<Arc<RootTree>> {
         let key = (image.to_string(), mount.to_string());
@@ -262,7 +264,7 @@ impl RootTrees {
         let cached = self
             .cache
             .as_deref()
-            .and_then(|base| cached_tree(base, programs, mount).ok());
+            .and_then(|base| cached_tree(base, programs, files, mount).ok());
         let tree = match cached {
             Some(t) => t,
             None => {
@@ -279,7 +281,7 @@ impl RootTrees {
                 };
                 let path = base.path().join(made.len().to_string());
                 std::fs::create_dir(&path)
-                    .and_then(|()| fill_tree(&path, programs, mount))
+                    .and_then(|()| fill_tree(&path, programs, files, mount))
                     .with_context(|| format!("creating the sandbox root {}", path.display()))?;
                 open_tree(&path)?
             }
@@ -293,12 +295,20 @@ impl RootTrees {
 /// The tree for this content in the cache directory `base`: opened when it is there, else
 /// made beside it and renamed into place (a runtime that races this one makes its own and
 /// keeps whichever got there first).
-fn cached_tree(base: &Path, programs: &[&str], mount: &str) -> Result<RootTree> {
+fn cached_tree(
+    base: &Path,
+    programs: &[&str],
+    files: &[RootFile],
+    mount: &str,
+) -> Result<RootTree> {
     use std::hash::{Hash as _, Hasher as _};
     let mut names: Vec<&str> = programs.to_vec();
     names.sort_unstable();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (LAYOUT, env!("CARGO_PKG_VERSION"), &names, mount, DEVICES).hash(&mut h);
+    for f in files {
+        (&f.path, f.tar, f.digest).hash(&mut h);
+    }
     let path = base.join(format!("{:016x}", h.finish()));
     if path.join("etc/os-release").is_file() {
         return open_tree(&path);
@@ -307,7 +317,7 @@ fn cached_tree(base: &Path, programs: &[&str], mount: &str) -> Result<RootTree> 
         .prefix(".making-")
         .tempdir_in(base)
         .context("creating a sandbox root in the cache")?;
-    fill_tree(tmp.path(), programs, mount)
+    fill_tree(tmp.path(), programs, files, mount)
         .with_context(|| format!("creating the sandbox root {}", tmp.path().display()))?;
     if path.exists() {
         // Left unfinished (a crash before `os-release` was written, or tampering): made again.
@@ -327,7 +337,13 @@ fn cached_tree(base: &Path, programs: &[&str], mount: &str) -> Result<RootTree> 
 }
 
 /// Writes a tree's contents into the empty directory `path`.
-fn fill_tree(path: &Path, programs: &[&str], mount: &str) -> std::io::Result<()> {
+fn fill_tree(
+    path: &Path,
+    programs: &[&str],
+    files: &[RootFile],
+    mount: &str,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let dirs = [
         "dev",
@@ -373,6 +389,40 @@ fn fill_tree(path: &Path, programs: &[&str], mount: &str) -> std::io::Result<()>
             .create_new(true)
             .mode(0o755)
             .open(path.join("usr/bin").join(name))?;
+    }
+    for f in files {
+        let parts: Vec<&str> = f.path.split('/').collect();
+        if parts.iter().any(|p| matches!(*p, "" | "." | "..")) {
+            return Err(std::io::Error::other(format!(
+                "an image's file may not be at {:?}",
+                f.path
+            )));
+        }
+        let at = path.join(&f.path);
+        if f.tar {
+            std::fs::create_dir_all(&at)?;
+            let mut archive = tar::Archive::new(&f.bytes[..]);
+            archive.set_preserve_permissions(false);
+            for entry in archive.entries()? {
+                // `unpack_in` refuses what would land outside the directory.
+                if !entry?.unpack_in(&at)? {
+                    return Err(std::io::Error::other(format!(
+                        "an entry of {:?} leaves its directory",
+                        f.path
+                    )));
+                }
+            }
+            continue;
+        }
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(&at)?
+            .write_all(&f.bytes)?;
     }
     let version = env!("CARGO_PKG_VERSION");
     let etc = [
@@ -446,9 +496,9 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let trees = RootTrees::new(scratch.path(), None).unwrap();
         let t = trees
-            .get("base", || ["sh", "ls", "../x"], "/home/user")
+            .get("base", || ["sh", "ls", "../x"], &[], "/home/user")
             .unwrap();
-        let again = trees.get("base", || ["sh"], "/home/user").unwrap();
+        let again = trees.get("base", || ["sh"], &[], "/home/user").unwrap();
         assert!(Arc::ptr_eq(&t, &again), "one tree per image and mount");
         let view = t.view();
         assert!(view.is_file("usr/bin/ls") && view.is_file("bin/sh"));
@@ -477,27 +527,36 @@ mod tests {
             v.sort();
             v
         };
-        trees().get("base", || ["sh", "ls"], "/workspace").unwrap();
+        trees()
+            .get("base", || ["sh", "ls"], &[], "/workspace")
+            .unwrap();
         let first = listing();
         assert_eq!(first.len(), 1, "{first:?}");
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
         let before = ino(&first[0]);
         // Another runtime opens it; nothing new is made.
-        let t = trees().get("base", || ["ls", "sh"], "/workspace").unwrap();
+        let t = trees()
+            .get("base", || ["ls", "sh"], &[], "/workspace")
+            .unwrap();
         assert_eq!(listing(), first);
         assert_eq!(ino(&first[0]), before);
         assert!(t.view().is_file("usr/bin/sh"));
         // Another mount point is another tree.
-        trees().get("base", || ["sh", "ls"], "/home/user").unwrap();
+        trees()
+            .get("base", || ["sh", "ls"], &[], "/home/user")
+            .unwrap();
         assert_eq!(listing().len(), 2);
         // An unfinished one is made again, whole.
         std::fs::remove_file(first[0].join("etc/os-release")).unwrap();
-        let t = trees().get("base", || ["sh", "ls"], "/workspace").unwrap();
+        let t = trees()
+            .get("base", || ["sh", "ls"], &[], "/workspace")
+            .unwrap();
         assert!(t.view().is_file("etc/os-release"));
         assert_eq!(listing().len(), 2, "{:?}", listing());
         // Nothing was made in the scratch root (each runtime's part of it is empty).
         let kept = RootTrees::new(scratch.path(), Some(cache.path())).unwrap();
-        kept.get("base", || ["sh", "ls"], "/workspace").unwrap();
+        kept.get("base", || ["sh", "ls"], &[], "/workspace")
+            .unwrap();
         assert_eq!(in_scratch(&kept), 0);
         // A cache that cannot be used (here `roots` turned into a file after the runtime
         // started): the tree is made in the scratch root.
@@ -505,7 +564,7 @@ mod tests {
         let trees = RootTrees::new(scratch.path(), Some(broken.path())).unwrap();
         std::fs::remove_dir(broken.path().join("roots")).unwrap();
         std::fs::write(broken.path().join("roots"), "").unwrap();
-        let t = trees.get("base", || ["sh"], "/workspace").unwrap();
+        let t = trees.get("base", || ["sh"], &[], "/workspace").unwrap();
         assert!(t.view().is_file("usr/bin/sh"));
         assert_eq!(in_scratch(&trees), 1);
     }

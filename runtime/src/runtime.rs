@@ -13,7 +13,7 @@ use crate::capacity::{Admission, Refused};
 use crate::engine::{EpochTicker, new_engines};
 use crate::files::FileInfo;
 use crate::host::{HostContext, LoadedImage, Site};
-use crate::image::{BASE_IMAGE, Image, base_image};
+use crate::image::{BASE_IMAGE, DATASCI_IMAGE, Image, base_image, datasci_image};
 use crate::job::{JobOutput, JobSpec};
 use crate::limits::{Limits, Quota, default_node_memory};
 use crate::sandbox::{FileError, SandboxConfig, SandboxState};
@@ -182,6 +182,10 @@ impl RuntimeBuilder {
         let mut images: HashMap<String, Arc<LoadedImage>> = HashMap::new();
         let base = Arc::new(base_image());
         images.insert(BASE_IMAGE.to_string(), Arc::new(LoadedImage::new(base)));
+        images.insert(
+            DATASCI_IMAGE.to_string(),
+            Arc::new(LoadedImage::new(Arc::new(datasci_image()))),
+        );
         for image in self.images {
             let name = image.name().to_string();
             images.insert(name, Arc::new(LoadedImage::new(Arc::new(image))));
@@ -355,6 +359,7 @@ impl Runtime {
             Some(roots) => Some(roots.get(
                 image.image.name(),
                 || image.image.program_names(),
+                image.image.files(),
                 &config.mount,
             )?),
             None => None,

