@@ -82,10 +82,19 @@ def _system(command):
     return os.system(command)
 
 
+def _python_path():
+    # What CPython does with PYTHONPATH (the snapshot runs isolated and reads none): its
+    # directories before the library, after the script's own.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if extra:
+        sys.path[1:1] = [os.path.abspath(p) for p in extra]
+
+
 def main():
     import _reactor
 
     _start_dir()
+    _python_path()
     if "subprocess" in sys.modules:
         _processes()
     else:

@@ -319,6 +319,10 @@ def run_cell(code, env_vars):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    # The end of this run's stderr (the server waits for it, not for a pause): whatever the
+    # run and its children wrote there came before.
+    sys.stderr.flush()
+    os.write(2, b"\x1e\n")
     _emit({"type": "number_of_executions", "execution_count": _execution_count})
 
 

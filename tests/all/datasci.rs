@@ -69,15 +69,17 @@ async fn datasci_python_computes_and_draws() {
     assert!(svg.contains("<svg"), "{svg:.200}");
 }
 
-/// The start the image adds to every run is not what `ps` shows, and `python3 -c` without
-/// imports starts as fast as the base image's (both timed in `wasbox bench`, not here).
+/// The start the image adds to every run is not what `ps` shows; the working directory is
+/// the sandbox's and `PYTHONPATH` extends the path, as for CPython.
 #[tokio::test(flavor = "multi_thread")]
 async fn datasci_python_shows_the_callers_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let out = in_datasci(
         dir.path(),
         "python3 -c 'import time; time.sleep(3)' & sleep 1; ps -o args; \
-         python3 -c 'import sys, os; print(sys.argv, os.getcwd())'",
+         python3 -c 'import sys, os; print(sys.argv, os.getcwd())'; \
+         mkdir lib && echo 'X = 42' > lib/mymod.py && \
+         PYTHONPATH=lib python3 -c 'import mymod; print(\"from PYTHONPATH\", mymod.X)'",
     )
     .await;
     assert_eq!(out.exit_code, 0, "stderr: {}", out.stderr);
@@ -88,6 +90,7 @@ async fn datasci_python_shows_the_callers_command_line() {
     );
     assert!(!out.stdout.contains("wasbox_sci"), "{}", out.stdout);
     assert!(out.stdout.contains("['-c'] /workspace"), "{}", out.stdout);
+    assert!(out.stdout.contains("from PYTHONPATH 42"), "{}", out.stdout);
 }
 
 /// `subprocess`, `os.system` and pipes start programs of the sandbox through the door, as

@@ -43,8 +43,11 @@ const MAX_REQUEST_BYTES: usize = 4 << 20;
 const PIPE_BYTES: usize = 64 << 10;
 /// The longest line of a kernel's output read as one piece (a longer one is cut).
 const MAX_LINE_BYTES: usize = 8 << 20;
-/// How long output of a kernel's children is waited for after a run's end.
+/// How long output of a kernel's children is waited for after a run's end (bash; a python
+/// kernel marks the end of its stderr instead, see [`Piece::StderrEnd`]).
 const STDERR_GRACE: Duration = Duration::from_millis(20);
+/// How long a python kernel's stderr mark is waited for after its run's end.
+const STDERR_MARK_WAIT: Duration = Duration::from_secs(1);
 /// Where a kernel's events start (U+001E, record separator): other lines are plain output.
 const MARK: u8 = 0x1e;
 
@@ -162,6 +165,9 @@ enum Piece {
     Line(Vec<u8>),
     /// A chunk of its stderr.
     Stderr(Vec<u8>),
+    /// A python kernel's mark on its stderr (the line `U+001E`), written after a run's
+    /// output: everything the run wrote to stderr came before it.
+    StderrEnd,
     /// It ended, and why.
     Ended(String),
 }
@@ -171,6 +177,9 @@ struct Kernel {
     stdin: PipeWriter,
     out: mpsc::Receiver<Piece>,
     stop: StopSignal,
+    /// Its stderr marks seen, and its runs ended (python).
+    marks: u64,
+    runs: u64,
 }
 
 impl Kernel {
@@ -205,10 +214,11 @@ impl Kernel {
         spec.env.push(("PWD".into(), ctx.cwd.clone()));
         let (tx, rx) = mpsc::channel(256);
         let session = sbx.session.clone();
+        let ctx_marks = ctx.language == Language::Python;
         tokio::spawn(async move {
             let pumps = [
                 tokio::spawn(lines(out_r, tx.clone())),
-                tokio::spawn(chunks(err_r, tx.clone())),
+                tokio::spawn(chunks(err_r, tx.clone(), ctx_marks)),
             ];
             let out = session.exec(spec).await;
             for p in pumps {
@@ -227,6 +237,8 @@ impl Kernel {
             stdin: in_w,
             out: rx,
             stop,
+            marks: 0,
+            runs: 0,
         })
     }
 }
@@ -259,11 +271,70 @@ async fn lines(r: PipeReader, tx: mpsc::Sender<Piece>) {
     }
 }
 
-async fn chunks(r: PipeReader, tx: mpsc::Sender<Piece>) {
+/// A pipe's content as chunks; with `marks`, the line `U+001E` is a [`Piece::StderrEnd`]
+/// wherever it falls in the chunks (a mark split between two is found too).
+async fn chunks(r: PipeReader, tx: mpsc::Sender<Piece>, marks: bool) {
+    // Whether the last chunk ended a line (a mark starts a line) and then a lone `U+001E`.
+    let (mut at_line_start, mut held) = (true, false);
     loop {
         let chunk = r.read(32 << 10).await;
-        if chunk.is_empty() || tx.send(Piece::Stderr(chunk.to_vec())).await.is_err() {
+        if chunk.is_empty() {
+            if held {
+                let _ = tx.send(Piece::Stderr(vec![MARK])).await;
+            }
             return;
+        }
+        if !marks {
+            if tx.send(Piece::Stderr(chunk.to_vec())).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let mut data: Vec<u8> = Vec::with_capacity(chunk.len() + 1);
+        if held {
+            data.push(MARK);
+            held = false;
+        }
+        data.extend_from_slice(&chunk);
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let mut i = 0;
+        while i < data.len() {
+            let line_start = if i == 0 {
+                at_line_start
+            } else {
+                data[i - 1] == b'\n'
+            };
+            if line_start && data[i] == MARK {
+                if i + 1 == data.len() {
+                    // Perhaps a mark whose newline comes in the next chunk.
+                    if start < i {
+                        pieces.push(Piece::Stderr(data[start..i].to_vec()));
+                    }
+                    start = data.len();
+                    held = true;
+                    break;
+                }
+                if data[i + 1] == b'\n' {
+                    if start < i {
+                        pieces.push(Piece::Stderr(data[start..i].to_vec()));
+                    }
+                    pieces.push(Piece::StderrEnd);
+                    i += 2;
+                    start = i;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if start < data.len() {
+            pieces.push(Piece::Stderr(data[start..].to_vec()));
+        }
+        at_line_start = held || data.last() == Some(&b'\n');
+        for p in pieces {
+            if tx.send(p).await.is_err() {
+                return;
+            }
         }
     }
 }
@@ -456,12 +527,26 @@ async fn relay(kernel: &mut Kernel, ctx: &Context, tx: &Lines) -> Relayed {
                 match kernel_event(ctx, &line[1..]) {
                     KernelEvent::Forward(events) => events,
                     KernelEvent::End(events) => {
-                        // Output of children that came just before the end.
-                        while let Ok(Some(Piece::Stderr(c))) =
-                            tokio::time::timeout(STDERR_GRACE, kernel.out.recv()).await
-                        {
-                            send(tx, &output_event("stderr", &c)).await;
+                        // Output of children that came just before the end: until the
+                        // kernel's stderr mark (python), or a pause (bash).
+                        kernel.runs += 1;
+                        let python = ctx.language == Language::Python;
+                        let wait = if python {
+                            STDERR_MARK_WAIT
+                        } else {
+                            STDERR_GRACE
+                        };
+                        while !python || kernel.marks < kernel.runs {
+                            match tokio::time::timeout(wait, kernel.out.recv()).await {
+                                Ok(Some(Piece::Stderr(c))) => {
+                                    send(tx, &output_event("stderr", &c)).await;
+                                }
+                                Ok(Some(Piece::StderrEnd)) => kernel.marks += 1,
+                                _ => break,
+                            }
                         }
+                        // A mark that never came (a broken kernel) is not waited for again.
+                        kernel.marks = kernel.marks.max(kernel.runs);
                         for e in &events {
                             send(tx, e).await;
                         }
@@ -471,6 +556,10 @@ async fn relay(kernel: &mut Kernel, ctx: &Context, tx: &Lines) -> Relayed {
             }
             Some(Piece::Line(line)) => vec![output_event("stdout", &line)],
             Some(Piece::Stderr(chunk)) => vec![output_event("stderr", &chunk)],
+            Some(Piece::StderrEnd) => {
+                kernel.marks += 1;
+                Vec::new()
+            }
             Some(Piece::Ended(why)) => {
                 send(tx, &error_event("KernelDied", &why)).await;
                 return Relayed::KernelGone;
@@ -671,5 +760,46 @@ mod tests {
             "export A='it'\\''s'\neval 'echo '\\''x'\\''; exit 3'\n\
              printf '\\036WASBOX-END %d\\n' \"$?\"\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod stderr_marks {
+    use super::*;
+
+    /// What `chunks` makes of these writes to a python kernel's stderr: its text (marks as
+    /// `|`), however the writes cut the marks.
+    async fn seen(writes: &[&[u8]]) -> String {
+        let (r, w) = pipe(PIPE_BYTES);
+        let (tx, mut rx) = mpsc::channel(64);
+        let pump = tokio::spawn(chunks(r, tx, true));
+        for data in writes {
+            w.write_all(data).await.unwrap();
+            // Each write its own chunk.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(w);
+        pump.await.unwrap();
+        let mut out = String::new();
+        while let Some(p) = rx.recv().await {
+            match p {
+                Piece::Stderr(c) => out.push_str(&String::from_utf8_lossy(&c)),
+                Piece::StderrEnd => out.push('|'),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_mark_is_found_wherever_the_chunks_cut_it() {
+        assert_eq!(seen(&[b"a\n\x1e\nb\n"]).await, "a\n|b\n");
+        assert_eq!(seen(&[b"\x1e\n", b"\x1e\n"]).await, "||");
+        assert_eq!(seen(&[b"a\n\x1e", b"\nb"]).await, "a\n|b");
+        assert_eq!(seen(&[b"a\n", b"\x1e", b"\n"]).await, "a\n|");
+        // Not at a line's start, or not followed by a newline: text.
+        assert_eq!(seen(&[b"a\x1e\n"]).await, "a\x1e\n");
+        assert_eq!(seen(&[b"\x1ex\n"]).await, "\x1ex\n");
+        assert_eq!(seen(&[b"a\n\x1e"]).await, "a\n\x1e");
     }
 }

@@ -834,10 +834,14 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             flags.ca_certs.clone()
         },
     };
-    // E2B's code interpreter templates get the scientific python3; everything else the
-    // base image.
+    // `datasci` and E2B's code interpreter templates get the scientific python3;
+    // everything else the base image.
     let images = yaml.sandbox.images.unwrap_or_else(|| {
         vec![
+            ImageRule {
+                pattern: wasbox_runtime::DATASCI_IMAGE.into(),
+                image: wasbox_runtime::DATASCI_IMAGE.into(),
+            },
             ImageRule {
                 pattern: "code-interpreter*".into(),
                 image: wasbox_runtime::DATASCI_IMAGE.into(),
@@ -1249,6 +1253,10 @@ mod tests {
         assert!(c.log.json);
         assert_eq!(c.image_for("python:3"), Some("base"));
         assert_eq!(c.image_for("alpine"), None);
+        let default = load(flags(), |_| None).unwrap();
+        assert_eq!(default.image_for("datasci"), Some("datasci"));
+        assert_eq!(default.image_for("code-interpreter-v1"), Some("datasci"));
+        assert_eq!(default.image_for("python:3.12"), Some("base"));
         let bad = |k: &str| (k == "WASBOX_WORKER_API_MAX_SESSIONS").then(|| "many".to_string());
         let e = format!("{:#}", load(flags(), bad).unwrap_err());
         assert!(
