@@ -319,6 +319,11 @@ fn cached_tree(
         .context("creating a sandbox root in the cache")?;
     fill_tree(tmp.path(), programs, files, mount)
         .with_context(|| format!("creating the sandbox root {}", tmp.path().display()))?;
+    if path.join("etc/os-release").is_file() {
+        // Finished by another runtime while this one made its own (which goes with `tmp`):
+        // that tree may be open in its sandboxes already, so it stays.
+        return open_tree(&path);
+    }
     if path.exists() {
         // Left unfinished (a crash before `os-release` was written, or tampering): made again.
         let _ = std::fs::remove_dir_all(&path);
