@@ -147,16 +147,15 @@ pub(crate) fn interpreter_sdk() -> Option<PathBuf> {
     })
 }
 
-/// E2B's code interpreter SDK, unchanged: `run_code` with its state, streams, errors,
-/// rich results, contexts side by side, bash, a timeout (tests/e2b/interpreter_check.py).
-#[test]
-fn code_interpreter_sdk_runs_unchanged() {
+/// Runs `tests/e2b/SCRIPT` with E2B's code interpreter SDK against a server of its own; it
+/// must print "all passed".
+fn run_interpreter_check(script: &str) {
     let Some(sdk) = interpreter_sdk() else {
         return;
     };
     let server = Server::start(&[]);
     let mut cmd = Command::new("python3");
-    cmd.arg(root().join("tests/e2b/interpreter_check.py"))
+    cmd.arg(root().join("tests/e2b").join(script))
         .env("PYTHONPATH", &sdk)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .envs(sdk_env(&server));
@@ -164,10 +163,17 @@ fn code_interpreter_sdk_runs_unchanged() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("all passed"),
-        "E2B's code interpreter SDK failed:\n{stdout}\n{}\nserver log:\n{}",
+        "E2B's code interpreter SDK failed ({script}):\n{stdout}\n{}\nserver log:\n{}",
         String::from_utf8_lossy(&out.stderr),
         server.log()
     );
+}
+
+/// E2B's code interpreter SDK, unchanged: `run_code` with its state, streams, errors,
+/// rich results, contexts side by side, bash, a timeout (tests/e2b/interpreter_check.py).
+#[test]
+fn code_interpreter_sdk_runs_unchanged() {
+    run_interpreter_check("interpreter_check.py");
 }
 
 /// E2B's code interpreter SDK, unchanged, on the `datasci` template: a CSV loaded with
@@ -175,23 +181,7 @@ fn code_interpreter_sdk_runs_unchanged() {
 /// (tests/e2b/datasci_check.py).
 #[test]
 fn code_interpreter_sdk_draws_a_chart_on_datasci() {
-    let Some(sdk) = interpreter_sdk() else {
-        return;
-    };
-    let server = Server::start(&[]);
-    let mut cmd = Command::new("python3");
-    cmd.arg(root().join("tests/e2b/datasci_check.py"))
-        .env("PYTHONPATH", &sdk)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .envs(sdk_env(&server));
-    let out = run_bounded(cmd, Duration::from_secs(300));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("all passed"),
-        "E2B's code interpreter SDK on datasci failed:\n{stdout}\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
-    );
+    run_interpreter_check("datasci_check.py");
 }
 
 /// The code interpreter's wire, by hand: its refusals in E2B's error shape, and the
