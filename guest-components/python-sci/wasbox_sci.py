@@ -4,6 +4,10 @@ The interpreter is a pre-initialised snapshot that runs isolated (`-I`: no site,
 environment variables read), so the host starts every run as
 `python3 -c "<import this module and call main()>" ARGS...`: `main` does what a normal start
 would, then hands the user's own command line to the interpreter's argument handling.
+
+The host also makes a snapshot of its own from it, with numpy and pandas imported
+(`preinit`); an instance of that snapshot runs `start` instead, which asks the host for the
+command line and the environment.
 """
 
 import os
@@ -90,16 +94,52 @@ def _python_path():
         sys.path[1:1] = [os.path.abspath(p) for p in extra]
 
 
-def main():
+def _run(argv, env, cwd=None):
     import _reactor
 
-    _start_dir()
+    if cwd is None:
+        _start_dir()
+    else:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            pass
     _python_path()
     if "subprocess" in sys.modules:
         _processes()
     else:
         sys.meta_path.insert(0, _OnFirstImport())
         os.system = _system
+    # `run` also reseeds `random` and `numpy.random`, which a snapshot would share.
+    sys.exit(_reactor.run(argv, env))
+
+
+def main():
+    """A start of the interpreter itself (`-c` of this module): the command line follows."""
     argv0 = sys.orig_argv[0] if sys.orig_argv else "python3"
-    code = _reactor.run([argv0, *sys.argv[1:]], dict(os.environ))
-    sys.exit(code)
+    _run([argv0, *sys.argv[1:]], dict(os.environ))
+
+
+def preinit():
+    """What a pre-initialised interpreter has done before its snapshot is taken: the host
+    runs this once, in an instance with no environment and no arguments, and starts later
+    instances from the snapshot (`start`). Only what is the same in every sandbox belongs
+    here: modules of the read-only library, nothing of a caller's."""
+    import wasbox_door  # noqa: F401 (what `start` uses first)
+
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+
+    _flush()
+
+
+def start():
+    """The start of an instance made from the snapshot: the snapshot's environment,
+    arguments and working directory are the ones `preinit` ran with, so the command line,
+    the environment and the working directory come from the host, through the door."""
+    import wasbox_door
+
+    argv, env, cwd = wasbox_door.start_args()
+    os.environ.clear()
+    os.environ.update(env)
+    _run(argv, env, cwd)

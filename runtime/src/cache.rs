@@ -122,6 +122,46 @@ impl CompileCache {
     }
 }
 
+impl CompileCache {
+    /// The component cached for a program whose bytes have `digest`, without its bytes:
+    /// `None` when there is no cache or no usable entry (for a program that is costly to
+    /// make, such as a pre-initialised one, whose bytes exist only once made).
+    pub(crate) async fn cached(
+        &self,
+        engine: &Engine,
+        name: &str,
+        digest: [u8; 32],
+    ) -> Option<Component> {
+        let dir = self.dir.clone()?;
+        let engine = engine.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            let path = entry_path(&dir, &engine, &name, digest);
+            load_trusted(&engine, &dir, &name, &path)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Compiles `wasm` for `engine` without caching it (a program used once, such as the
+    /// instrumented form of one being pre-initialised).
+    pub(crate) async fn compile_uncached(
+        &self,
+        engine: &Engine,
+        name: &str,
+        wasm: Bytes,
+    ) -> Result<Component> {
+        let engine = engine.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            load_compiled(&engine, &name, &compile(&engine, &name, &wasm)?)
+        })
+        .await
+        .map_err(|e| wasmtime::Error::msg(format!("compiler thread panicked: {e}")))?
+    }
+}
+
 /// Whether another user could change what is at `path`: the directory itself must be this
 /// user's and writable only by them; every directory above it must be writable only by its
 /// owner (root or this user), unless it is sticky (like `/tmp`).
@@ -372,10 +412,23 @@ fn load_blocking(
     let Some(dir) = dir else {
         return load_compiled(engine, name, &compile(engine, name, wasm)?);
     };
-    // The entry's name: the program's digest, how it is compiled (without its function
-    // names), the engine's compatibility hash and the CPU features code may use.
+    let digest = digest.unwrap_or_else(|| Sha256::digest(wasm).into());
+    let path = entry_path(dir, engine, name, digest);
+    if let Some(c) = load_trusted(engine, dir, name, &path) {
+        return Ok(c);
+    }
+    let bytes = compile(engine, name, wasm)?;
+    if let Err(e) = store(dir, &path, &bytes) {
+        tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
+    }
+    load_compiled(engine, name, &bytes)
+}
+
+/// The entry's path: named by the program's digest, how it is compiled (without its
+/// function names), the engine's compatibility hash and the CPU features code may use.
+fn entry_path(dir: &CacheDir, engine: &Engine, name: &str, digest: [u8; 32]) -> PathBuf {
     let mut hasher = Sha256::new();
-    hasher.update(digest.unwrap_or_else(|| Sha256::digest(wasm).into()));
+    hasher.update(digest);
     hasher.update(b"without names");
     std::hash::Hash::hash(
         &engine.precompile_compatibility_hash(),
@@ -383,13 +436,16 @@ fn load_blocking(
     );
     hasher.update(crate::engine::host_cpu());
     let key = hex(&hasher.finalize());
-    let path = dir.path.join(format!("{name}-{}.cwasm", &key[..32]));
+    dir.path.join(format!("{name}-{}.cwasm", &key[..32]))
+}
 
-    if trusted(dir, &path) {
+/// The entry at `path`, if this cache made it and it loads.
+fn load_trusted(engine: &Engine, dir: &CacheDir, name: &str, path: &Path) -> Option<Component> {
+    if trusted(dir, path) {
         // SAFETY: the file is one this cache wrote with `precompile_component` of an engine
         // with the same compatibility hash (part of its name), unchanged since (its stamp).
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(c) => return Ok(c),
+        match unsafe { Component::deserialize_file(engine, path) } {
+            Ok(c) => return Some(c),
             Err(e) => {
                 tracing::warn!(program = name, error = %e, "ignoring unusable cached component")
             }
@@ -397,11 +453,7 @@ fn load_blocking(
     } else if path.exists() {
         tracing::warn!(program = name, path = %path.display(), "compiling again: the cached component has no valid stamp");
     }
-    let bytes = compile(engine, name, wasm)?;
-    if let Err(e) = store(dir, &path, &bytes) {
-        tracing::warn!(program = name, error = %format!("{e:#}"), "could not cache the compiled component");
-    }
-    load_compiled(engine, name, &bytes)
+    None
 }
 
 /// Loads what [`compile`] just made into `engine`.

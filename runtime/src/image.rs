@@ -30,6 +30,8 @@ pub struct ProgramSource {
     /// Arguments the program is given before the caller's (after `argv[0]`); the
     /// process's own `argv`, as `ps` and `/proc` show it, stays the caller's.
     pub leading_args: Vec<String>,
+    /// Whether the program can be pre-initialised (see [`with_preinit`](Self::with_preinit)).
+    pub preinit: bool,
 }
 
 impl ProgramSource {
@@ -40,7 +42,19 @@ impl ProgramSource {
             names: names.iter().map(|s| s.to_string()).collect(),
             digest: None,
             leading_args: Vec::new(),
+            preinit: false,
         }
+    }
+
+    /// The program with a pre-initialised form the runtime makes and starts its processes
+    /// from: the component exports `wasbox:sandbox/preinit@0.2.0`'s `init: func()`, which
+    /// the runtime calls once (no arguments, no environment, no stdio) before writing the
+    /// instance's state back as a component; its `wasi:cli/run` must tell such an instance
+    /// from a new one and get its command line itself. A pre-initialised process is given
+    /// no leading arguments.
+    pub fn with_preinit(mut self) -> Self {
+        self.preinit = true;
+        self
     }
 
     /// The program with `args` given before the caller's arguments.
@@ -301,7 +315,8 @@ pub fn datasci_image() -> Image {
             PYTHON_SCI.1,
             &["python3", "python", "python3.15"],
         )
-        .with_leading_args(&["-c", DATASCI_START]),
+        .with_leading_args(&["-c", DATASCI_START])
+        .with_preinit(),
     ];
     programs.extend(base.programs.into_iter().map(|p| p.source));
     Image::new(DATASCI_IMAGE, programs)

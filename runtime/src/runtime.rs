@@ -351,6 +351,20 @@ impl Runtime {
         Ok(())
     }
 
+    /// Makes (or loads from the cache) the pre-initialised form of every program that has
+    /// one (the `datasci` image's `python3`, with numpy and pandas imported), each in a
+    /// sandbox of its image made for it. Without this, the first process of such a program
+    /// on a node starts it in the background, and processes start from it once it is there.
+    pub async fn preinitialise(&self) -> Result<()> {
+        for (name, image) in &self.inner.images {
+            if image.image.programs().iter().any(|p| p.source.preinit) {
+                let sandbox = self.sandbox(SandboxConfig::default().image(name.clone()))?;
+                image.preinitialise(sandbox.site()).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Makes a sandbox; jobs run in it share its workspace. A workspace that holds the
     /// compile cache is refused: a guest could otherwise plant compiled code.
     pub fn sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {

@@ -3,9 +3,12 @@
 
 use wasbox_runtime::{JobSpec, SandboxConfig};
 
-use crate::support::runtime::runtime;
+use crate::support::runtime::{datasci_cache_dir, runtime};
 
 async fn in_datasci(dir: &std::path::Path, script: &str) -> wasbox_runtime::JobOutput {
+    tokio::task::spawn_blocking(datasci_cache_dir)
+        .await
+        .unwrap();
     let sandbox = runtime()
         .sandbox(SandboxConfig::default().image("datasci").workspace(dir))
         .expect("sandbox");
@@ -91,6 +94,75 @@ async fn datasci_python_shows_the_callers_command_line() {
     assert!(!out.stdout.contains("wasbox_sci"), "{}", out.stdout);
     assert!(out.stdout.contains("['-c'] /workspace"), "{}", out.stdout);
     assert!(out.stdout.contains("from PYTHONPATH 42"), "{}", out.stdout);
+}
+
+/// python3 starts from the image's pre-initialised snapshot (numpy and pandas imported
+/// already), with the caller's environment, arguments and standard streams, not the
+/// snapshot's; `random` and `numpy.random` are seeded anew in every process. In a sandbox
+/// whose processes may have too little memory to make the snapshot it starts as it is,
+/// and imports them itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn datasci_python_starts_from_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "python3 -c 'import sys; print(\"numpy\" in sys.modules, \"pandas\" in sys.modules)'; \
+         for i in 1 2; do python3 -c 'import random, numpy; print(\"draw\", random.random(), numpy.random.rand())'; done; \
+         echo piped | ANSWER=42 python3 -c 'import os, sys; print(os.environ[\"ANSWER\"], sys.stdin.read().strip(), sys.argv[1:])' a b; \
+         python3 -c 'raise SystemExit(9)'; echo \"status $?\"";
+    tokio::task::spawn_blocking(datasci_cache_dir)
+        .await
+        .unwrap();
+    // Mounted elsewhere than the sandbox the snapshot was made in (`/workspace`): the
+    // snapshot's table of preopened directories is not this sandbox's.
+    let sandbox = runtime()
+        .sandbox(
+            SandboxConfig::default()
+                .image("datasci")
+                .workspace(dir.path())
+                .mount("/home/user"),
+        )
+        .expect("sandbox");
+    let out = sandbox
+        .run(JobSpec::shell(format!(
+            "echo 1,2 > data.csv; \
+             python3 -c 'import os; print(os.getcwd(), os.listdir(\".\"), open(\"data.csv\").read().strip())'; {script}"
+        )))
+        .await
+        .expect("job");
+    assert_eq!(out.exit_code, 0, "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.starts_with("/home/user ['data.csv'] 1,2\n"),
+        "{}",
+        out.stdout
+    );
+    let lines: Vec<&str> = out.stdout.lines().skip(1).collect();
+    assert_eq!(lines[0], "True True", "{}", out.stdout);
+    let draws: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("draw "))
+        .copied()
+        .collect();
+    assert_eq!(draws.len(), 2, "{}", out.stdout);
+    assert_ne!(draws[0], draws[1], "the same draws in two processes");
+    assert!(out.stdout.contains("42 piped ['a', 'b']"), "{}", out.stdout);
+    assert!(out.stdout.contains("status 9"), "{}", out.stdout);
+
+    // Too little memory for a snapshot (less than 512 MiB a process): python3 as it is.
+    let small = runtime()
+        .sandbox(
+            SandboxConfig::default()
+                .image("datasci")
+                .workspace(dir.path())
+                .limits(wasbox_runtime::Limits::default().memory_bytes(400 << 20)),
+        )
+        .expect("sandbox");
+    let out = small
+        .run(JobSpec::shell(
+            "python3 -c 'import sys; print(\"numpy\" in sys.modules); import numpy; print(numpy.arange(4).sum())'",
+        ))
+        .await
+        .expect("job");
+    assert_eq!(out.exit_code, 0, "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "False\n6\n");
 }
 
 /// `subprocess`, `os.system` and pipes start programs of the sandbox through the door, as

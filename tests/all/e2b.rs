@@ -153,6 +153,7 @@ fn run_interpreter_check(script: &str) {
     let Some(sdk) = interpreter_sdk() else {
         return;
     };
+    crate::support::runtime::datasci_cache_dir();
     let server = Server::start(&[]);
     let mut cmd = Command::new("python3");
     cmd.arg(root().join("tests/e2b").join(script))

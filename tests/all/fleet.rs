@@ -176,6 +176,7 @@ fn stdout(r: &Reply) -> String {
 #[test]
 fn e2b_sdk_through_the_proxy_reaches_each_sandbox_on_its_own_node() {
     // The code interpreter's SDK, with the newest `e2b` beside it: both are driven.
+    crate::support::runtime::datasci_cache_dir();
     let Some(sdk) = crate::e2b::interpreter_sdk() else {
         return;
     };

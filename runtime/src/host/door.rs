@@ -184,6 +184,10 @@ async fn answer(host: &mut ProcessHost, request: &[u8]) -> Result<Value, Refusal
         "child-signal" => json!(wit::HostChild::signal(host, borrowed(&frame, "h")?).await?),
         "has-program" => json!(host.has_program(field(&frame, "name")?).await?),
         "self-pid" => json!(host.self_pid().await?),
+        "start" => {
+            let (argv, env, cwd) = host.start_args();
+            json!({ "argv": argv, "env": env, "cwd": cwd })
+        }
         "signal-process" => {
             host.signal_process(field(&frame, "pid")?, field(&frame, "signal")?)
                 .await??;

@@ -39,6 +39,11 @@ impl MemoryLimiter {
     }
 
     /// Keeps `counter` equal to what this store holds.
+    /// Bytes of linear memory the store holds now.
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
     pub(crate) fn shown_in(mut self, counter: Option<Arc<std::sync::atomic::AtomicUsize>>) -> Self {
         self.shown = counter;
         self

@@ -17,6 +17,7 @@
 mod door;
 mod exit;
 mod memory;
+mod preinit;
 mod process;
 mod quota;
 
@@ -357,15 +358,144 @@ pub(crate) struct LoadedImage {
     pub(crate) image: Arc<Image>,
     /// Per [`Placement`], per program.
     pres: [Box<[OnceCell<CommandPre<HostState>>]>; 3],
+    /// Per program: its pre-initialised form for the pool's engine (programs that have
+    /// one), once made or loaded.
+    snapshots: Box<[Snapshot]>,
+}
+
+#[derive(Default)]
+struct Snapshot {
+    ready: std::sync::OnceLock<CommandPre<HostState>>,
+    making: Mutex<Making>,
+}
+
+#[derive(Default)]
+enum Making {
+    #[default]
+    Idle,
+    /// A task looks for it in the cache, or makes it.
+    Running(tokio::sync::watch::Receiver<preinit::Phase>),
+    /// The last attempt failed then, for this reason.
+    Failed(std::time::Instant, String),
+}
+
+/// How long after a failed attempt to pre-initialise a program the next is made.
+const PREINIT_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// How long [`LoadedImage::preinitialised`] waits.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum PreinitWait {
+    /// Until the compile cache was looked in: a process starts from the snapshot when the
+    /// node or its cache has it, and otherwise at once as the program is, while the
+    /// snapshot is made in the background (on a node, not in a one-job runtime).
+    Cached,
+    /// Until it is made (preloading).
+    Made,
 }
 
 impl LoadedImage {
     pub(crate) fn new(image: Arc<Image>) -> Self {
         let cells = || image.programs().iter().map(|_| OnceCell::new()).collect();
+        let snapshots = image
+            .programs()
+            .iter()
+            .map(|_| Snapshot::default())
+            .collect();
         LoadedImage {
             pres: [cells(), cells(), cells()],
+            snapshots,
             image,
         }
+    }
+
+    /// The pre-initialised form of the program at `index` (see [`preinit`]) for a process
+    /// of `site` about to start in `placement`, waiting as `wait` says; `None` when the
+    /// program has none, the placement is not the pool's, it is not made yet, or it cannot
+    /// be made (the program then starts as it is).
+    pub(crate) async fn preinitialised(
+        self: &Arc<Self>,
+        site: &Site,
+        index: usize,
+        placement: Placement,
+        wait: PreinitWait,
+    ) -> Option<&CommandPre<HostState>> {
+        let host = &site.host;
+        if !self.image.programs()[index].source.preinit
+            || host.placement(placement) != host.placement(Placement::Pool)
+            || site.sandbox.limits.memory_bytes < preinit::MIN_MEMORY
+        {
+            return None;
+        }
+        let snapshot = &self.snapshots[index];
+        if let Some(pre) = snapshot.ready.get() {
+            return Some(pre);
+        }
+        let mut phase = {
+            let mut making = lock(&snapshot.making);
+            match &*making {
+                Making::Running(rx) => rx.clone(),
+                Making::Failed(at, _) if at.elapsed() < PREINIT_RETRY => return None,
+                _ => {
+                    // One job, then exit: no time to make it in the background.
+                    let may_make = wait == PreinitWait::Made
+                        || tokio::runtime::Handle::current().runtime_flavor()
+                            != tokio::runtime::RuntimeFlavor::CurrentThread;
+                    let (tx, rx) = tokio::sync::watch::channel(preinit::Phase::Looking);
+                    *making = Making::Running(rx.clone());
+                    let (image, site) = (self.clone(), site.clone());
+                    tokio::spawn(async move {
+                        let result = preinit::make(&site, index, may_make, &tx).await;
+                        let snapshot = &image.snapshots[index];
+                        *lock(&snapshot.making) = match result {
+                            Ok(Some(pre)) => {
+                                let _ = snapshot.ready.set(pre);
+                                Making::Idle
+                            }
+                            Ok(None) => Making::Idle,
+                            Err(e) => {
+                                let error = format!("{e:#}");
+                                tracing::warn!(
+                                    program = %image.image.programs()[index].source.name,
+                                    %error,
+                                    "cannot pre-initialise; it starts as it is"
+                                );
+                                Making::Failed(std::time::Instant::now(), error)
+                            }
+                        };
+                        let _ = tx.send(preinit::Phase::Done);
+                    });
+                    rx
+                }
+            }
+        };
+        let _ = phase
+            .wait_for(|p| match wait {
+                PreinitWait::Cached => *p != preinit::Phase::Looking,
+                PreinitWait::Made => *p == preinit::Phase::Done,
+            })
+            .await;
+        snapshot.ready.get()
+    }
+
+    /// Makes (or loads) the pre-initialised form of every program that has one, in a
+    /// sandbox of `site`; the first that cannot be made is an error.
+    pub(crate) async fn preinitialise(self: &Arc<Self>, site: &Site) -> anyhow::Result<()> {
+        for (i, program) in self.image.programs().iter().enumerate() {
+            if !program.source.preinit
+                || self
+                    .preinitialised(site, i, Placement::Pool, PreinitWait::Made)
+                    .await
+                    .is_some()
+            {
+                continue;
+            }
+            let why = match &*lock(&self.snapshots[i].making) {
+                Making::Failed(_, why) => why.clone(),
+                _ => "it was not made".into(),
+            };
+            anyhow::bail!("cannot pre-initialise {}: {why}", program.source.name);
+        }
+        Ok(())
     }
 
     /// The pre-instantiated program at `index` (see [`Image::resolve`]) for the engine
@@ -489,6 +619,8 @@ pub(crate) fn new_store<E: Send + 'static>(
             launch.stdio,
             launch.pid,
             launch.cpu,
+            launch.argv.to_vec(),
+            launch.env.to_vec(),
         ),
         admission,
         _unpooled: match host.placement(launch_placement) {

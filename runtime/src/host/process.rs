@@ -15,7 +15,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use wasmtime::Result;
 use wasmtime::component::{Resource, ResourceTable};
 
-use super::{CpuAccount, Exit, Launch, MemoryExceeded, Site, new_store};
+use super::{CpuAccount, Exit, Launch, MemoryExceeded, PreinitWait, Site, new_store};
 use crate::bindings::process as wit;
 use crate::capacity::{Admission, ROOM_POLL, Refused};
 use crate::engine::{Placement, pool_was_full};
@@ -375,12 +375,23 @@ async fn run_listed(
         .source
         .argv_for(&argv);
     let result = loop {
-        let pre = match job
+        // A pre-initialised program gets its command line itself, as the caller gave it.
+        let (loaded, argv_given) = match job
             .site
             .image
-            .program(&job.site.host, index, placement)
+            .preinitialised(&job.site, index, placement, PreinitWait::Cached)
             .await
         {
+            Some(pre) => (Ok(pre), &argv),
+            None => (
+                job.site
+                    .image
+                    .program(&job.site.host, index, placement)
+                    .await,
+                &program_argv,
+            ),
+        };
+        let pre = match loaded {
             Ok(pre) => pre,
             Err(e) => {
                 tracing::error!(program = %argv[0], error = ?e, "cannot load program");
@@ -393,7 +404,7 @@ async fn run_listed(
             }
         };
         let launch = Launch {
-            argv: &program_argv,
+            argv: argv_given,
             env: &env,
             cwd: &cwd,
             stdio: stdio.clone(),
@@ -512,6 +523,9 @@ pub(crate) struct ProcessHost {
     pid: u32,
     /// Its CPU time, and its waited-for children's.
     cpu: Arc<CpuAccount>,
+    /// Its arguments and environment as it was started with them (the door's `start`).
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 /// Most pipe ends and children one process may hold at once.
@@ -534,6 +548,8 @@ impl ProcessHost {
         stdio: Stdio,
         pid: u32,
         cpu: Arc<CpuAccount>,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
     ) -> Self {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
@@ -544,7 +560,14 @@ impl ProcessHost {
             table,
             pid,
             cpu,
+            argv,
+            env,
         }
+    }
+
+    /// The arguments, environment and working directory it was started with.
+    pub(crate) fn start_args(&self) -> (&[String], &[(String, String)], &str) {
+        (&self.argv, &self.env, &self.cwd)
     }
 
     /// Records that the child `c` ended with `status`: what `wait` returns from now on,

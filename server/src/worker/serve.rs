@@ -189,6 +189,10 @@ async fn warm_cache(config: &ServeConfig) -> Result<i32> {
         .preload()
         .await
         .context("compiling the image's programs")?;
+    runtime
+        .preinitialise()
+        .await
+        .context("pre-initialising the image's programs")?;
     let dir = config.cache_dir.clone().or_else(Runtime::default_cache_dir);
     println!(
         "wasbox: every program of the image is compiled in {}",

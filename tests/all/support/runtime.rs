@@ -39,6 +39,34 @@ pub fn cache_dir() -> PathBuf {
     dir
 }
 
+/// [`cache_dir`], with the pre-initialised form of the `datasci` image's python3 in it too
+/// (made once, by the first test that asks, while the tests that ask too wait). Every test
+/// that runs that python3 asks first, so that no runtime or server it starts finds the
+/// cache without it and makes its own in the background.
+pub fn datasci_cache_dir() -> PathBuf {
+    let dir = cache_dir();
+    static MADE: OnceLock<()> = OnceLock::new();
+    MADE.get_or_init(|| {
+        let dir = dir.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let runtime = Runtime::builder().cache_dir(&dir).build().expect("runtime");
+                runtime
+                    .preinitialise()
+                    .await
+                    .expect("pre-initialising the datasci image's python3");
+            });
+        })
+        .join()
+        .expect("pre-initialising the datasci image's python3");
+    });
+    dir
+}
+
 /// The runtime the in-process tests share.
 pub fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
