@@ -229,10 +229,13 @@ fn manifests_and_containerfile_speak_this_wasbox() {
 }
 
 /// `--warm-cache` compiles every program into the cache (here the tests' shared cache, so
-/// that CI compiles the guests once) and exits 0 saying where.
+/// that CI compiles the guests once), pre-initialises the datasci python3 there, and exits
+/// 0 saying where. (The shared cache has the snapshot already: the test asks for it first,
+/// so that two makers do not race; `datasci_python_starts_from_its_snapshot` checks a
+/// snapshot's work.)
 #[test]
 fn warm_cache_fills_the_cache_and_exits() {
-    let cache = crate::support::runtime::cache_dir();
+    let cache = crate::support::runtime::datasci_cache_dir();
     let mut cmd = wasbox();
     cmd.args(["serve", "--warm-cache", "--token", "x"]);
     let out = run_bounded(cmd, Duration::from_secs(900));
@@ -244,6 +247,16 @@ fn warm_cache_fills_the_cache_and_exits() {
     );
     let compiled = walk(&cache);
     assert!(compiled >= 4, "{compiled} files in the cache");
+    let snapshots = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("python-sci-preinit-")
+        })
+        .count();
+    assert!(snapshots >= 1, "no pre-initialised python3 in the cache");
 }
 
 fn walk(p: &Path) -> usize {

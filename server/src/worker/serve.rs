@@ -195,7 +195,7 @@ async fn warm_cache(config: &ServeConfig) -> Result<i32> {
         .context("pre-initialising the image's programs")?;
     let dir = config.cache_dir.clone().or_else(Runtime::default_cache_dir);
     println!(
-        "wasbox: every program of the image is compiled in {}",
+        "wasbox: every program of the image is compiled, and the datasci python3 pre-initialised, in {}",
         dir.map_or_else(|| "(no cache)".into(), |d| d.display().to_string())
     );
     Ok(0)
