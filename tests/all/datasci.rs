@@ -224,3 +224,65 @@ async fn datasci_python_starts_programs_through_its_door() {
         out.stderr
     );
 }
+
+/// The worker API's limits hold for the scientific python3 as for any program: a loop ends
+/// at the job's timeout, output past 256 KiB is cut, memory past a process's limit ends the
+/// process with the limit named, and the node serves the next job.
+#[test]
+fn datasci_python_keeps_the_worker_apis_limits() {
+    use serde_json::json;
+    crate::support::runtime::datasci_cache_dir();
+    let s = crate::support::http::Server::start(&[]);
+    let job = |id: &str, code: &str, timeout: u64| {
+        json!({
+            "version": 1, "task_id": "t", "job_id": id,
+            "sandbox": {"image": "datasci", "command": ["python3", "-c", code],
+                        "timeout_seconds": timeout}
+        })
+    };
+    let run = |body| {
+        let r = s.post("/v1/worker/jobs:run", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+
+    let v = run(job(
+        "loop",
+        "import numpy\nprint('started', flush=True)\nwhile True: pass",
+        3,
+    ));
+    assert_eq!(v["status"], "timeout", "{v}");
+    assert_eq!(v["exit_code"], -1, "{v}");
+    assert_eq!(v["stdout"], "started\n", "{v}");
+
+    let v = run(job(
+        "flood",
+        "import sys\nsys.stdout.write('x' * 1_000_000)",
+        30,
+    ));
+    assert_eq!(v["truncated"]["stdout"], true, "{v}");
+    assert_eq!(v["stdout"].as_str().unwrap().len(), 256 << 10, "{v}");
+
+    let v = run(job(
+        "memory",
+        "import numpy\nprint(numpy.ones(100_000_000).sum())",
+        30,
+    ));
+    // As for every program: the process ends at its limit (134, as a shell shows SIGABRT).
+    assert_eq!(v["exit_code"], 134, "{v}");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("memory limit of 512 MiB exceeded"),
+        "{v}"
+    );
+
+    let v = run(job(
+        "after",
+        "import pandas\nprint(pandas.Series([1, 2]).sum())",
+        30,
+    ));
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["stdout"], "3\n", "{v}");
+}
