@@ -94,6 +94,109 @@ def _python_path():
         sys.path[1:1] = [os.path.abspath(p) for p in extra]
 
 
+# CPython's one-letter options: those the interpreter's own argument handling takes (it
+# ignores I, B, E and s itself), those that take an argument, and those it refuses that
+# change nothing here (no bytecode is written, `site` is never imported, no REPL or
+# tracing), which are taken away; -W is done here.
+_KEPT = set("cmuVXIBEs")
+_WITH_ARGUMENT = set("WX")
+_DROPPED = set("OqSbdvRP")
+
+USAGE = """usage: python3 [option] ... [-c cmd | -m mod | file | -] [arg] ...
+Options (the scientific python3 of wasbox's datasci image):
+-c cmd : program passed in as string (terminates option list)
+-m mod : run library module as a script (terminates option list)
+-u     : unbuffered binary stdout and stderr
+-I     : isolate Python from the user's environment
+-P     : don't prepend a potentially unsafe path to sys.path
+-W arg : warning control
+-X opt : set implementation-specific option
+-V     : print the Python version number and exit
+-B, -E, -O, -OO, -q, -s, -S, -b, -d, -v, -R: accepted, no effect here
+file   : program read from script file
+-      : program read from stdin (default; interactive mode if a tty)
+arg ...: arguments passed to program in sys.argv[1:]
+"""
+
+
+def _command_line(argv):
+    """`argv` as the interpreter's own argument handling takes it, and what CPython puts
+    first on `sys.path` for it (the interpreter runs isolated, so that handling does not):
+    the script's directory, the working directory for `-m`, `''` (the working directory as
+    it changes) for `-c`, stdin and no arguments; `None` under `-I`, `-P` or
+    `PYTHONSAFEPATH`, or for a script that is a directory or a zip (the argument handling
+    puts that one there itself)."""
+    safe = bool(os.environ.get("PYTHONSAFEPATH"))
+    args, kept = argv[1:], [argv[0]]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a == "-" or not a.startswith("-"):
+            break
+        if a in ("--help", "-?"):
+            sys.stdout.write(USAGE)
+            sys.exit(0)
+        if a.startswith("--"):
+            kept.append(a)
+            i += 1
+            continue
+        letters, j, mode = a[1:], 0, None
+        while j < len(letters):
+            flag = letters[j]
+            if flag == "h":
+                sys.stdout.write(USAGE)
+                sys.exit(0)
+            if flag in "IP":
+                safe = True
+            if flag in "cm":
+                mode = flag
+                kept.append("-" + flag)
+                if letters[j + 1:]:
+                    kept.append(letters[j + 1:])  # `-cCODE`, `-mMODULE`
+                break
+            if flag in _WITH_ARGUMENT:
+                value = letters[j + 1:]
+                if not value and i + 1 < len(args):
+                    i += 1
+                    value = args[i]
+                if flag == "W":
+                    sys.warnoptions.append(value)
+                    import warnings
+
+                    try:
+                        warnings._processoptions([value])
+                    except Exception:  # noqa: BLE001 (CPython ignores a bad one too)
+                        pass
+                else:
+                    kept.extend(["-X", value])
+                break
+            if flag in _KEPT:
+                kept.append("-" + flag)
+            elif flag not in _DROPPED:
+                kept.append("-" + letters[j:])  # refused by the argument handling
+                break
+            j += 1
+        i += 1
+        if mode == "c":
+            kept.extend(args[i:])
+            return kept, None if safe else ""
+        if mode == "m":
+            kept.extend(args[i:])
+            return kept, None if safe else os.getcwd()
+    kept.extend(args[i:])
+    if safe:
+        return kept, None
+    if i >= len(args) or args[i] == "-":
+        return kept, ""
+    script = args[i]
+    if os.path.isdir(script) or script.endswith((".zip", ".pyz")):
+        return kept, None
+    return kept, os.path.dirname(os.path.realpath(script))
+
+
 def _run(argv, env, cwd=None):
     import _reactor
 
@@ -105,6 +208,9 @@ def _run(argv, env, cwd=None):
         except OSError:
             pass
     _python_path()
+    argv, first = _command_line(argv)
+    if first is not None:
+        sys.path.insert(0, first)
     if "subprocess" in sys.modules:
         _processes()
     else:

@@ -73,7 +73,8 @@ async fn datasci_python_computes_and_draws() {
 }
 
 /// The start the image adds to every run is not what `ps` shows; the working directory is
-/// the sandbox's and `PYTHONPATH` extends the path, as for CPython.
+/// the sandbox's, `PYTHONPATH` extends the path and the script's directory (or the working
+/// directory) comes first on it, as for CPython.
 #[tokio::test(flavor = "multi_thread")]
 async fn datasci_python_shows_the_callers_command_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -82,7 +83,15 @@ async fn datasci_python_shows_the_callers_command_line() {
         "python3 -c 'import time; time.sleep(3)' & sleep 1; ps -o args; \
          python3 -c 'import sys, os; print(sys.argv, os.getcwd())'; \
          mkdir lib && echo 'X = 42' > lib/mymod.py && \
-         PYTHONPATH=lib python3 -c 'import mymod; print(\"from PYTHONPATH\", mymod.X)'",
+         PYTHONPATH=lib python3 -c 'import mymod; print(\"from PYTHONPATH\", mymod.X)'; \
+         mkdir sub pkg && echo 'Y = 2' > sub/helper2.py && \
+         echo 'import helper2; print(\"sibling\", helper2.Y)' > sub/s.py && python3 sub/s.py; \
+         echo 'X = 1' > helper.py && python3 -c 'import helper; print(\"cwd\", helper.X)'; \
+         touch pkg/__init__.py && echo 'print(\"pkg main\")' > pkg/__main__.py && python3 -m pkg; \
+         echo 'import helper; print(\"stdin\", helper.X)' | python3 -; \
+         python3 -O -q -W ignore -c 'import warnings; warnings.warn(\"w\"); print(\"options ok\")'; \
+         python3 -h | head -n 1; \
+         python3 -I -c 'import sys; print(\"isolated\", \"\" in sys.path)'",
     )
     .await;
     assert_eq!(out.exit_code, 0, "stderr: {}", out.stderr);
@@ -94,6 +103,20 @@ async fn datasci_python_shows_the_callers_command_line() {
     assert!(!out.stdout.contains("wasbox_sci"), "{}", out.stdout);
     assert!(out.stdout.contains("['-c'] /workspace"), "{}", out.stdout);
     assert!(out.stdout.contains("from PYTHONPATH 42"), "{}", out.stdout);
+    // What CPython puts first on the path: the script's directory, the working directory
+    // for `-m`, `-c` and stdin; nothing under `-I`. CPython's other options are taken.
+    for line in [
+        "sibling 2",
+        "cwd 1",
+        "pkg main",
+        "stdin 1",
+        "options ok",
+        "usage: python3",
+        "isolated False",
+    ] {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+    assert!(!out.stderr.contains("UserWarning"), "{}", out.stderr);
 }
 
 /// python3 starts from the image's pre-initialised snapshot (numpy and pandas imported

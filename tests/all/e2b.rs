@@ -42,6 +42,14 @@ fn installed(name: &str, install: impl FnOnce(&Path) -> Command) -> Option<PathB
     if dir.join(".installed").exists() {
         return Some(dir);
     }
+    // One install at a time in this process: tests that want the same SDK would otherwise
+    // share the temporary directory below (it is named by the process) and remove it under
+    // each other. The second finds the first's.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if dir.join(".installed").exists() {
+        return Some(dir);
+    }
     let tmp = root()
         .join("target/e2b-sdk")
         .join(format!(".{name}-{}", std::process::id()));

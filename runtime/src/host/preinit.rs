@@ -7,15 +7,18 @@
 //! `wasi:cli/run` must then tell a pre-initialised instance from a new one itself (the
 //! scientific python3: `runtime/build.rs`, `sci::with_start`).
 //!
-//! The snapshot is made the first time a process of the program starts in the pool's
-//! engine on a node, inside that process's sandbox but in a store of its own: no
-//! arguments, no environment, no standard input or output, and a place of its own. What
-//! `init` does must not depend on the sandbox (the scientific python3 imports modules of
-//! the image's read-only library); nothing of the caller's reaches the snapshot, which
-//! every later sandbox starts from. The snapshot is compiled into the compile cache like
-//! any program, so a node restarted finds it there. While it is being made the process
-//! waits (as it would for a first compile); if it cannot be made (too little memory in
-//! that sandbox, an error) the program starts as it is, and the next start tries again.
+//! The snapshot is made once per compile cache: by [`Runtime::preinitialise`]
+//! (`wasbox serve --warm-cache`), or in the background when a process of the program first
+//! starts in the pool's engine on a node (processes start the program as it is until it is
+//! there; see `LoadedImage::preinitialised`). It is made in a sandbox of the image but in a
+//! store and a job of its own: no arguments, no environment, no standard input or output,
+//! a place of its own, its own deadline. What `init` does must not depend on the sandbox
+//! (the scientific python3 imports modules of the image's read-only library); nothing of a
+//! caller's reaches the snapshot, which every later sandbox starts from. It is compiled
+//! into the compile cache like any program, so a node restarted finds it there. A sandbox
+//! whose processes may have less than [`MIN_MEMORY`] neither makes nor uses one.
+//!
+//! [`Runtime::preinitialise`]: crate::Runtime::preinitialise
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,9 +47,6 @@ const RECIPE: &[u8] = b"wasbox preinit 1";
 /// make one; and most a snapshot may hold.
 pub(crate) const MIN_MEMORY: usize = 512 << 20;
 
-/// The pre-initialised form of `program` for the pool's engine, made now if neither the
-/// node nor its cache has it. `pid` is the pid the store making it runs as (the process
-/// that needs it).
 /// How far a task that looks for or makes a snapshot has come.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub(crate) enum Phase {
