@@ -18,25 +18,35 @@ pub fn cache_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasbox-cache");
     static WARM: OnceLock<()> = OnceLock::new();
     WARM.get_or_init(|| {
-        let dir = dir.clone();
-        // On a thread of its own: the caller may be inside a tokio runtime already.
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let runtime = Runtime::builder().cache_dir(&dir).build().expect("runtime");
-                runtime
-                    .preload()
-                    .await
-                    .expect("compiling the image's programs");
-            });
+        with_runtime_of(&dir, |runtime| async move {
+            runtime
+                .preload()
+                .await
+                .expect("compiling the image's programs")
         })
-        .join()
-        .expect("warming the compile cache");
     });
     dir
+}
+
+/// Runs `work` with a runtime on the cache `dir`, on a thread of its own (the caller may be
+/// inside a tokio runtime already), and waits for it.
+fn with_runtime_of<F: std::future::Future<Output = ()>>(
+    dir: &Path,
+    work: impl FnOnce(Runtime) -> F + Send + 'static,
+) {
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let runtime = Runtime::builder().cache_dir(&dir).build().expect("runtime");
+            work(runtime).await
+        });
+    })
+    .join()
+    .expect("a runtime's work on the compile cache");
 }
 
 /// [`cache_dir`], with the pre-initialised form of the `datasci` image's python3 in it too
@@ -47,22 +57,12 @@ pub fn datasci_cache_dir() -> PathBuf {
     let dir = cache_dir();
     static MADE: OnceLock<()> = OnceLock::new();
     MADE.get_or_init(|| {
-        let dir = dir.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let runtime = Runtime::builder().cache_dir(&dir).build().expect("runtime");
-                runtime
-                    .preinitialise()
-                    .await
-                    .expect("pre-initialising the datasci image's python3");
-            });
+        with_runtime_of(&dir, |runtime| async move {
+            runtime
+                .preinitialise()
+                .await
+                .expect("pre-initialising the datasci image's python3")
         })
-        .join()
-        .expect("pre-initialising the datasci image's python3");
     });
     dir
 }
