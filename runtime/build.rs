@@ -875,13 +875,7 @@ mod sci {
                 Payload::ExportSection(_) => {
                     let mut s = enc::ExportSection::new();
                     for (name, kind, index) in &exports {
-                        let kind = match kind {
-                            ExternalKind::Func | ExternalKind::FuncExact => enc::ExportKind::Func,
-                            ExternalKind::Table => enc::ExportKind::Table,
-                            ExternalKind::Memory => enc::ExportKind::Memory,
-                            ExternalKind::Global => enc::ExportKind::Global,
-                            ExternalKind::Tag => enc::ExportKind::Tag,
-                        };
+                        let kind = export_kind(*kind);
                         s.export(name, kind, *index);
                     }
                     s.export("_start", enc::ExportKind::Func, start);
@@ -889,18 +883,7 @@ mod sci {
                     out.section(&s);
                 }
                 Payload::CodeSectionStart { range, .. } => {
-                    let mut s = enc::CodeSection::new();
-                    let reader = wasmparser::CodeSectionReader::new(wasmparser::BinaryReader::new(
-                        &wasm[range.clone()],
-                        range.start,
-                    ))
-                    .map_err(err)?;
-                    for body in reader {
-                        s.raw(&wasm[body.map_err(err)?.range()]);
-                    }
-                    s.function(&start_fn);
-                    s.function(&preinit_fn);
-                    out.section(&s);
+                    out.section(&code_with(wasm, range.clone(), &[&start_fn, &preinit_fn])?);
                 }
                 // Its bodies were copied with the section's start.
                 Payload::CodeSectionEntry(_) | Payload::Version { .. } | Payload::End(_) => {}
@@ -915,6 +898,39 @@ mod sci {
             }
         }
         Ok(out.finish())
+    }
+
+    fn export_kind(kind: ExternalKind) -> enc::ExportKind {
+        match kind {
+            ExternalKind::Func | ExternalKind::FuncExact => enc::ExportKind::Func,
+            ExternalKind::Table => enc::ExportKind::Table,
+            ExternalKind::Memory => enc::ExportKind::Memory,
+            ExternalKind::Global => enc::ExportKind::Global,
+            ExternalKind::Tag => enc::ExportKind::Tag,
+        }
+    }
+
+    /// The code section at `range` of `wasm`, its bodies copied as they are, with `more`
+    /// added after them.
+    fn code_with(
+        wasm: &[u8],
+        range: std::ops::Range<usize>,
+        more: &[&enc::Function],
+    ) -> Result<enc::CodeSection, String> {
+        let err = |e: wasmparser::BinaryReaderError| e.to_string();
+        let mut s = enc::CodeSection::new();
+        let reader = wasmparser::CodeSectionReader::new(wasmparser::BinaryReader::new(
+            &wasm[range.clone()],
+            range.start,
+        ))
+        .map_err(err)?;
+        for body in reader {
+            s.raw(&wasm[body.map_err(err)?.range()]);
+        }
+        for f in more {
+            s.function(f);
+        }
+        Ok(s)
     }
 
     fn flag_type() -> enc::GlobalType {
@@ -1019,30 +1035,14 @@ mod sci {
                 Payload::ExportSection(_) => {
                     let mut s = enc::ExportSection::new();
                     for (name, kind, index) in &exports {
-                        let kind = match kind {
-                            ExternalKind::Func | ExternalKind::FuncExact => enc::ExportKind::Func,
-                            ExternalKind::Table => enc::ExportKind::Table,
-                            ExternalKind::Memory => enc::ExportKind::Memory,
-                            ExternalKind::Global => enc::ExportKind::Global,
-                            ExternalKind::Tag => enc::ExportKind::Tag,
-                        };
+                        let kind = export_kind(*kind);
                         let index = if *name == run_name { wrapper } else { *index };
                         s.export(name, kind, index);
                     }
                     out.section(&s);
                 }
                 Payload::CodeSectionStart { range, .. } => {
-                    let mut s = enc::CodeSection::new();
-                    let reader = wasmparser::CodeSectionReader::new(wasmparser::BinaryReader::new(
-                        &wasm[range.clone()],
-                        range.start,
-                    ))
-                    .map_err(err)?;
-                    for body in reader {
-                        s.raw(&wasm[body.map_err(err)?.range()]);
-                    }
-                    s.function(&wrapper_fn);
-                    out.section(&s);
+                    out.section(&code_with(wasm, range.clone(), &[&wrapper_fn])?);
                 }
                 Payload::CodeSectionEntry(_) | Payload::Version { .. } | Payload::End(_) => {}
                 _ => {
