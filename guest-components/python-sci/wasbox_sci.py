@@ -236,6 +236,9 @@ def preinit():
     import numpy  # noqa: F401
     import pandas  # noqa: F401
 
+    # numpy and pandas import `subprocess`, so every run would install it over the door:
+    # compiling `wasbox_subprocess` from its source took 14 ms of each start.
+    _processes()
     _flush()
 
 
