@@ -307,7 +307,7 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
             "/{}",
             crate::sandbox::normalize(&sandbox.mount, c).join("/")
         ),
-        None => sandbox.mount.clone(),
+        None => sandbox.workdir.clone(),
     };
     let mut extra = spec.env;
     if let Some(t) = &spec.terminal {

@@ -448,6 +448,7 @@ impl Runtime {
         let mut config = SandboxConfig::default()
             .image(m.image.clone())
             .mount(m.mount.clone())
+            .workdir(m.cwd.clone())
             .limits(limits);
         config.env = m.env.clone();
         let sandbox = self
@@ -550,6 +551,12 @@ impl Sandbox {
     /// Where the workspace is mounted inside the sandbox.
     pub fn mount(&self) -> &str {
         &self.site.sandbox.mount
+    }
+
+    /// The working directory of jobs that name none (`/a/b`; the mount unless the
+    /// sandbox's config or its snapshot gave another).
+    pub fn workdir(&self) -> &str {
+        &self.site.sandbox.workdir
     }
 
     pub fn limits(&self) -> &Limits {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
 
 use crate::lazydir::{self, Kind, LazyDir};
@@ -28,8 +28,11 @@ pub struct SandboxConfig {
     /// Host directory to use as the workspace; a fresh temporary directory (removed with the
     /// sandbox) when `None`.
     pub workspace: Option<PathBuf>,
-    /// Where the workspace appears inside the sandbox (also the working directory).
+    /// Where the workspace appears inside the sandbox.
     pub mount: String,
+    /// The working directory of its jobs that name none: an absolute path, or one relative
+    /// to the mount; the mount itself when `None`.
+    pub workdir: Option<String>,
     /// Image to run programs from; the runtime's default image when `None`.
     pub image: Option<String>,
     /// Environment every job starts with (a job's own variables come after).
@@ -48,6 +51,7 @@ impl Default for SandboxConfig {
         SandboxConfig {
             workspace: None,
             mount: DEFAULT_MOUNT.to_string(),
+            workdir: None,
             image: None,
             env: Vec::new(),
             limits: None,
@@ -67,6 +71,11 @@ impl SandboxConfig {
     }
     pub fn mount(mut self, mount: impl Into<String>) -> Self {
         self.mount = mount.into();
+        self
+    }
+    /// The working directory of jobs that name none (see [`SandboxConfig::workdir`]).
+    pub fn workdir(mut self, dir: impl Into<String>) -> Self {
+        self.workdir = Some(dir.into());
         self
     }
     /// Where its processes may connect (within the node's egress policy).
@@ -101,6 +110,8 @@ pub(crate) struct SandboxState {
     /// The workspace directory, open only while in use (see [`crate::lazydir`]).
     dir: LazyDir,
     pub(crate) mount: String,
+    /// The working directory of jobs that name none (in normal form: `/a/b`).
+    pub(crate) workdir: String,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) limits: Limits,
     /// Processes alive now.
@@ -327,6 +338,11 @@ impl SandboxState {
             .then(|| scratch_root.spares.clone())
             .flatten();
         let mount = normalize_mount(&config.mount)?;
+        let workdir = match config.workdir.as_deref() {
+            Some(w) if w.contains('\0') => bail!("workdir {w:?} is not a path"),
+            Some(w) => format!("/{}", normalize(&mount, w).join("/")),
+            None => mount.clone(),
+        };
         let tmp = if mount == "/tmp" || mount.starts_with("/tmp/") {
             None
         } else {
@@ -350,6 +366,7 @@ impl SandboxState {
             workspace,
             dir,
             mount,
+            workdir,
             env: config.env,
             memory: Arc::new(Budget::new(limits.sandbox_memory_bytes)),
             quota: Arc::new(Quota::within(

@@ -22,6 +22,9 @@ pub const MAX_SESSION_LIMIT: Duration = Duration::from_secs(10 * 366 * 24 * 3600
 /// PTYs one session may have open by default.
 pub const DEFAULT_MAX_PTYS: usize = 8;
 
+/// Most jobs a session starts in the background (see [`Session::start_background`]).
+const MAX_BACKGROUND: usize = 8;
+
 /// How to make a session.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
@@ -70,6 +73,9 @@ pub struct Session {
     execs: AtomicU64,
     /// Stop signals of the execs running now.
     running: Mutex<Vec<StopSignal>>,
+    /// Stop signals of the jobs started in the background (see
+    /// [`Session::start_background`]); those that ended stay until the session does.
+    background: Mutex<Vec<StopSignal>>,
     ptys: Mutex<HashMap<String, Arc<Pty>>>,
     ended: AtomicBool,
 }
@@ -127,6 +133,7 @@ impl Session {
             last_activity: Mutex::new(Instant::now()),
             execs: AtomicU64::new(0),
             running: Mutex::new(Vec::new()),
+            background: Mutex::new(Vec::new()),
             ptys: Mutex::new(HashMap::new()),
             ended: AtomicBool::new(false),
         }
@@ -230,6 +237,50 @@ impl Session {
         out
     }
 
+    /// Starts a job that runs beside the session's execs (a template's start command: a
+    /// server, a watcher), with the session's environment and never past its lifetime,
+    /// stopped when the session ends. It is no activity: the session still idles out
+    /// while it runs. Answers once its first process has started, or why it could not;
+    /// the job's output comes from the handle when it ends.
+    pub async fn start_background(
+        &self,
+        mut spec: JobSpec,
+    ) -> Result<tokio::task::JoinHandle<Result<JobOutput>>> {
+        if self.is_ended() {
+            bail!("session `{}` has ended", self.id());
+        }
+        if lock(&self.background).len() >= MAX_BACKGROUND {
+            bail!("a session starts at most {MAX_BACKGROUND} background jobs");
+        }
+        let stop = StopSignal::default();
+        spec.stop = Some(stop.clone());
+        let mut env = self.config.env.clone();
+        env.append(&mut spec.env);
+        spec.env = env;
+        if self.config.deadline_from_lifetime {
+            let remaining = self.remaining();
+            spec.timeout = Some(spec.timeout.map_or(remaining, |t| t.min(remaining)));
+        }
+        let (report, started) = tokio::sync::oneshot::channel();
+        spec.started = Some(report);
+        lock(&self.background).push(stop.clone());
+        if self.is_ended() {
+            stop.stop();
+        }
+        let sandbox = self.sandbox.clone();
+        let job = tokio::spawn(async move { sandbox.run(spec).await });
+        match started.await {
+            Ok(Ok(())) => Ok(job),
+            Ok(Err(why)) => bail!("{why}"),
+            // The job ended before its first process was told about (it could not start).
+            Err(_) => match job.await {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(out)) => bail!("it ended at once with status {}", out.exit_code),
+                Err(e) => bail!("{e}"),
+            },
+        }
+    }
+
     /// Opens a PTY running `config.argv` (with the session's environment) for at most the
     /// session's remaining lifetime. Answers once the program has started: a program that
     /// could not get its instance is a refusal, never a PTY whose program is already dead.
@@ -300,6 +351,9 @@ impl Session {
             return false;
         }
         for stop in lock(&self.running).drain(..) {
+            stop.stop();
+        }
+        for stop in lock(&self.background).drain(..) {
             stop.stop();
         }
         for (_, pty) in lock(&self.ptys).drain() {

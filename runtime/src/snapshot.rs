@@ -42,8 +42,11 @@ pub struct Manifest {
     /// empty when the tar did not say). A restore on a node serving another build of the
     /// same image is allowed: the files do not depend on the programs' build.
     pub image_digest: String,
-    /// Where the workspace is mounted (the working directory of its jobs).
+    /// Where the workspace is mounted.
     pub mount: String,
+    /// The working directory of its jobs that name none (the mount unless the sandbox's
+    /// config gave another).
+    pub cwd: String,
     pub env: Vec<(String, String)>,
     /// The workspace's disk limits (bytes, inodes).
     pub disk_bytes: u64,
@@ -65,7 +68,7 @@ impl Manifest {
             "image": self.image,
             "image_digest": self.image_digest,
             "mount": self.mount,
-            "cwd": self.mount,
+            "cwd": self.cwd,
             "env": self.env.iter().map(|(k, v)| serde_json::json!([k, v])).collect::<Vec<_>>(),
             "limits": {"disk_bytes": self.disk_bytes, "disk_inodes": self.disk_inodes},
             "files": self.files,
@@ -114,11 +117,17 @@ impl Manifest {
         if !mount.starts_with('/') || mount.split('/').any(|p| p == "..") {
             return Err(bad("mount must be an absolute path"));
         }
+        // Written as the mount by snapshots of before it could differ.
+        let cwd = s("cwd").unwrap_or(mount);
+        if !cwd.starts_with('/') || cwd.split('/').any(|p| p == "..") || cwd.contains('\0') {
+            return Err(bad("cwd must be an absolute path"));
+        }
         Ok(Manifest {
             format: SNAPSHOT_FORMAT,
             image: s("image").ok_or_else(|| bad("no image"))?.to_string(),
             image_digest: s("image_digest").unwrap_or_default().to_string(),
             mount: mount.to_string(),
+            cwd: cwd.to_string(),
             env,
             disk_bytes: limit("disk_bytes").ok_or_else(|| bad("no limits.disk_bytes"))?,
             disk_inodes: limit("disk_inodes").ok_or_else(|| bad("no limits.disk_inodes"))?,
@@ -439,6 +448,7 @@ pub(crate) fn take(
                 image: image.name().to_string(),
                 image_digest: image.digest().to_string(),
                 mount: sandbox.mount.clone(),
+                cwd: sandbox.workdir.clone(),
                 env: sandbox.env.clone(),
                 disk_bytes: sandbox.limits.disk_bytes,
                 disk_inodes: sandbox.limits.disk_inodes,

@@ -21,6 +21,12 @@ use wasbox_runtime::{JobSpec, Limits, Runtime, SandboxConfig, Snapshot, TarLimit
 /// The label a template's snapshot carries: its name.
 pub const LABEL_TEMPLATE: &str = "wasbox.template";
 
+/// The label holding a template's start command (see [`start_command`]).
+pub const LABEL_START: &str = "wasbox.template.start";
+
+/// How much of a start command's output is kept (its end), to be logged when it ends.
+const START_OUTPUT_KEPT: usize = 4096;
+
 /// Most templates a node keeps in memory at once (the least recently used are read again
 /// from disk when named).
 const CACHED: usize = 16;
@@ -247,6 +253,13 @@ pub struct Recipe {
     pub run: Vec<String>,
     /// Seconds each command may take (default 600).
     pub timeout_seconds: Option<u64>,
+    /// The working directory of the commands above and of every sandbox made from it
+    /// (relative to the workspace, or an absolute path inside it; made when missing).
+    pub workdir: Option<String>,
+    /// A shell command started in the background of every session and E2B sandbox made from
+    /// it (a server, a watcher), in the working directory; the sandbox is answered for once
+    /// it has started, and it is stopped when the sandbox ends.
+    pub start: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -294,20 +307,37 @@ pub async fn build_from_recipe(
             bail!("env: `{k}` is not a valid variable");
         }
     }
+    let mount = recipe
+        .mount
+        .clone()
+        .unwrap_or_else(|| wasbox_runtime::DEFAULT_MOUNT.to_string());
+    let workdir = recipe
+        .workdir
+        .as_deref()
+        .map(|w| workdir_path(w, &mount))
+        .transpose()?;
+    if let Some(start) = &recipe.start
+        && (start.trim().is_empty() || start.contains('\0'))
+    {
+        bail!("start: `{start}` is not a command");
+    }
     let timeout = Duration::from_secs(recipe.timeout_seconds.unwrap_or(600));
     let mut config = SandboxConfig::default()
-        .mount(
-            recipe
-                .mount
-                .clone()
-                .unwrap_or_else(|| wasbox_runtime::DEFAULT_MOUNT.to_string()),
-        )
+        .mount(mount.clone())
         .limits(Limits::default().timeout(timeout));
     config.env = recipe.env.clone().into_iter().collect();
+    if let Some(w) = &workdir {
+        config = config.workdir(w.clone());
+    }
     let sandbox = runtime.sandbox(config)?;
     for (from, to) in &copies {
         copy_in(&sandbox, from, to)
             .with_context(|| format!("copying {} to {to}", from.display()))?;
+    }
+    if let Some(w) = workdir.as_ref().filter(|w| *w != ".") {
+        sandbox
+            .make_dir(w)
+            .map_err(|e| anyhow::anyhow!("workdir: {e}"))?;
     }
     // What the node's egress rules allow is the build's to use (`pip install`).
     sandbox.set_network(wasbox_runtime::NetworkPolicy::Node);
@@ -323,7 +353,80 @@ pub async fn build_from_recipe(
     }
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_TEMPLATE.to_string(), name.to_string());
+    if let Some(start) = recipe.start {
+        labels.insert(LABEL_START.to_string(), start);
+    }
     Ok(runtime.snapshot(&sandbox, labels)?)
+}
+
+/// `workdir` as a path inside the workspace (relative to it; `.` is the workspace itself),
+/// given relative to it or as an absolute path under `mount`.
+fn workdir_path(workdir: &str, mount: &str) -> anyhow::Result<String> {
+    let mount = mount.trim_end_matches('/');
+    let rel = if workdir.starts_with('/') {
+        match workdir.strip_prefix(mount) {
+            Some("") => ".",
+            Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/'),
+            _ => bail!("workdir: `{workdir}` must be inside the workspace ({mount})"),
+        }
+    } else {
+        workdir
+    };
+    if rel.is_empty() || rel.trim_matches('/') == "." || rel.trim_end_matches('/').is_empty() {
+        return Ok(".".to_string());
+    }
+    workspace_path(rel).map_err(|_| {
+        anyhow::anyhow!("workdir: `{workdir}` must stay inside the workspace (no `..`)")
+    })
+}
+
+/// Starts the start command of the template `snapshot` was built from, if it has one, in
+/// `session` (see [`Recipe::start`]): once it has started this answers; when it ends, the
+/// end of its output is logged with its status.
+pub async fn start_command(
+    session: &wasbox_runtime::Session,
+    snapshot: &Snapshot,
+) -> anyhow::Result<()> {
+    let Some(command) = snapshot.manifest().labels.get(LABEL_START) else {
+        return Ok(());
+    };
+    let tail = Tail::default();
+    let spec = JobSpec::shell(command.clone())
+        .stdout(wasbox_runtime::Output::Stream(Box::new(tail.clone())))
+        .stderr(wasbox_runtime::Output::Stream(Box::new(tail.clone())));
+    let job = session
+        .start_background(spec)
+        .await
+        .with_context(|| format!("the template's start command `{command}` did not start"))?;
+    let id = session.id().to_string();
+    tokio::spawn(async move {
+        let status = match job.await {
+            Ok(Ok(out)) => out.exit_code.to_string(),
+            Ok(Err(e)) => format!("{e:#}"),
+            Err(e) => e.to_string(),
+        };
+        let output = String::from_utf8_lossy(&lock(&tail.0)).into_owned();
+        tracing::info!(session_id = %id, %status, %output, "the template's start command ended");
+    });
+    Ok(())
+}
+
+/// The last [`START_OUTPUT_KEPT`] bytes written to it.
+#[derive(Clone, Default)]
+struct Tail(std::sync::Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Tail {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut kept = lock(&self.0);
+        kept.extend_from_slice(&buf[buf.len().saturating_sub(START_OUTPUT_KEPT)..]);
+        let over = kept.len().saturating_sub(START_OUTPUT_KEPT);
+        kept.drain(..over);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The last lines of what a failed command said.
@@ -389,7 +492,7 @@ pub struct TemplateArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum TemplateCommand {
     /// Build template NAME from a snapshot tar or from a recipe (YAML or JSON: `mount`,
-    /// `env`, `files` [{from, to}], `run` [commands], `timeout_seconds`).
+    /// `env`, `files` [{from, to}], `run` [commands], `timeout_seconds`, `workdir`, `start`).
     Build {
         name: String,
         /// A snapshot tar (`wasbox run --snapshot-out`, a worker API snapshot; plain or
@@ -523,8 +626,33 @@ mod tests {
     }
 
     #[test]
+    fn a_workdir_stays_inside_the_workspace() {
+        let ok = [
+            ("app", "app"),
+            ("app/./src/", "app/src"),
+            (".", "."),
+            ("/workspace", "."),
+            ("/workspace/", "."),
+            ("/workspace/app", "app"),
+        ];
+        for (given, want) in ok {
+            assert_eq!(workdir_path(given, "/workspace").unwrap(), want, "{given}");
+        }
+        for bad in [
+            "/etc",
+            "/workspaces/x",
+            "../x",
+            "app/../../x",
+            "/workspace/../etc",
+        ] {
+            assert!(workdir_path(bad, "/workspace").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_recipe_refuses_what_it_does_not_know() {
         assert!(serde_norway::from_str::<Recipe>("files: []\nrun: [ls]\n").is_ok());
-        assert!(serde_norway::from_str::<Recipe>("start: x\n").is_err());
+        assert!(serde_norway::from_str::<Recipe>("starts: x\n").is_err());
+        assert!(serde_norway::from_str::<Recipe>("start: x\nworkdir: app\n").is_ok());
     }
 }

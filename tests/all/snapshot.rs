@@ -341,6 +341,25 @@ fn hostile_tars_are_refused_and_leave_nothing_behind() {
             );
             t
         }),
+        ("a working directory that climbs out", {
+            let mut t = Vec::new();
+            let m = serde_json::to_vec(&json!({"format": 1, "image": "base",
+                "mount": "/workspace", "cwd": "/workspace/../etc", "env": [],
+                "limits": {"disk_bytes": 1u64 << 30, "disk_inodes": 100000}}))
+            .unwrap();
+            entry(
+                &mut t,
+                "wasbox-snapshot.json",
+                b'0',
+                0o644,
+                &m,
+                m.len() as u64,
+                "",
+            );
+            entry(&mut t, "workspace/", b'5', 0o755, b"", 0, "");
+            t.extend_from_slice(&[0u8; 1024]);
+            t
+        }),
         ("not a tar", b"garbage".repeat(100)),
         // Compressed: a stream that is not zstd after its magic number, and 64 MiB of
         // zeros squeezed into a few bytes.
@@ -378,6 +397,9 @@ fn hostile_tars_are_refused_and_leave_nothing_behind() {
         match (what, &e) {
             ("huge" | "bomb", SnapshotError::TooLarge(_)) => {}
             ("foreign image", SnapshotError::ForeignImage(_)) => {}
+            ("a working directory that climbs out", SnapshotError::Invalid(why)) => {
+                assert!(why.contains("cwd"), "{why}");
+            }
             (_, SnapshotError::Invalid(_)) => {}
             _ => panic!("{what}: unexpected {e:?}"),
         }

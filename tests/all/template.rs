@@ -2,8 +2,10 @@
 //! API and of E2B started from one by name; hostile recipes and names change nothing.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
+use wasbox_runtime::{JobSpec, SessionConfig, Sessions};
 
 use crate::snapshot::stdout as exec;
 use crate::support::http::Server;
@@ -114,7 +116,16 @@ fn templates_are_built_listed_and_removed_and_hostile_input_changes_nothing() {
             bad_recipe("run:\n  - echo no >&2; exit 3\n"),
             "exited with 3: no",
         ),
-        (bad_recipe("start: x\n"), "unknown field"),
+        (bad_recipe("starts: x\n"), "unknown field"),
+        (
+            bad_recipe("workdir: ../x\n"),
+            "must stay inside the workspace",
+        ),
+        (
+            bad_recipe("workdir: /etc\n"),
+            "must be inside the workspace",
+        ),
+        (bad_recipe("start: \"  \"\n"), "is not a command"),
         (
             template(
                 &state,
@@ -234,4 +245,129 @@ fn sessions_jobs_and_e2b_sandboxes_start_from_a_template_by_name() {
         crate::e2b::run_command(&s, &sbx, "cd /home/user/app && cat built.txt && ./run.sh"),
         "built\nrun hello forty-two\n"
     );
+}
+
+/// Waits (bounded) until `file` has content, then prints it: what a start command wrote
+/// shortly after the sandbox was answered for.
+const WAIT_STARTED: &str =
+    "for i in $(seq 200); do test -s started.log && break; sleep 0.05; done; cat started.log";
+
+#[test]
+fn a_templates_working_directory_and_start_command_reach_its_sandboxes() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("srv.yaml");
+    std::fs::write(
+        &file,
+        "env:\n  GREETING: hi\nworkdir: /workspace/app\nrun:\n  - pwd > where.txt\n\
+         start: echo \"up $GREETING $PWD\" >> started.log; sleep 600\n",
+    )
+    .unwrap();
+    let built = template(
+        &state,
+        &["build", "srv", "--recipe", file.to_str().unwrap()],
+    );
+    assert!(built.status.success(), "{}", text(&built));
+    let s = Server::start(&["--state-dir", state.to_str().unwrap()]);
+
+    // A session: its commands start in the working directory, where the build's ran, and
+    // the start command runs beside them (once per sandbox).
+    let r = s.post(
+        "/v1/worker/sessions",
+        &json!({"version": 1, "task_id": "t", "session_id": "a", "image": "srv"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        exec(
+            &s,
+            "a",
+            &format!("pwd; cat where.txt; {WAIT_STARTED}; pgrep -f -x 'sleep 600' | wc -l")
+        ),
+        "/workspace/app\n/workspace/app\nup hi /workspace/app\n1\n"
+    );
+    // A command naming its own directory runs there.
+    let r = s.post(
+        "/v1/worker/sessions/a/exec",
+        &json!({"version": 1, "command": "pwd", "cwd": "/workspace"}),
+    );
+    assert_eq!(r.json()["stdout"], "/workspace\n", "{}", r.text());
+    // A snapshot is taken while no process runs: not while the start command does.
+    let r = s.post("/v1/worker/sessions/a:snapshot", &json!({"version": 1}));
+    assert_eq!(r.status, 409, "{}", r.text());
+    assert!(
+        r.text().contains("process(es) run in the sandbox"),
+        "{}",
+        r.text()
+    );
+    // Once it has ended, the snapshot keeps the working directory; a restore starts no
+    // start command (the snapshot is the session's, not the template).
+    exec(&s, "a", "pkill -f -x 'sleep 600'");
+    let r = s.post("/v1/worker/sessions/a:snapshot", &json!({"version": 1}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let snap = r.json()["snapshot_id"].as_str().unwrap().to_string();
+    let r = s.post(
+        "/v1/worker/sessions:restore",
+        &json!({"version": 1, "snapshot_id": snap, "session_id": "b"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        exec(&s, "b", "pwd; pgrep -f -x 'sleep 600' | wc -l"),
+        "/workspace/app\n0\n"
+    );
+
+    // An E2B sandbox of the template: the same.
+    let r = crate::e2b::control(
+        &s,
+        "POST",
+        "/v2/sandboxes",
+        &json!({"templateID": "srv", "timeout": 60}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    let sbx = crate::e2b::Sbx {
+        id: v["sandboxID"].as_str().unwrap().into(),
+        token: v["envdAccessToken"].as_str().unwrap().into(),
+    };
+    assert_eq!(
+        crate::e2b::run_command(&s, &sbx, &format!("pwd; {WAIT_STARTED}")),
+        "/workspace/app\nup hi /workspace/app\n"
+    );
+}
+
+/// A job started in a session's background (a template's start command) runs beside its
+/// execs, is no activity (the session still idles out), and is stopped when it ends.
+#[tokio::test]
+async fn a_background_job_is_no_activity_and_ends_with_its_session() {
+    let runtime = crate::support::runtime::runtime();
+    let sessions = Sessions::new(4);
+    let mut config = SessionConfig::new("bg");
+    config.idle = Duration::from_millis(500);
+    let session = sessions
+        .create(config, || runtime.sandbox(Default::default()))
+        .unwrap();
+    let job = session
+        .start_background(JobSpec::shell("echo up > started.log; sleep 600"))
+        .await
+        .unwrap();
+    let out = session
+        .exec(JobSpec::shell(format!(
+            "{WAIT_STARTED}; pgrep -f -x 'sleep 600' | wc -l"
+        )))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "up\n1\n", "{out:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    sessions.reap();
+    assert!(
+        sessions.get("bg").is_none(),
+        "the background job kept it alive"
+    );
+    let out = tokio::time::timeout(Duration::from_secs(30), job)
+        .await
+        .expect("the background job outlived its session")
+        .unwrap()
+        .unwrap();
+    assert_ne!(out.exit_code, 0, "{out:?}");
+    let refused = session.start_background(JobSpec::shell("true")).await;
+    assert!(refused.is_err(), "an ended session started a job");
 }

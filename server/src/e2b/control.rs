@@ -151,7 +151,7 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         OnTimeout::Kill
     };
     let label = format!("e2b {id}");
-    start(
+    let sbx = start(
         e2b,
         Start {
             id,
@@ -181,7 +181,18 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
             config.label = Some(label);
             node.runtime.sandbox(config)
         },
-    )
+    )?;
+    if let Some(t) = &built
+        && let Err(e) = crate::template::start_command(&sbx.session, t).await
+    {
+        lock(&e2b.sandboxes).remove(&sbx.id);
+        node.sessions().end(
+            sbx.session.id(),
+            "the template's start command did not start",
+        );
+        return Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")));
+    }
+    Ok(sbx)
 }
 
 /// What a new E2B sandbox is made of.

@@ -380,7 +380,7 @@ async fn start(
         ));
     }
     let cwd = match config.cwd.as_deref().filter(|c| !c.is_empty()) {
-        None => super::HOME.to_string(),
+        None => sbx.session.sandbox().workdir().to_string(),
         Some(c) => {
             let abs = sbx.session.sandbox().absolute_path(c);
             if !sbx.session.sandbox().is_dir(&abs) {

@@ -156,6 +156,13 @@ async fn create_inner(
             }
             SessionRefused::Sandbox(e) => Problem::internal(&e),
         })?;
+    if let super::node::Source::Template(snapshot) = &source
+        && let Err(e) = crate::template::start_command(&session, snapshot).await
+    {
+        node.sessions
+            .end(session.id(), "the template's start command did not start");
+        return Err(Problem::internal(&e));
+    }
     tracing::info!(task_id = %task_id, session_id = %session_id, lifetime, idle, "session created");
     node.telemetry.started(&sandbox_of(&session));
     Ok(info(&session, "running"))
