@@ -281,6 +281,16 @@ impl Session {
         }
     }
 
+    /// Stops the jobs started in the background (see [`Session::start_background`]) and
+    /// forgets them; how many there were (those that had ended already included).
+    pub fn stop_background(&self) -> usize {
+        let stops: Vec<StopSignal> = lock(&self.background).drain(..).collect();
+        for stop in &stops {
+            stop.stop();
+        }
+        stops.len()
+    }
+
     /// Opens a PTY running `config.argv` (with the session's environment) for at most the
     /// session's remaining lifetime. Answers once the program has started: a program that
     /// could not get its instance is a refusal, never a PTY whose program is already dead.

@@ -380,18 +380,20 @@ fn workdir_path(workdir: &str, mount: &str) -> anyhow::Result<String> {
     })
 }
 
-/// Starts the start command of the template `snapshot` was built from, if it has one, in
-/// `session` (see [`Recipe::start`]): once it has started this answers; when it ends, the
-/// end of its output is logged with its status.
-pub async fn start_command(
-    session: &wasbox_runtime::Session,
-    snapshot: &Snapshot,
-) -> anyhow::Result<()> {
-    let Some(command) = snapshot.manifest().labels.get(LABEL_START) else {
+/// The start command of the template `snapshot` was built from, if it has one.
+pub fn start_of(snapshot: &Snapshot) -> Option<String> {
+    snapshot.manifest().labels.get(LABEL_START).cloned()
+}
+
+/// Starts the start command a session was made with (its [`LABEL_START`] label, see
+/// [`Recipe::start`]), if any: once it has started this answers; when it ends, the end of its
+/// output is logged with its status.
+pub async fn start_command(session: &wasbox_runtime::Session) -> anyhow::Result<()> {
+    let Some(command) = session.label(LABEL_START) else {
         return Ok(());
     };
     let tail = Tail::default();
-    let spec = JobSpec::shell(command.clone())
+    let spec = JobSpec::shell(command.to_string())
         .stdout(wasbox_runtime::Output::Stream(Box::new(tail.clone())))
         .stderr(wasbox_runtime::Output::Stream(Box::new(tail.clone())));
     let job = session

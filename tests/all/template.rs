@@ -332,6 +332,31 @@ fn a_templates_working_directory_and_start_command_reach_its_sandboxes() {
         crate::e2b::run_command(&s, &sbx, &format!("pwd; {WAIT_STARTED}")),
         "/workspace/app\nup hi /workspace/app\n"
     );
+    // A pause stops the start command (a pause keeps files, not running processes) and is
+    // not refused for it; the resumed sandbox runs it again.
+    let r = crate::e2b::control(
+        &s,
+        "POST",
+        &format!("/sandboxes/{}/pause", sbx.id),
+        &json!({}),
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    let r = crate::e2b::control(
+        &s,
+        "POST",
+        &format!("/sandboxes/{}/resume", sbx.id),
+        &json!({}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        crate::e2b::run_command(
+            &s,
+            &sbx,
+            "for i in $(seq 200); do test \"$(wc -l < started.log)\" -ge 2 && break; \
+             sleep 0.05; done; cat started.log; pgrep -f -x 'sleep 600' | wc -l"
+        ),
+        "up hi /workspace/app\nup hi /workspace/app\n1\n"
+    );
 }
 
 /// A job started in a session's background (a template's start command) runs beside its

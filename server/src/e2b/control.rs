@@ -161,6 +161,7 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
             env,
             metadata,
             on_timeout,
+            start_command: built.as_ref().and_then(crate::template::start_of),
         },
         || {
             if let Some(k) = &from {
@@ -182,9 +183,7 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
             node.runtime.sandbox(config)
         },
     )?;
-    if let Some(t) = &built
-        && let Err(e) = crate::template::start_command(&sbx.session, t).await
-    {
+    if let Err(e) = crate::template::start_command(&sbx.session).await {
         lock(&e2b.sandboxes).remove(&sbx.id);
         node.sessions().end(
             sbx.session.id(),
@@ -205,6 +204,9 @@ pub(super) struct Start {
     pub(super) env: Vec<(String, String)>,
     pub(super) metadata: BTreeMap<String, String>,
     pub(super) on_timeout: OnTimeout,
+    /// Its template's start command (see [`crate::template::start_command`]), started by
+    /// the caller once the sandbox is made.
+    pub(super) start_command: Option<String>,
 }
 
 /// The limits of every E2B sandbox.
@@ -229,6 +231,7 @@ pub(super) fn start(
         env,
         metadata,
         on_timeout,
+        start_command,
     } = new;
     let token = token.unwrap_or_else(crate::ids::hex::<24>);
     let mut config = SessionConfig::new(format!("e2b-{id}"));
@@ -241,6 +244,11 @@ pub(super) fn start(
     config.deadline_from_lifetime = false;
     config.labels.insert("task_id".into(), format!("e2b:{id}"));
     config.labels.insert("image_ref".into(), template.clone());
+    if let Some(start) = start_command {
+        config
+            .labels
+            .insert(crate::template::LABEL_START.into(), start);
+    }
     let session = node.sessions().create(config, make).map_err(|e| match e {
         SessionRefused::Full(n) => {
             let mut r = error(
@@ -391,6 +399,7 @@ pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64
             env: p2.env.clone(),
             metadata: p2.metadata.clone(),
             on_timeout: p2.on_timeout,
+            start_command: p2.start_command.clone(),
         };
         start(&e2b2, new, || {
             e2b2.node
@@ -408,6 +417,10 @@ pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64
     .await;
     match made {
         Ok(Ok(s)) => {
+            // Its template's start command, which the pause stopped, runs again.
+            if let Err(e) = crate::template::start_command(&s.session).await {
+                tracing::warn!(sandbox_id = %id, "resumed without its start command: {e:#}");
+            }
             tracing::info!(sandbox_id = %id, "e2b sandbox resumed");
             (StatusCode::CREATED, axum::Json(s.created())).into_response()
         }

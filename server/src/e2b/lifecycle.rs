@@ -45,13 +45,18 @@ pub(super) async fn pause(
     }
     let files_only = req.memory == Some(false);
     let runtime = e2b.node.runtime.clone();
+    // Its template's start command goes first (a resume starts it again); its end takes a
+    // moment too.
+    let restart = sbx.session.stop_background() > 0;
     let mut tries = 0;
     let snapshot = loop {
         match runtime.snapshot(sbx.session.sandbox(), Default::default()) {
             Ok(s) => break s,
-            Err(wasbox_runtime::SnapshotError::Busy(_)) if files_only && tries < 200 => {
+            Err(wasbox_runtime::SnapshotError::Busy(_))
+                if (files_only || restart) && tries < 200 =>
+            {
                 // Filesystem mode: the processes go; their ends take a moment.
-                if tries == 0 {
+                if tries == 0 && files_only {
                     sbx.procs.kill_all();
                     sbx.contexts.stop_all();
                 }
@@ -59,6 +64,9 @@ pub(super) async fn pause(
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             Err(wasbox_runtime::SnapshotError::Busy(n)) => {
+                if restart && let Err(e) = crate::template::start_command(&sbx.session).await {
+                    tracing::warn!(sandbox_id = %id, "its start command did not start again: {e:#}");
+                }
                 return error(
                     StatusCode::NOT_IMPLEMENTED,
                     format!(
@@ -97,6 +105,8 @@ pub(super) fn auto_pause(e2b: &E2b, sbx: &Arc<Sbx>) -> bool {
         tracing::warn!(sandbox_id = %sbx.id, "no room to pause the sandbox at its timeout: ended");
         return false;
     }
+    // Its template's start command ends with the timeout too (a resume starts it again).
+    sbx.session.stop_background();
     let snapshot = match e2b
         .node
         .runtime
@@ -214,6 +224,8 @@ pub(super) async fn fork(
                 env,
                 metadata: src.metadata.clone(),
                 on_timeout: src.on_timeout,
+                // A fork is made while nothing runs in its source: no start command either.
+                start_command: None,
             };
             let made = start(&e2b2, new, || {
                 e2b2.node

@@ -84,6 +84,8 @@ pub(crate) struct Paused {
     on_timeout: OnTimeout,
     memory_mb: u64,
     disk_size_mb: u64,
+    /// Its template's start command, started again when it resumes.
+    start_command: Option<String>,
 }
 
 /// Sandboxes a node keeps paused at most.
@@ -107,6 +109,10 @@ impl Paused {
             on_timeout: sbx.on_timeout,
             memory_mb: (limits.sandbox_memory_bytes / (1 << 20)) as u64,
             disk_size_mb: limits.disk_bytes / (1 << 20),
+            start_command: sbx
+                .session
+                .label(crate::template::LABEL_START)
+                .map(str::to_string),
         }
     }
 

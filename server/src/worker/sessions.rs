@@ -138,6 +138,13 @@ async fn create_inner(
     config.env = env;
     config.labels.insert(TASK_ID.into(), task_id.clone());
     config.labels.insert(IMAGE_REF.into(), image_ref.clone());
+    if let super::node::Source::Template(snapshot) = &source
+        && let Some(start) = crate::template::start_of(snapshot)
+    {
+        config
+            .labels
+            .insert(crate::template::LABEL_START.into(), start);
+    }
     let limits = Limits::default()
         .timeout(Duration::from_secs(node.config().max_timeout_secs))
         .max_output_bytes(MAX_OUTPUT_BYTES);
@@ -156,9 +163,7 @@ async fn create_inner(
             }
             SessionRefused::Sandbox(e) => Problem::internal(&e),
         })?;
-    if let super::node::Source::Template(snapshot) = &source
-        && let Err(e) = crate::template::start_command(&session, snapshot).await
-    {
+    if let Err(e) = crate::template::start_command(&session).await {
         node.sessions
             .end(session.id(), "the template's start command did not start");
         return Err(Problem::internal(&e));
