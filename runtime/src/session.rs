@@ -205,14 +205,9 @@ impl Session {
         *lock(&self.last_activity) = Instant::now();
     }
 
-    /// Runs one job in the session's sandbox, with the session's environment before the
-    /// job's own, and never past the session's lifetime. Ending the session stops it.
-    pub async fn exec(&self, mut spec: JobSpec) -> Result<JobOutput> {
-        if self.is_ended() {
-            bail!("session `{}` has ended", self.id());
-        }
-        self.touch();
-        let stop = spec.stop.clone().unwrap_or_default();
+    /// `spec` as the session runs it: stopped by `stop`, the session's environment before
+    /// its own, and no deadline past the session's lifetime (when the session says so).
+    fn prepared(&self, mut spec: JobSpec, stop: &StopSignal) -> JobSpec {
         spec.stop = Some(stop.clone());
         let mut env = self.config.env.clone();
         env.append(&mut spec.env);
@@ -221,6 +216,18 @@ impl Session {
             let remaining = self.remaining();
             spec.timeout = Some(spec.timeout.map_or(remaining, |t| t.min(remaining)));
         }
+        spec
+    }
+
+    /// Runs one job in the session's sandbox, with the session's environment before the
+    /// job's own, and never past the session's lifetime. Ending the session stops it.
+    pub async fn exec(&self, mut spec: JobSpec) -> Result<JobOutput> {
+        if self.is_ended() {
+            bail!("session `{}` has ended", self.id());
+        }
+        self.touch();
+        let stop = spec.stop.clone().unwrap_or_default();
+        spec = self.prepared(spec, &stop);
         lock(&self.running).push(stop.clone());
         let _running = Running {
             session: self,
@@ -244,7 +251,7 @@ impl Session {
     /// the job's output comes from the handle when it ends.
     pub async fn start_background(
         &self,
-        mut spec: JobSpec,
+        spec: JobSpec,
     ) -> Result<tokio::task::JoinHandle<Result<JobOutput>>> {
         if self.is_ended() {
             bail!("session `{}` has ended", self.id());
@@ -253,14 +260,7 @@ impl Session {
             bail!("a session starts at most {MAX_BACKGROUND} background jobs");
         }
         let stop = StopSignal::default();
-        spec.stop = Some(stop.clone());
-        let mut env = self.config.env.clone();
-        env.append(&mut spec.env);
-        spec.env = env;
-        if self.config.deadline_from_lifetime {
-            let remaining = self.remaining();
-            spec.timeout = Some(spec.timeout.map_or(remaining, |t| t.min(remaining)));
-        }
+        let mut spec = self.prepared(spec, &stop);
         let (report, started) = tokio::sync::oneshot::channel();
         spec.started = Some(report);
         lock(&self.background).push(stop.clone());

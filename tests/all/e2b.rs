@@ -365,11 +365,16 @@ pub(crate) fn run_command(server: &Server, s: &Sbx, script: &str) -> String {
 }
 
 pub(crate) fn create(server: &Server) -> Sbx {
+    create_from(server, "base")
+}
+
+/// A sandbox of `template` (an image or a template's name), created as the SDK does.
+pub(crate) fn create_from(server: &Server, template: &str) -> Sbx {
     let r = control(
         server,
         "POST",
         "/v2/sandboxes",
-        &json!({"templateID": "base", "timeout": 60}),
+        &json!({"templateID": template, "timeout": 60}),
     );
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();

@@ -219,14 +219,18 @@ fn manifest(image: &str) -> Vec<u8> {
 
 /// A tar with the manifest, the workspace root and `rest`.
 fn tar_with(rest: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    tar_of(&manifest("base"), rest)
+}
+
+/// A tar with manifest `m`, the workspace root and `rest`.
+fn tar_of(m: &[u8], rest: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let mut t = Vec::new();
-    let m = manifest("base");
     entry(
         &mut t,
         "wasbox-snapshot.json",
         b'0',
         0o644,
-        &m,
+        m,
         m.len() as u64,
         "",
     );
@@ -342,23 +346,11 @@ fn hostile_tars_are_refused_and_leave_nothing_behind() {
             t
         }),
         ("a working directory that climbs out", {
-            let mut t = Vec::new();
             let m = serde_json::to_vec(&json!({"format": 1, "image": "base",
                 "mount": "/workspace", "cwd": "/workspace/../etc", "env": [],
                 "limits": {"disk_bytes": 1u64 << 30, "disk_inodes": 100000}}))
             .unwrap();
-            entry(
-                &mut t,
-                "wasbox-snapshot.json",
-                b'0',
-                0o644,
-                &m,
-                m.len() as u64,
-                "",
-            );
-            entry(&mut t, "workspace/", b'5', 0o755, b"", 0, "");
-            t.extend_from_slice(&[0u8; 1024]);
-            t
+            tar_of(&m, |_| {})
         }),
         ("not a tar", b"garbage".repeat(100)),
         // Compressed: a stream that is not zstd after its magic number, and 64 MiB of

@@ -229,18 +229,7 @@ fn sessions_jobs_and_e2b_sandboxes_start_from_a_template_by_name() {
     assert_eq!(r.json()["stdout"], "forty-two\n", "{}", r.text());
 
     // E2B's templateID.
-    let r = crate::e2b::control(
-        &s,
-        "POST",
-        "/v2/sandboxes",
-        &json!({"templateID": "e2b-web", "timeout": 60}),
-    );
-    assert_eq!(r.status, 201, "{}", r.text());
-    let v = r.json();
-    let sbx = crate::e2b::Sbx {
-        id: v["sandboxID"].as_str().unwrap().into(),
-        token: v["envdAccessToken"].as_str().unwrap().into(),
-    };
+    let sbx = crate::e2b::create_from(&s, "e2b-web");
     assert_eq!(
         crate::e2b::run_command(&s, &sbx, "cd /home/user/app && cat built.txt && ./run.sh"),
         "built\nrun hello forty-two\n"
@@ -316,18 +305,7 @@ fn a_templates_working_directory_and_start_command_reach_its_sandboxes() {
     );
 
     // An E2B sandbox of the template: the same.
-    let r = crate::e2b::control(
-        &s,
-        "POST",
-        "/v2/sandboxes",
-        &json!({"templateID": "srv", "timeout": 60}),
-    );
-    assert_eq!(r.status, 201, "{}", r.text());
-    let v = r.json();
-    let sbx = crate::e2b::Sbx {
-        id: v["sandboxID"].as_str().unwrap().into(),
-        token: v["envdAccessToken"].as_str().unwrap().into(),
-    };
+    let sbx = crate::e2b::create_from(&s, "srv");
     assert_eq!(
         crate::e2b::run_command(&s, &sbx, &format!("pwd; {WAIT_STARTED}")),
         "/workspace/app\nup hi /workspace/app\n"
