@@ -363,9 +363,7 @@ impl Session {
         for stop in lock(&self.running).drain(..) {
             stop.stop();
         }
-        for stop in lock(&self.background).drain(..) {
-            stop.stop();
-        }
+        self.stop_background();
         for (_, pty) in lock(&self.ptys).drain() {
             pty.close();
         }

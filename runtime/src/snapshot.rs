@@ -113,13 +113,16 @@ impl Manifest {
         }
         let limits = v.get("limits");
         let limit = |k: &str| limits.and_then(|l| l.get(k)).and_then(|x| x.as_u64());
+        // A path of the sandbox: absolute, no `..`, no NUL.
+        let absolute =
+            |p: &str| p.starts_with('/') && !p.split('/').any(|c| c == "..") && !p.contains('\0');
         let mount = s("mount").ok_or_else(|| bad("no mount"))?;
-        if !mount.starts_with('/') || mount.split('/').any(|p| p == "..") {
+        if !absolute(mount) {
             return Err(bad("mount must be an absolute path"));
         }
         // Written as the mount by snapshots of before it could differ.
         let cwd = s("cwd").unwrap_or(mount);
-        if !cwd.starts_with('/') || cwd.split('/').any(|p| p == "..") || cwd.contains('\0') {
+        if !absolute(cwd) {
             return Err(bad("cwd must be an absolute path"));
         }
         Ok(Manifest {

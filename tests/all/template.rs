@@ -42,6 +42,21 @@ fn recipe(dir: &Path, mount: &str) -> std::path::PathBuf {
     file
 }
 
+/// A snapshot of session `from` through the worker API, restored as session `to`.
+fn snapshot_and_restore(s: &Server, from: &str, to: &str) {
+    let r = s.post(
+        &format!("/v1/worker/sessions/{from}:snapshot"),
+        &json!({"version": 1}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let snap = r.json()["snapshot_id"].as_str().unwrap().to_string();
+    let r = s.post(
+        "/v1/worker/sessions:restore",
+        &json!({"version": 1, "snapshot_id": snap, "session_id": to}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
 fn text(o: &std::process::Output) -> String {
     format!(
         "{}{}",
@@ -206,14 +221,7 @@ fn sessions_jobs_and_e2b_sandboxes_start_from_a_template_by_name() {
     );
 
     // A session made from a template snapshots and restores as any other.
-    let r = s.post("/v1/worker/sessions/one:snapshot", &json!({"version": 1}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    let snap = r.json()["snapshot_id"].as_str().unwrap().to_string();
-    let r = s.post(
-        "/v1/worker/sessions:restore",
-        &json!({"version": 1, "snapshot_id": snap, "session_id": "three"}),
-    );
-    assert_eq!(r.status, 200, "{}", r.text());
+    snapshot_and_restore(&s, "one", "three");
     assert_eq!(
         exec(&s, "three", "cat app/own.txt app/built.txt"),
         "mine\nbuilt\n"
@@ -291,14 +299,7 @@ fn a_templates_working_directory_and_start_command_reach_its_sandboxes() {
     // Once it has ended, the snapshot keeps the working directory; a restore starts no
     // start command (the snapshot is the session's, not the template).
     exec(&s, "a", "pkill -f -x 'sleep 600'");
-    let r = s.post("/v1/worker/sessions/a:snapshot", &json!({"version": 1}));
-    assert_eq!(r.status, 200, "{}", r.text());
-    let snap = r.json()["snapshot_id"].as_str().unwrap().to_string();
-    let r = s.post(
-        "/v1/worker/sessions:restore",
-        &json!({"version": 1, "snapshot_id": snap, "session_id": "b"}),
-    );
-    assert_eq!(r.status, 200, "{}", r.text());
+    snapshot_and_restore(&s, "a", "b");
     assert_eq!(
         exec(&s, "b", "pwd; pgrep -f -x 'sleep 600' | wc -l"),
         "/workspace/app\n0\n"
