@@ -172,7 +172,8 @@ fn run_interpreter_check(script: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("all passed"),
-        "E2B's code interpreter SDK failed ({script}):\n{stdout}\n{}\nserver log:\n{}",
+        "E2B's code interpreter SDK failed ({script}, {}):\n{stdout}\n{}\nserver log:\n{}",
+        out.status,
         String::from_utf8_lossy(&out.stderr),
         server.log()
     );
