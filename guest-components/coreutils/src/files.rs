@@ -286,13 +286,13 @@ pub fn chmod(args: std::vec::IntoIter<OsString>) -> i32 {
 
 // -- cp ------------------------------------------------------------------------------
 
-struct CpOpts {
-    recursive: bool,
-    preserve: bool,
-    no_clobber: bool,
-    verbose: bool,
-    update: bool,
-    no_deref: bool,
+pub(crate) struct CpOpts {
+    pub(crate) recursive: bool,
+    pub(crate) preserve: bool,
+    pub(crate) no_clobber: bool,
+    pub(crate) verbose: bool,
+    pub(crate) update: bool,
+    pub(crate) no_deref: bool,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -315,7 +315,7 @@ fn copy_times(from: &Metadata, to: &Path) {
     }
 }
 
-fn cp_one(src: &str, dst: &str, o: &CpOpts) -> bool {
+pub(crate) fn cp_one(src: &str, dst: &str, o: &CpOpts) -> bool {
     let smeta = if o.no_deref {
         std::fs::symlink_metadata(src)
     } else {

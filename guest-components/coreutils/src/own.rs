@@ -226,6 +226,13 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
                     println!("renamed '{src}' -> '{}'", target.display());
                 }
             }
+            // Another file system (a volume and the workspace): copied, then removed, as
+            // GNU mv does.
+            Err(e) if e.kind() == ErrorKind::CrossesDevices => {
+                if !move_across(&src, src_path, &target, verbose) {
+                    status = 1;
+                }
+            }
             Err(e) => {
                 eprintln!(
                     "mv: cannot move '{src}' to '{}': {}",
@@ -237,6 +244,44 @@ pub fn mv(args: std::vec::IntoIter<OsString>) -> i32 {
         }
     }
     status
+}
+
+/// Moves `src` to `target` on another file system: a copy of the whole tree (modes, times
+/// and symlinks kept), then the source removed.
+fn move_across(src: &str, src_path: &Path, target: &Path, verbose: bool) -> bool {
+    let opts = crate::files::CpOpts {
+        recursive: true,
+        preserve: true,
+        no_clobber: false,
+        verbose: false,
+        update: false,
+        no_deref: true,
+    };
+    let dst = target.to_string_lossy();
+    if src_path.is_dir() && !src_path.is_symlink() && target.is_dir() {
+        // A directory replaces an empty one only, as rename(2) would.
+        if std::fs::read_dir(target).is_ok_and(|mut d| d.next().is_some()) {
+            eprintln!("mv: cannot move '{src}' to '{dst}': Directory not empty");
+            return false;
+        }
+        let _ = std::fs::remove_dir(target);
+    }
+    if !crate::files::cp_one(src, &dst, &opts) {
+        return false;
+    }
+    let removed = if src_path.is_dir() && !src_path.is_symlink() {
+        std::fs::remove_dir_all(src_path)
+    } else {
+        std::fs::remove_file(src_path)
+    };
+    if let Err(e) = removed {
+        eprintln!("mv: cannot remove '{src}': {}", reason(&e));
+        return false;
+    }
+    if verbose {
+        println!("copied '{src}' -> '{dst}'\nremoved '{src}'");
+    }
+    true
 }
 
 /// `realpath [-e|-m|-s] FILE...`: the absolute path, with `.` and `..` resolved (WASI has
