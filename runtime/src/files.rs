@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use cap_std::fs::{Dir, MetadataExt as _};
 
-use crate::sandbox::{FileError, SandboxState};
+use crate::sandbox::{FileError, SandboxState, Tree};
 
 /// What an entry of the sandbox's tree is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,13 +126,34 @@ impl SandboxState {
         &self,
         path: &str,
     ) -> Result<(crate::sandbox::DirView<'_>, PathBuf, String), FileError> {
+        self.locate_in(path)
+            .map(|(dir, rel, abs, _)| (dir, rel, abs))
+    }
+
+    /// [`SandboxState::locate`] with the tree the path is in.
+    fn locate_in(
+        &self,
+        path: &str,
+    ) -> Result<(crate::sandbox::DirView<'_>, PathBuf, String, Tree), FileError> {
         let abs = self.absolute(path);
         // Listings, removals and moves walk the tree below the path.
         self.fill_all().map_err(|e| FileError::from_io(path, &e))?;
-        match self.resolve(&self.mount, path) {
-            Some((dir, rel)) => Ok((dir, rel, abs)),
+        match self.resolve_in(&self.mount, path) {
+            Some((dir, rel, tree)) => Ok((dir, rel, abs, tree)),
             None => Err(FileError::OutsideWorkspace(path.to_string())),
         }
+    }
+
+    /// [`SandboxState::locate_in`] for a change: refused in a volume attached read-only.
+    fn locate_writable(
+        &self,
+        path: &str,
+    ) -> Result<(crate::sandbox::DirView<'_>, PathBuf, String, Tree), FileError> {
+        let found = self.locate_in(path)?;
+        if self.read_only(found.3) {
+            return Err(FileError::ReadOnly(path.to_string()));
+        }
+        Ok(found)
     }
 
     /// `path` as an absolute, normalized sandbox path.
@@ -210,7 +231,7 @@ impl SandboxState {
                 )));
             }
         }
-        let (dir, rel, _) = self.locate(path)?;
+        let (dir, rel, _, _) = self.locate_writable(path)?;
         let meta = dir
             .symlink_metadata(&rel)
             .map_err(|e| FileError::from_io(path, &e))?;
@@ -300,12 +321,16 @@ impl SandboxState {
 
     /// Makes the directory `path` and its missing parents. `Ok(false)` when it existed.
     pub(crate) fn make_dir(&self, path: &str) -> Result<bool, FileError> {
-        let (dir, rel, _) = self.locate(path)?;
+        let (dir, rel, _, tree) = self.locate_in(path)?;
         match dir.symlink_metadata(&rel) {
             Ok(m) if m.is_dir() => return Ok(false),
             Ok(_) => return Err(FileError::AlreadyExists(path.to_string())),
             Err(_) => {}
         }
+        if self.read_only(tree) {
+            return Err(FileError::ReadOnly(path.to_string()));
+        }
+        let quota = self.quota_of(tree);
         // One inode for each directory made.
         let mut missing = 0u64;
         let mut p = rel.as_path();
@@ -319,11 +344,11 @@ impl SandboxState {
                 _ => break,
             }
         }
-        if !self.quota.reserve_inodes(missing) {
+        if !quota.reserve_inodes(missing) {
             return Err(FileError::NoSpace(path.to_string()));
         }
         if let Err(e) = dir.create_dir_all(&rel) {
-            self.quota.release_inodes(missing);
+            quota.release_inodes(missing);
             return Err(FileError::from_io(path, &e));
         }
         Ok(true)
@@ -331,7 +356,7 @@ impl SandboxState {
 
     /// Removes the file, symlink or directory tree at `path`; the mount points stay.
     pub(crate) fn remove(&self, path: &str) -> Result<(), FileError> {
-        let (dir, rel, abs) = self.locate(path)?;
+        let (dir, rel, abs, tree) = self.locate_writable(path)?;
         if rel == Path::new(".") || abs == "/tmp" {
             return Err(FileError::OutsideWorkspace(path.to_string()));
         }
@@ -352,17 +377,22 @@ impl SandboxState {
                 (0, 1)
             }
         };
-        self.quota.release_bytes(bytes);
-        self.quota.release_inodes(inodes);
+        self.quota_of(tree).release_bytes(bytes);
+        self.quota_of(tree).release_inodes(inodes);
         Ok(())
     }
 
     /// Moves `from` to `to` (replacing a file there), making `to`'s missing parents.
     pub(crate) fn rename(&self, from: &str, to: &str) -> Result<FileInfo, FileError> {
-        let (src, src_rel, _) = self.locate(from)?;
-        let (dst, dst_rel, dst_abs) = self.locate(to)?;
+        let (src, src_rel, _, tree) = self.locate_writable(from)?;
+        let (dst, dst_rel, dst_abs, dst_tree) = self.locate_writable(to)?;
         if src_rel == Path::new(".") || dst_rel == Path::new(".") {
             return Err(FileError::OutsideWorkspace(from.to_string()));
+        }
+        if tree != dst_tree {
+            return Err(FileError::Io(format!(
+                "{to}: Invalid cross-device link (a move between a volume and another tree)"
+            )));
         }
         src.symlink_metadata(&src_rel)
             .map_err(|e| FileError::from_io(from, &e))?;
@@ -381,8 +411,8 @@ impl SandboxState {
         src.rename(&src_rel, &dst, &dst_rel)
             .map_err(|e| FileError::from_io(to, &e))?;
         if let Some(bytes) = replaced {
-            self.quota.release_bytes(bytes);
-            self.quota.release_inodes(1);
+            self.quota_of(tree).release_bytes(bytes);
+            self.quota_of(tree).release_inodes(1);
         }
         self.info(&dst, &dst_rel, &dst_abs)
             .map_err(|e| FileError::from_io(to, &e))

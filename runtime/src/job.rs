@@ -370,6 +370,19 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         );
         let _ = note_sink.write_all(note.as_bytes()).await;
     }
+    for v in &sandbox.volumes {
+        let quota = &v.attachment.0.quota;
+        if quota.take_exceeded() {
+            let (bytes, inodes) = quota.limits();
+            let note = format!(
+                "wasbox: volume `{}` at {} is full ({} MiB, {inodes} files and directories)\n",
+                v.attachment.0.record().name,
+                v.path,
+                bytes >> 20
+            );
+            let _ = note_sink.write_all(note.as_bytes()).await;
+        }
+    }
     let note = match (status, exit_code) {
         (JobStatus::Timeout, _) => Some(format!(
             "wasbox: job timed out after {}s\n",

@@ -26,7 +26,7 @@
 //! ```
 //!
 //! The layers, lowest first (each module uses only those below it; see
-//! `docs/ARCHITECTURE.md`): `limits`, `io`, `cpu`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `cow` -> `sandbox` -> `files`, `watch`, `snapshot` ->
+//! `docs/ARCHITECTURE.md`): `limits`, `io`, `cpu`, `bindings`, `engine`, `cache` -> `image` -> `rootfs` -> `cow`, `volume` -> `sandbox` -> `files`, `watch`, `snapshot` ->
 //! `host` (the one place a store is built) -> `job` -> `runtime` -> `session`, `pty` ->
 //! `agent`.
 
@@ -56,6 +56,7 @@ mod session;
 mod snapshot;
 mod strip;
 pub mod sync;
+pub mod volume;
 mod watch;
 
 pub use agent::term;

@@ -302,6 +302,12 @@ impl Quota {
             p.release_inodes(n.min(before));
         }
     }
+    /// Charges what is already there (a volume's files, counted when it is opened), past the
+    /// limits if need be: nothing more is charged until enough is given back.
+    pub(crate) fn charge(&self, bytes: u64, inodes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+        self.inodes.fetch_add(inodes, Ordering::AcqRel);
+    }
     /// Bytes and inodes charged now.
     pub fn used(&self) -> (u64, u64) {
         (

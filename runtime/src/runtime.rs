@@ -368,6 +368,14 @@ impl Runtime {
     /// Makes a sandbox; jobs run in it share its workspace. A workspace that holds the
     /// compile cache is refused: a guest could otherwise plant compiled code.
     pub fn sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
+        let sandbox = self.bare_sandbox(config)?;
+        sandbox.site.sandbox.make_volume_points()?;
+        Ok(sandbox)
+    }
+
+    /// [`Runtime::sandbox`] without the mount points of its volumes in its workspace (a
+    /// restore makes them once the snapshot's files are in).
+    fn bare_sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
         let image = self.image(config.image.as_deref())?;
         let root = match &self.inner.roots {
             Some(roots) => Some(roots.get(
@@ -429,6 +437,16 @@ impl Runtime {
         snapshot: &Snapshot,
         limits: Option<Limits>,
     ) -> Result<Sandbox, SnapshotError> {
+        self.restore_with(snapshot, limits, Vec::new())
+    }
+
+    /// [`Runtime::restore`] with volumes attached (see [`crate::volume`]).
+    pub fn restore_with(
+        &self,
+        snapshot: &Snapshot,
+        limits: Option<Limits>,
+        volumes: Vec<crate::volume::VolumeMount>,
+    ) -> Result<Sandbox, SnapshotError> {
         let m = snapshot.manifest();
         let Some(image) = self.inner.images.get(&m.image) else {
             return Err(SnapshotError::ForeignImage(m.image.clone()));
@@ -451,18 +469,27 @@ impl Runtime {
             .workdir(m.cwd.clone())
             .limits(limits);
         config.env = m.env.clone();
+        config.volumes = volumes;
         let sandbox = self
-            .sandbox(config)
+            .bare_sandbox(config)
             .map_err(|e| SnapshotError::Io(format!("{e:#}")))?;
         crate::snapshot::fill(&sandbox.site.sandbox, snapshot)?;
+        sandbox
+            .site
+            .sandbox
+            .make_volume_points()
+            .map_err(|e| SnapshotError::Io(format!("{e:#}")))?;
         Ok(sandbox)
     }
 
     /// `n` new sandboxes, each an independent copy of `sandbox` as it is now (see
     /// [`Runtime::snapshot`] and [`Runtime::restore`]); they share unchanged file data.
+    /// Its volumes are attached to each copy as they are to it (a volume is shared, never
+    /// copied).
     pub fn fork(&self, sandbox: &Sandbox, n: usize) -> Result<Vec<Sandbox>, SnapshotError> {
         let snapshot = self.snapshot(sandbox, Default::default())?;
         let limits = sandbox.limits().clone();
+        let volumes = sandbox.volumes();
         // The copies are made on every core: each is a few thousand system calls.
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -478,7 +505,10 @@ impl Runtime {
                             if i >= n {
                                 return mine;
                             }
-                            mine.push((i, self.restore(&snapshot, Some(limits.clone()))));
+                            mine.push((
+                                i,
+                                self.restore_with(&snapshot, Some(limits.clone()), volumes.clone()),
+                            ));
                         }
                     })
                 })
@@ -561,6 +591,20 @@ impl Sandbox {
 
     pub fn limits(&self) -> &Limits {
         &self.site.sandbox.limits
+    }
+
+    /// The volumes attached to it (see [`crate::volume`]).
+    pub fn volumes(&self) -> Vec<crate::volume::VolumeMount> {
+        self.site
+            .sandbox
+            .volumes
+            .iter()
+            .map(|v| crate::volume::VolumeMount {
+                volume: v.attachment.0.clone(),
+                path: v.path.clone(),
+                read_only: v.read_only,
+            })
+            .collect()
     }
 
     /// The sandbox's boot id, as its `/proc/sys/kernel/random/boot_id` reads: random for a

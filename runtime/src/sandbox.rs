@@ -19,6 +19,7 @@ use crate::limits::{Budget, Limits, Quota};
 pub(crate) use crate::rootfs::DirView;
 use crate::rootfs::{Device, RootTree};
 use crate::scratch::ScratchRoot;
+use crate::volume::VolumeMount;
 
 pub use crate::net::NetworkPolicy;
 
@@ -44,6 +45,8 @@ pub struct SandboxConfig {
     pub network: NetworkPolicy,
     /// How the sandbox is named in the node's logs (a session or sandbox id).
     pub label: Option<String>,
+    /// Volumes attached at paths of its tree (see [`crate::volume`]).
+    pub volumes: Vec<VolumeMount>,
 }
 
 impl Default for SandboxConfig {
@@ -57,6 +60,7 @@ impl Default for SandboxConfig {
             limits: None,
             network: NetworkPolicy::None,
             label: None,
+            volumes: Vec::new(),
         }
     }
 }
@@ -100,6 +104,31 @@ impl SandboxConfig {
         self.limits = Some(limits);
         self
     }
+    /// Attaches a volume (see [`crate::volume`]).
+    pub fn volume(mut self, mount: VolumeMount) -> Self {
+        self.volumes.push(mount);
+        self
+    }
+}
+
+/// A volume attached to a sandbox.
+pub(crate) struct Mounted {
+    /// Where (in normal form: `/a/b`).
+    pub(crate) path: String,
+    pub(crate) read_only: bool,
+    /// Its directory of files, open while attached (one descriptor per volume).
+    pub(crate) dir: wasmtime_wasi::filesystem::Dir,
+    pub(crate) attachment: crate::volume::Attachment,
+}
+
+/// Which tree of a sandbox a path or descriptor is in: what it is charged to, and whether
+/// it may be changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tree {
+    /// The workspace or `/tmp` (the sandbox's own quota).
+    Own,
+    /// An attached volume, by its index in the sandbox's list.
+    Volume(usize),
 }
 
 /// What every process of a sandbox shares: the workspace, the private `/tmp`, the
@@ -146,6 +175,10 @@ pub(crate) struct SandboxState {
     /// Its own boot id (`/proc/sys/kernel/random/boot_id`) and when it was made (`uptime`).
     pub(crate) boot_id: std::sync::Mutex<String>,
     pub(crate) made: std::time::Instant,
+    /// Volumes attached, none inside another.
+    pub(crate) volumes: Vec<Mounted>,
+    /// Whether one of them is inside the workspace (so paths there are checked for it).
+    volume_inside: bool,
 }
 
 /// A process alive in a sandbox.
@@ -352,6 +385,10 @@ impl SandboxState {
                 open: LazyDir::closed(),
             })
         };
+        let volumes = attach(config.volumes, &mount)?;
+        let volume_inside = volumes
+            .iter()
+            .any(|v| under(&normalize("/", &v.path), &mount).is_some());
         let limits = config.limits.unwrap_or_else(|| limits.clone());
         let in_memory = workspace_in_memory && (tmp.is_none() || scratch_root.in_memory);
         let net = Arc::new(crate::net::SandboxNet::new(
@@ -386,7 +423,68 @@ impl SandboxState {
             changes: std::sync::RwLock::new(()),
             boot_id: std::sync::Mutex::new(crate::procfs::uuid_v4()),
             made: std::time::Instant::now(),
+            volume_inside,
+            volumes,
         })
+    }
+
+    /// Makes the mount points of volumes attached inside the workspace (as directories of
+    /// the workspace, charged to it), once its files are in place.
+    pub(crate) fn make_volume_points(&self) -> Result<()> {
+        for v in &self.volumes {
+            let Some(rel) = under(&normalize("/", &v.path), &self.mount) else {
+                continue;
+            };
+            let workspace = self.workspace_view()?;
+            self.shared.reach(&workspace, &rel, false)?;
+            if workspace.symlink_metadata(&rel).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            // One inode for each directory made, as a `mkdir -p` would take.
+            let missing = rel
+                .ancestors()
+                .filter(|p| !p.as_os_str().is_empty() && workspace.symlink_metadata(p).is_err())
+                .count() as u64;
+            if !self.quota.reserve_inodes(missing) {
+                bail!(
+                    "no room in the workspace's quota for the mount point {}",
+                    v.path
+                );
+            }
+            if let Err(e) = workspace.create_dir_all(&rel) {
+                self.quota.release_inodes(missing);
+                return Err(e).with_context(|| format!("making the mount point {}", v.path));
+            }
+        }
+        Ok(())
+    }
+
+    /// The quota a tree's changes are charged to.
+    pub(crate) fn quota_of(&self, tree: Tree) -> &Arc<Quota> {
+        match tree {
+            Tree::Volume(i) => &self.volumes[i].attachment.0.quota,
+            Tree::Own => &self.quota,
+        }
+    }
+
+    /// Whether a tree may not be changed.
+    pub(crate) fn read_only(&self, tree: Tree) -> bool {
+        matches!(tree, Tree::Volume(i) if self.volumes[i].read_only)
+    }
+
+    /// The volume whose directory `dir` is (the one every process gets).
+    pub(crate) fn volume_of_dir(&self, dir: &Arc<std::fs::File>) -> Option<usize> {
+        self.volumes
+            .iter()
+            .position(|v| Arc::ptr_eq(&v.dir.dir, dir))
+    }
+
+    /// The volume holding the sandbox path `parts`, and the path inside it.
+    fn volume_at(&self, parts: &[String]) -> Option<(usize, PathBuf)> {
+        self.volumes
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| under(parts, &v.path).map(|r| (i, r)))
     }
 
     /// Fills every directory of the workspace still waiting to be (a fork's or a restored
@@ -421,15 +519,17 @@ impl SandboxState {
             .and_then(|_| lazydir::placeholder(Kind::Tmp))
             .map(|d| (d, "/tmp".to_string()));
         let root = self.root.as_ref().map(|r| (r.dir.clone(), "/".to_string()));
-        workspace.into_iter().chain(tmp).chain(root)
+        let volumes = self.volumes.iter().map(|v| (v.dir.clone(), v.path.clone()));
+        workspace.into_iter().chain(tmp).chain(root).chain(volumes)
     }
 
     /// The sandbox path (its components, `.` and `..` resolved by name) of `path` on the
     /// workspace's or `/tmp`'s placeholder, `None` when `at` is no placeholder.
     pub(crate) fn sandbox_path(&self, at: &Arc<std::fs::File>, path: &str) -> Option<Vec<String>> {
-        let base = match lazydir::placeholder_of(at)? {
-            Kind::Workspace => self.mount.as_str(),
-            Kind::Tmp => "/tmp",
+        let base = match lazydir::placeholder_of(at) {
+            Some(Kind::Workspace) => self.mount.as_str(),
+            Some(Kind::Tmp) => "/tmp",
+            None => &self.volumes[self.volume_of_dir(at)?].path,
         };
         Some(normalize(base, path))
     }
@@ -457,19 +557,28 @@ impl SandboxState {
         at: &Arc<std::fs::File>,
         path: &str,
     ) -> std::io::Result<Option<(wasmtime_wasi::filesystem::Dir, String)>> {
+        let direct = !path.starts_with('/') && !climbs(path);
         let base = match lazydir::placeholder_of(at) {
-            Some(Kind::Workspace) if !path.starts_with('/') && !climbs(path) => {
+            Some(Kind::Workspace) if direct && !self.volume_inside => {
                 return Ok(Some((self.workspace_dir()?, path.to_string())));
             }
             Some(Kind::Workspace) => self.mount.as_str(),
             Some(Kind::Tmp) if self.tmp.is_some() => "/tmp",
-            _ => return Ok(None),
+            Some(Kind::Tmp) => return Ok(None),
+            None => match self.volume_of_dir(at) {
+                Some(_) if direct => return Ok(None),
+                Some(i) => self.volumes[i].path.as_str(),
+                None => return Ok(None),
+            },
         };
         let parts = normalize(base, path);
         let rel = |r: PathBuf| {
             let r = r.to_string_lossy().into_owned();
             if r.is_empty() { ".".to_string() } else { r }
         };
+        if let Some((i, r)) = self.volume_at(&parts) {
+            return Ok(Some((self.volumes[i].dir.clone(), rel(r))));
+        }
         if let Some(r) = under(&parts, &self.mount) {
             return Ok(Some((self.workspace_dir()?, rel(r))));
         }
@@ -483,7 +592,8 @@ impl SandboxState {
             // path that leaves it.
             return Ok(match lazydir::placeholder_of(at) {
                 Some(Kind::Tmp) => self.open_tmp()?.map(|t| (t, path.to_string())),
-                _ => Some((self.workspace_dir()?, path.to_string())),
+                Some(Kind::Workspace) => Some((self.workspace_dir()?, path.to_string())),
+                None => None,
             });
         };
         let r = if parts.is_empty() {
@@ -503,8 +613,23 @@ impl SandboxState {
     /// The workspace's directories on the way are filled (see [`crate::cow::Shared::reach`]);
     /// what walks the tree below calls [`SandboxState::fill_all`] first.
     pub(crate) fn resolve(&self, cwd: &str, path: &str) -> Option<(DirView<'_>, PathBuf)> {
+        self.resolve_in(cwd, path).map(|(dir, rel, _)| (dir, rel))
+    }
+
+    /// [`SandboxState::resolve`], with the tree the path is in (a volume's or the
+    /// sandbox's own).
+    pub(crate) fn resolve_in(&self, cwd: &str, path: &str) -> Option<(DirView<'_>, PathBuf, Tree)> {
         let parts = normalize(cwd, path);
-        match under(&parts, &self.mount) {
+        if let Some((i, rel)) = self.volume_at(&parts) {
+            return Some((DirView::of(&self.volumes[i].dir.dir), rel, Tree::Volume(i)));
+        }
+        let (dir, rel) = self.resolve_own(&parts)?;
+        Some((dir, rel, Tree::Own))
+    }
+
+    /// The workspace or `/tmp` path of `parts`.
+    fn resolve_own(&self, parts: &[String]) -> Option<(DirView<'_>, PathBuf)> {
+        match under(parts, &self.mount) {
             Some(rel) => {
                 let dir = match self.workspace_view() {
                     Ok(dir) => dir,
@@ -519,7 +644,7 @@ impl SandboxState {
                 Some((dir, rel))
             }
             None => {
-                let rel = under(&parts, "/tmp")?;
+                let rel = under(parts, "/tmp")?;
                 match self.open_tmp() {
                     Ok(Some(dir)) => Some((DirView::shared(dir.dir), rel)),
                     Ok(None) => None,
@@ -541,10 +666,13 @@ impl SandboxState {
         path: &str,
         write: Option<bool>,
     ) -> Result<std::fs::File, String> {
-        let Some((dir, rel)) = self.resolve(cwd, path) else {
+        let Some((dir, rel, tree)) = self.resolve_in(cwd, path) else {
             return self.open_in_root(cwd, path, write.is_some());
         };
-        if write.is_some() {
+        if write.is_some() && self.read_only(tree) {
+            return Err(format!("{path}: Read-only file system"));
+        }
+        if write.is_some() && tree == Tree::Own {
             self.workspace_view()
                 .and_then(|w| self.shared.unshare(&w, &dir, &rel, true))
                 .map_err(|e| format!("{path}: {}", io_message(&e)))?;
@@ -595,18 +723,21 @@ impl SandboxState {
         path: &str,
         append: bool,
     ) -> Result<std::fs::File, String> {
-        let existing = self
-            .resolve(cwd, path)
-            .and_then(|(dir, rel)| dir.metadata(&rel).ok());
-        if existing.is_none() && !self.quota.reserve_inodes(1) {
+        let (existing, tree) = match self.resolve_in(cwd, path) {
+            Some((dir, rel, tree)) => (dir.metadata(&rel).ok(), tree),
+            None => (None, Tree::Own),
+        };
+        if self.read_only(tree) {
+            return Err(format!("{path}: Read-only file system"));
+        }
+        let quota = self.quota_of(tree);
+        if existing.is_none() && !quota.reserve_inodes(1) {
             return Err(format!("{path}: No space left on device"));
         }
         let opened = self.open(cwd, path, Some(append));
         match (&opened, &existing) {
-            (Err(_), None) => self.quota.release_inodes(1),
-            (Ok(_), Some(meta)) if !append && meta.is_file() => {
-                self.quota.release_bytes(meta.len())
-            }
+            (Err(_), None) => quota.release_inodes(1),
+            (Ok(_), Some(meta)) if !append && meta.is_file() => quota.release_bytes(meta.len()),
             _ => {}
         }
         opened
@@ -642,16 +773,30 @@ impl SandboxState {
     pub(crate) fn set_mode(&self, cwd: &str, path: &str, mode: u32) -> Result<(), String> {
         use cap_std::fs::{MetadataExt as _, PermissionsExt as _};
         let refused = || format!("{path}: Operation not permitted");
-        let (dir, rel) = self.resolve(cwd, path).ok_or_else(refused)?;
+        let (dir, rel, tree) = self.resolve_in(cwd, path).ok_or_else(refused)?;
+        if self.read_only(tree) {
+            return Err(format!("{path}: Read-only file system"));
+        }
         let meta = dir
             .metadata(&rel)
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let id = (meta.dev(), meta.ino());
+        let volume_root = self.volumes.iter().any(|v| {
+            v.dir.dir.metadata().is_ok_and(|m| {
+                (
+                    std::os::unix::fs::MetadataExt::dev(&m),
+                    std::os::unix::fs::MetadataExt::ino(&m),
+                ) == id
+            })
+        });
         let workspace = self
             .workspace_view()
             .map_err(|e| format!("{path}: {}", io_message(&e)))?;
         let workspace_id = workspace.dir_metadata().map(|m| (m.dev(), m.ino()));
-        if workspace_id.ok() == Some(id) || self.tmp.as_ref().is_some_and(|t| t.id() == Some(id)) {
+        if workspace_id.ok() == Some(id)
+            || volume_root
+            || self.tmp.as_ref().is_some_and(|t| t.id() == Some(id))
+        {
             return Err(refused());
         }
         self.shared
@@ -740,6 +885,13 @@ impl SandboxState {
     /// directories. A symlink as the last component is refused.
     pub(crate) fn write_file(&self, path: &str, data: &[u8]) -> Result<(), FileError> {
         let (dir, rel) = self.file_path(path)?;
+        let tree = self
+            .resolve_in(&self.mount, path)
+            .map_or(Tree::Own, |(_, _, t)| t);
+        if self.read_only(tree) {
+            return Err(FileError::ReadOnly(path.to_string()));
+        }
+        let quota = self.quota_of(tree);
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
             && dir.symlink_metadata(parent).is_err()
         {
@@ -758,11 +910,11 @@ impl SandboxState {
         let new_inode = u64::from(before.is_none());
         let no_space =
             || FileError::from_io(path, &std::io::Error::from_raw_os_error(libc::ENOSPC));
-        if !self.quota.reserve_inodes(new_inode) {
+        if !quota.reserve_inodes(new_inode) {
             return Err(no_space());
         }
-        if !self.quota.reserve_bytes(growth) {
-            self.quota.release_inodes(new_inode);
+        if !quota.reserve_bytes(growth) {
+            quota.release_inodes(new_inode);
             return Err(no_space());
         }
         let written = dir
@@ -777,13 +929,12 @@ impl SandboxState {
             .and_then(|mut file| std::io::Write::write_all(&mut file, data));
         match written {
             Ok(()) => {
-                self.quota
-                    .release_bytes(old_size.saturating_sub(data.len() as u64));
+                quota.release_bytes(old_size.saturating_sub(data.len() as u64));
                 Ok(())
             }
             Err(e) => {
-                self.quota.release_bytes(growth);
-                self.quota.release_inodes(new_inode);
+                quota.release_bytes(growth);
+                quota.release_inodes(new_inode);
                 Err(FileError::from_io(path, &e))
             }
         }
@@ -888,6 +1039,38 @@ impl Tmp {
     }
 }
 
+/// Opens the volumes to attach at their (checked) paths.
+fn attach(mounts: Vec<VolumeMount>, workspace: &str) -> Result<Vec<Mounted>> {
+    let paths = crate::volume::check_mounts(mounts.iter().map(|m| m.path.as_str()), workspace)?;
+    let mut out = Vec::with_capacity(mounts.len());
+    for (m, path) in mounts.into_iter().zip(paths) {
+        let data = m.volume.data_dir();
+        let dir = if m.read_only {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                .open(data)
+                .with_context(|| format!("opening volume {}", m.volume.record().name))?;
+            wasmtime_wasi::filesystem::Dir::new(
+                file,
+                wasmtime_wasi::FsPerms::ReadOnly,
+                wasmtime_wasi::OpenMode::READ,
+                true,
+            )
+        } else {
+            open_dir(data).with_context(|| format!("opening volume {}", m.volume.record().name))?
+        };
+        out.push(Mounted {
+            path,
+            read_only: m.read_only,
+            dir,
+            attachment: crate::volume::Attachment::new(m.volume),
+        });
+    }
+    Ok(out)
+}
+
 /// Whether a relative path climbs above the directory it starts from.
 fn climbs(path: &str) -> bool {
     let mut depth = 0i32;
@@ -960,6 +1143,8 @@ pub enum FileError {
     OutsideWorkspace(String),
     /// The path cannot name a file at all (a NUL byte, a name longer than the system allows).
     InvalidPath(String),
+    /// The path is in a volume attached read-only.
+    ReadOnly(String),
     TooLarge {
         path: String,
         size: u64,
@@ -982,6 +1167,7 @@ impl FileError {
             std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidFilename => {
                 FileError::InvalidPath(path.to_string())
             }
+            _ if e.raw_os_error() == Some(libc::EROFS) => FileError::ReadOnly(path.to_string()),
             _ if e.raw_os_error() == Some(libc::ELOOP) => {
                 FileError::OutsideWorkspace(path.to_string())
             }
@@ -1000,6 +1186,7 @@ impl std::fmt::Display for FileError {
             FileError::NoSpace(p) => write!(f, "{p}: No space left on device"),
             FileError::OutsideWorkspace(p) => write!(f, "{p}: outside the workspace or a symlink"),
             FileError::InvalidPath(p) => write!(f, "{}: not a valid path", p.escape_debug()),
+            FileError::ReadOnly(p) => write!(f, "{p}: Read-only file system"),
             FileError::TooLarge { path, size, max } => {
                 write!(f, "{path}: {size} bytes is more than the limit of {max}")
             }

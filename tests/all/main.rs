@@ -35,4 +35,5 @@ mod telemetry;
 mod template;
 mod term;
 mod tools;
+mod volume;
 mod worker;

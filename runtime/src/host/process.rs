@@ -700,20 +700,20 @@ impl ProcessHost {
             _ => {}
         }
         let sandbox = &self.job.site.sandbox;
-        if sandbox.resolve(&self.cwd, path).is_none() {
+        let Some((_, _, tree)) = sandbox.resolve_in(&self.cwd, path) else {
             // The read-only root: a device (`> /dev/full`) or a refusal, never the quota's.
             let file = sandbox
                 .open(&self.cwd, path, Some(append))
                 .map_err(wit::Error::Io)?;
             return Ok(OutputSink::file(file));
-        }
+        };
         let file = sandbox
             .open_output(&self.cwd, path, append)
             .map_err(wit::Error::Io)?;
         Ok(OutputSink::file_in_quota(
             file,
             append,
-            sandbox.quota.clone(),
+            sandbox.quota_of(tree).clone(),
         ))
     }
 

@@ -25,7 +25,7 @@ use super::process::Stdio;
 use crate::limits::Quota;
 use crate::linktarget;
 use crate::rootfs::{Device, DirView};
-use crate::sandbox::SandboxState;
+use crate::sandbox::{SandboxState, Tree};
 
 /// `wasi:filesystem/types` with the sandbox's quota: see the module documentation.
 pub(crate) struct QuotaFs;
@@ -45,10 +45,15 @@ pub(crate) struct QuotaFsView<'a> {
 /// `/dev/stdin`, `/dev/stdout` and `/dev/stderr` as a process opened them: each is a
 /// descriptor of the host's null device in the table (so that `stat` and `close` work as
 /// for any file), whose reads and writes go to the process's own stream instead.
+///
+/// It also keeps which descriptors were opened under an attached volume (see
+/// [`crate::volume`]), whose changes are charged to the volume's quota.
 #[derive(Default)]
 pub(crate) struct StdFiles {
     /// The open ones: descriptor (its table index) and which stream.
     open: Vec<(u32, Device)>,
+    /// Descriptors opened under a volume, and which (its index in the sandbox's list).
+    in_volume: Vec<(u32, usize)>,
 }
 
 impl StdFiles {
@@ -105,12 +110,13 @@ fn entry_at(
     }
 }
 
-/// Gives back what removing the entry `meta` frees: its bytes when it was the last link of
-/// a file (or this sandbox's link of a file shared with a snapshot or fork), and its inode.
-fn give_back(sandbox: &SandboxState, meta: &cap_std::fs::Metadata) {
+/// Gives back what removing the entry `meta` of `tree` frees: its bytes when it was the
+/// last link of a file (or this sandbox's link of a file shared with a snapshot or fork),
+/// and its inode.
+fn give_back(sandbox: &SandboxState, tree: Tree, meta: &cap_std::fs::Metadata) {
     use cap_std::fs::MetadataExt as _;
-    let quota: &Quota = &sandbox.quota;
-    if meta.nlink() <= 1 || sandbox.shared.holds(meta) {
+    let quota: &Quota = sandbox.quota_of(tree);
+    if meta.nlink() <= 1 || (tree == Tree::Own && sandbox.shared.holds(meta)) {
         if meta.is_file() {
             quota.release_bytes(meta.len());
         }
@@ -276,14 +282,15 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         size: types::Filesize,
     ) -> FsResult<()> {
+        let quota = self.writable(&fd)?;
         let before = file_size(&mut self.fs, &fd).unwrap_or(size);
-        if size > before && !self.sandbox.quota.reserve_bytes(size - before) {
+        if size > before && !quota.reserve_bytes(size - before) {
             return Err(no_space());
         }
         let r = HostDescriptor::set_size(&mut self.fs, fd, size).await;
         match (&r, size > before) {
-            (Err(_), true) => self.sandbox.quota.release_bytes(size - before),
-            (Ok(()), false) => self.sandbox.quota.release_bytes(before - size),
+            (Err(_), true) => quota.release_bytes(size - before),
+            (Ok(()), false) => quota.release_bytes(before - size),
             _ => {}
         }
         r
@@ -295,6 +302,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        self.writable(&fd)?;
         on_real!(self, [fd], {
             // A file shared with a snapshot or fork is copied before a change by its path; one
             // reached only through a descriptor cannot be, so its times stay.
@@ -329,10 +337,11 @@ impl HostDescriptor for QuotaFsView<'_> {
         if let Some(device) = self.std.of(&fd) {
             return self.std_write(device, &buf).await;
         }
+        let quota = self.writable(&fd)?;
         let size = file_size(&mut self.fs, &fd).unwrap_or(u64::MAX);
         let end = offset.saturating_add(buf.len() as u64);
         let growth = end.saturating_sub(size);
-        if growth > 0 && !self.sandbox.quota.reserve_bytes(growth) {
+        if growth > 0 && !quota.reserve_bytes(growth) {
             return Err(no_space());
         }
         let r = HostDescriptor::write(&mut self.fs, fd, buf, offset).await;
@@ -340,9 +349,7 @@ impl HostDescriptor for QuotaFsView<'_> {
             Ok(n) => offset.saturating_add(*n).saturating_sub(size),
             Err(_) => 0,
         };
-        self.sandbox
-            .quota
-            .release_bytes(growth.saturating_sub(grown));
+        quota.release_bytes(growth.saturating_sub(grown));
         r
     }
 
@@ -365,13 +372,14 @@ impl HostDescriptor for QuotaFsView<'_> {
         path: String,
     ) -> FsResult<()> {
         on_real!(self, [fd], {
+            let quota = self.writable(&fd)?;
             self.reach(&fd, &path, false)?;
-            if !self.sandbox.quota.reserve_inodes(1) {
+            if !quota.reserve_inodes(1) {
                 return Err(no_space());
             }
             let r = HostDescriptor::create_directory_at(&mut self.fs, fd, path).await;
             if r.is_err() {
-                self.sandbox.quota.release_inodes(1);
+                quota.release_inodes(1);
             }
             r
         })
@@ -390,6 +398,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
         on_real!(self, [fd], {
+            self.writable(&fd)?;
             let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
             self.reach(&fd, &path, follow)?;
             self.unshare_at(&fd, &path, follow)?;
@@ -406,6 +415,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_path: String,
     ) -> FsResult<()> {
         on_real!(self, [fd, new_descriptor], {
+            self.same_tree(&fd, &new_descriptor)?;
             let follow = old_path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
             self.reach(&fd, &old_path, follow)?;
             self.reach(&new_descriptor, &new_path, false)?;
@@ -425,6 +435,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
         let rep = fd.rep();
         self.std.open.retain(|(r, _)| *r != rep);
+        self.std.in_volume.retain(|(r, _)| *r != rep);
         HostDescriptor::drop(&mut self.fs, fd)
     }
 
@@ -434,11 +445,12 @@ impl HostDescriptor for QuotaFsView<'_> {
         path: String,
     ) -> FsResult<()> {
         on_real!(self, [fd], {
+            let quota = self.writable(&fd)?;
             // A directory waiting to be filled is not empty.
             self.reach(&fd, &path, false)?;
             let r = HostDescriptor::remove_directory_at(&mut self.fs, fd, path).await;
             if r.is_ok() {
-                self.sandbox.quota.release_inodes(1);
+                quota.release_inodes(1);
             }
             r
         })
@@ -452,6 +464,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_path: String,
     ) -> FsResult<()> {
         on_real!(self, [fd, new_fd], {
+            let tree = self.same_tree(&fd, &new_fd)?;
             self.reach(&fd, &old_path, false)?;
             self.reach(&new_fd, &new_path, false)?;
             // A file renamed over another replaces it: the replaced one is freed.
@@ -460,7 +473,7 @@ impl HostDescriptor for QuotaFsView<'_> {
             if r.is_ok()
                 && let Some(meta) = replaced
             {
-                give_back(&self.sandbox, &meta);
+                give_back(&self.sandbox, tree, &meta);
             }
             r
         })
@@ -481,13 +494,14 @@ impl HostDescriptor for QuotaFsView<'_> {
             None => linktarget::encode(&[], &src_path),
         };
         on_real!(self, [fd], {
+            let quota = self.writable(&fd)?;
             self.reach(&fd, &dest_path, false)?;
-            if !self.sandbox.quota.reserve_inodes(1) {
+            if !quota.reserve_inodes(1) {
                 return Err(no_space());
             }
             let r = HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path).await;
             if r.is_err() {
-                self.sandbox.quota.release_inodes(1);
+                quota.release_inodes(1);
             }
             r
         })
@@ -499,13 +513,15 @@ impl HostDescriptor for QuotaFsView<'_> {
         path: String,
     ) -> FsResult<()> {
         on_real!(self, [fd], {
+            self.writable(&fd)?;
+            let tree = self.tree_of(&fd);
             self.reach(&fd, &path, false)?;
             let meta = entry_at(&mut self.fs, &fd, &path);
             let r = HostDescriptor::unlink_file_at(&mut self.fs, fd, path).await;
             if r.is_ok()
                 && let Some(meta) = meta
             {
-                give_back(&self.sandbox, &meta);
+                give_back(&self.sandbox, tree, &meta);
             }
             r
         })
@@ -563,6 +579,51 @@ impl HostDescriptor for QuotaFsView<'_> {
 }
 
 impl QuotaFsView<'_> {
+    /// The tree `fd` is in: an attached volume's (its directory, or a descriptor opened
+    /// under it) or the sandbox's own.
+    fn tree_of(&mut self, fd: &Resource<types::Descriptor>) -> Tree {
+        if self.sandbox.volumes.is_empty() {
+            return Tree::Own;
+        }
+        let rep = fd.rep();
+        if let Some((_, i)) = self.std.in_volume.iter().find(|(r, _)| *r == rep) {
+            return Tree::Volume(*i);
+        }
+        match self.fs.table.get(fd) {
+            Ok(Descriptor::Dir(d)) => self
+                .sandbox
+                .volume_of_dir(&d.dir)
+                .map_or(Tree::Own, Tree::Volume),
+            _ => Tree::Own,
+        }
+    }
+
+    /// The quota a change through `fd` is charged to, or `read-only` for a volume attached
+    /// read-only.
+    fn writable(&mut self, fd: &Resource<types::Descriptor>) -> FsResult<Arc<Quota>> {
+        let tree = self.tree_of(fd);
+        if self.sandbox.read_only(tree) {
+            return Err(ErrorCode::ReadOnly.into());
+        }
+        Ok(self.sandbox.quota_of(tree).clone())
+    }
+
+    /// The tree both descriptors are in, writable; a move or link between two trees (the
+    /// workspace and a volume, two volumes) is refused as one across devices (`EXDEV`), which
+    /// `mv` answers by copying.
+    fn same_tree(
+        &mut self,
+        a: &Resource<types::Descriptor>,
+        b: &Resource<types::Descriptor>,
+    ) -> FsResult<Tree> {
+        let tree = self.tree_of(a);
+        if self.tree_of(b) != tree {
+            return Err(ErrorCode::CrossDevice.into());
+        }
+        self.writable(a)?;
+        Ok(tree)
+    }
+
     /// For the placeholder of the workspace or `/tmp`, a descriptor of the sandbox's own
     /// directory for one call (the caller deletes it); `None` for any other descriptor.
     fn real(
@@ -647,7 +708,12 @@ impl QuotaFsView<'_> {
         }
         let creates = oflags.contains(types::OpenFlags::CREATE);
         let truncates = oflags.contains(types::OpenFlags::TRUNCATE);
+        let tree = self.tree_of(&fd);
+        let quota = self.sandbox.quota_of(tree).clone();
         if truncates || flags.contains(types::DescriptorFlags::WRITE) {
+            if self.sandbox.read_only(tree) {
+                return Err(ErrorCode::ReadOnly.into());
+            }
             let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
             self.unshare_at(&fd, &path, follow)?;
         }
@@ -657,18 +723,24 @@ impl QuotaFsView<'_> {
             None
         };
         let new_inode = creates && existing.is_none();
-        if new_inode && !self.sandbox.quota.reserve_inodes(1) {
+        if new_inode && self.sandbox.read_only(tree) {
+            return Err(ErrorCode::ReadOnly.into());
+        }
+        if new_inode && !quota.reserve_inodes(1) {
             return Err(no_space());
         }
         let r = HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags).await;
         match &r {
-            Err(_) if new_inode => self.sandbox.quota.release_inodes(1),
+            Err(_) if new_inode => quota.release_inodes(1),
             Ok(_) if truncates => {
                 if let Some(meta) = existing.filter(|m| m.is_file()) {
-                    self.sandbox.quota.release_bytes(meta.len());
+                    quota.release_bytes(meta.len());
                 }
             }
             _ => {}
+        }
+        if let (Ok(opened), Tree::Volume(i)) = (&r, tree) {
+            self.std.in_volume.push((opened.rep(), i));
         }
         r
     }
@@ -702,7 +774,7 @@ impl QuotaFsView<'_> {
         path: &str,
         follow: bool,
     ) -> FsResult<()> {
-        if !self.sandbox.shared.waits() {
+        if !self.sandbox.shared.waits() || self.tree_of(fd) != Tree::Own {
             return Ok(());
         }
         if let Descriptor::Dir(d) = self.fs.table.get(fd)? {
@@ -710,6 +782,10 @@ impl QuotaFsView<'_> {
                 Some((to, rel)) => (to.dir, rel),
                 None => (d.dir.clone(), path.to_string()),
             };
+            // A volume is never a snapshot's: nothing in it waits to be filled.
+            if self.sandbox.volume_of_dir(&dir).is_some() {
+                return Ok(());
+            }
             self.sandbox
                 .shared
                 .reach(&DirView::of(&dir), std::path::Path::new(&rel), follow)
@@ -726,6 +802,9 @@ impl QuotaFsView<'_> {
         path: &str,
         follow: bool,
     ) -> FsResult<()> {
+        if self.tree_of(fd) != Tree::Own {
+            return Ok(());
+        }
         if let Descriptor::Dir(d) = self.fs.table.get(fd)? {
             let dir = DirView::of(&d.dir);
             let root = self.sandbox.workspace_view()?;
@@ -859,6 +938,7 @@ impl QuotaFsView<'_> {
             let stream: DynOutputStream = self.std_sink(device)?.p2_stream();
             return Ok(self.fs.table.push(stream)?);
         }
+        let quota = self.writable(&fd)?;
         let file = match self.fs.table.get(&fd)? {
             Descriptor::File(f) => f.file.clone(),
             Descriptor::Dir(_) => return Err(ErrorCode::IsDirectory.into()),
@@ -875,7 +955,7 @@ impl QuotaFsView<'_> {
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let counted = CountedOutput {
             inner,
-            quota: self.sandbox.quota.clone(),
+            quota,
             file,
             position: offset,
             charged_end: size,

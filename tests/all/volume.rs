@@ -1,0 +1,250 @@
+//! Volumes: named directories that outlive the sandboxes they are attached to, with a
+//! quota of their own, attached read-write or read-only (see `wasbox_runtime::volume`).
+//! Driven with the real runtime and the image's real programs; the front-ends' routes are
+//! tested over HTTP with the real binary below.
+
+use std::sync::Arc;
+
+use wasbox_runtime::volume::{OpenVolume, VolumeLimits, VolumeMount, Volumes};
+use wasbox_runtime::{JobSpec, JobStatus, Limits, SandboxConfig};
+
+fn store(dir: &std::path::Path) -> Volumes {
+    Volumes::at(dir.join("volumes"), VolumeLimits::default()).unwrap()
+}
+
+fn mount(volume: &Arc<OpenVolume>, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        volume: volume.clone(),
+        path: path.to_string(),
+        read_only,
+    }
+}
+
+async fn sh(sandbox: &wasbox_runtime::Sandbox, script: &str) -> wasbox_runtime::JobOutput {
+    sandbox.run(JobSpec::shell(script)).await.unwrap()
+}
+
+/// What one sandbox writes to a volume with the shell, coreutils, python3 and node, another
+/// sandbox reads after the first is gone, and the store made again on the same directory
+/// (a node's restart) still holds.
+#[tokio::test]
+async fn a_volume_outlives_its_sandboxes() {
+    let runtime = crate::support::runtime::runtime();
+    let t = tempfile::tempdir().unwrap();
+    let volumes = store(t.path());
+    volumes.create("data", Some(8 << 20)).unwrap();
+    {
+        let v = volumes.open("data").unwrap();
+        let writer = runtime
+            .sandbox(SandboxConfig::default().volume(mount(&v, "/data", false)))
+            .unwrap();
+        let out = sh(
+            &writer,
+            "set -e; echo hello > /data/a.txt; mkdir -p /data/d/e; cd /data/d; echo deep > e/f.txt; \
+             ln -s /data/a.txt /data/link; cp /data/a.txt /data/d/copy.txt; \
+             python3 -c \"open('/data/py.txt','w').write('from python')\"; \
+             node -e \"require('fs').writeFileSync('/data/js.txt', 'from node')\"; \
+             echo ws > /workspace/w.txt; mv /workspace/w.txt /data/moved.txt; \
+             mv /data/d/copy.txt /workspace/back.txt; ls /workspace; ls /data",
+        )
+        .await;
+        assert_eq!(out.status, JobStatus::Completed, "{out:?}");
+        assert_eq!(
+            out.stdout, "back.txt\na.txt\nd\njs.txt\nlink\nmoved.txt\npy.txt\n",
+            "{out:?}"
+        );
+    }
+    // Nothing holds it now: a new store on the same directory is a restarted node.
+    assert_eq!(volumes.info("data").unwrap().attached, 0);
+    drop(volumes);
+    let volumes = store(t.path());
+    let v = volumes.open("data").unwrap();
+    let reader = runtime
+        .sandbox(SandboxConfig::default().volume(mount(&v, "/mnt/in", true)))
+        .unwrap();
+    let out = sh(
+        &reader,
+        "cd /mnt/in && cat a.txt d/e/f.txt py.txt js.txt moved.txt; readlink link; \
+         cat link; test -e d/copy.txt || echo copy moved; find . -type f | sort | wc -l",
+    )
+    .await;
+    assert_eq!(
+        out.stdout,
+        // An absolute symlink is kept relative to the link, so it leads to the same file
+        // wherever the volume is attached.
+        "hello\ndeep\nfrom pythonfrom nodews\n/mnt/in/a.txt\nhello\ncopy moved\n5\n",
+        "{out:?}"
+    );
+    // The usage counted when it was opened is what the writer left.
+    let (bytes, inodes) = v.used();
+    assert_eq!(
+        (bytes, inodes),
+        (6 + 5 + 11 + 9 + 3, 8),
+        "a.txt d d/e d/e/f.txt link py.txt js.txt moved.txt"
+    );
+}
+
+/// A volume attached read-only can be read and not changed, by any program or the host's
+/// files API; a write says `Read-only file system`.
+#[tokio::test]
+async fn a_read_only_volume_refuses_every_change() {
+    let runtime = crate::support::runtime::runtime();
+    let t = tempfile::tempdir().unwrap();
+    let volumes = store(t.path());
+    volumes.create("ro", None).unwrap();
+    std::fs::write(t.path().join("volumes/ro/data/keep.txt"), "kept\n").unwrap();
+    let v = volumes.open("ro").unwrap();
+    let sandbox = runtime
+        .sandbox(SandboxConfig::default().volume(mount(&v, "/ro", true)))
+        .unwrap();
+    for (script, says) in [
+        ("echo x > /ro/new", "Read-only file system"),
+        ("echo x >> /ro/keep.txt", "Read-only file system"),
+        ("touch /ro/new", "Read-only file system"),
+        ("mkdir /ro/d", "Read-only file system"),
+        ("rm /ro/keep.txt", "Read-only file system"),
+        ("mv /ro/keep.txt /ro/k2", "Read-only file system"),
+        ("ln -s x /ro/l", "Read-only file system"),
+        ("chmod 600 /ro/keep.txt", "Read-only file system"),
+        (
+            "python3 -c \"open('/ro/keep.txt','a').write('x')\"",
+            "Read-only file system",
+        ),
+    ] {
+        let out = sh(&sandbox, script).await;
+        assert_ne!(out.exit_code, 0, "{script}: {out:?}");
+        assert!(out.stderr.contains(says), "{script}: {out:?}");
+    }
+    let out = sh(&sandbox, "cat /ro/keep.txt; ls /ro").await;
+    assert_eq!(out.stdout, "kept\nkeep.txt\n", "{out:?}");
+    assert!(sandbox.write_file("/ro/x", b"x").is_err());
+    assert_eq!(sandbox.read_file("/ro/keep.txt", 100).unwrap(), b"kept\n");
+    assert_eq!(v.used(), (5, 1));
+}
+
+/// Writes to a volume are charged to its quota, not the sandbox's: a volume's quota
+/// refuses what would pass it (`No space left on device`), and its files stay within it.
+#[tokio::test]
+async fn a_volume_has_a_quota_of_its_own() {
+    let runtime = crate::support::runtime::runtime();
+    let t = tempfile::tempdir().unwrap();
+    let volumes = store(t.path());
+    volumes.create("small", Some(256 << 10)).unwrap();
+    let v = volumes.open("small").unwrap();
+    let sandbox = runtime
+        .sandbox(
+            SandboxConfig::default()
+                .limits(Limits::default().disk_bytes(64 << 10))
+                .volume(mount(&v, "/vol", false)),
+        )
+        .unwrap();
+    // 128 KiB: past the sandbox's own 64 KiB, within the volume's 256 KiB.
+    let out = sh(
+        &sandbox,
+        "head -c 131072 /dev/zero > /vol/a && wc -c < /vol/a",
+    )
+    .await;
+    assert_eq!(out.stdout, "131072\n", "{out:?}");
+    let out = sh(&sandbox, "head -c 200000 /dev/zero > /vol/b").await;
+    assert_ne!(out.exit_code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("No space left on device") || out.stderr.contains("volume `small`"),
+        "{out:?}"
+    );
+    assert!(v.used().0 <= 256 << 10, "{:?}", v.used());
+    let out = sh(
+        &sandbox,
+        "python3 -c \"open('/vol/c','wb').write(b'x'*300000)\"",
+    )
+    .await;
+    assert_ne!(out.exit_code, 0, "{out:?}");
+    assert!(v.used().0 <= 256 << 10, "{:?}", v.used());
+    // Removing gives it back.
+    let out = sh(
+        &sandbox,
+        "rm -f /vol/b /vol/c /vol/a; head -c 200000 /dev/zero > /vol/d",
+    )
+    .await;
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert_eq!(v.used(), (200_000, 1));
+    // The sandbox's own quota still holds for its workspace.
+    let out = sh(&sandbox, "head -c 131072 /dev/zero > /workspace/big").await;
+    assert_ne!(out.exit_code, 0, "{out:?}");
+}
+
+/// A volume attached inside the workspace: its mount point is a directory of the
+/// workspace, paths to it lead into the volume however they are written, a snapshot of
+/// the sandbox holds none of the volume's files, and a fork's copies have it attached too.
+#[tokio::test]
+async fn a_volume_inside_the_workspace_is_shared_not_copied() {
+    let runtime = crate::support::runtime::runtime();
+    let t = tempfile::tempdir().unwrap();
+    let volumes = store(t.path());
+    volumes.create("shared", None).unwrap();
+    let v = volumes.open("shared").unwrap();
+    let parent = runtime
+        .sandbox(SandboxConfig::default().volume(mount(&v, "/workspace/vol", false)))
+        .unwrap();
+    let out = sh(
+        &parent,
+        "echo one > vol/one; mkdir sub; echo two > sub/../vol/two; echo own > mine; \
+         ls; ls vol; ls /workspace/vol",
+    )
+    .await;
+    assert_eq!(
+        out.stdout, "mine\nsub\nvol\none\ntwo\none\ntwo\n",
+        "{out:?}"
+    );
+    assert_eq!(v.used().1, 2);
+    let snapshot = runtime.snapshot(&parent, Default::default()).unwrap();
+    let restored = runtime.restore(&snapshot, None).unwrap();
+    let out = sh(&restored, "ls vol | wc -l; cat mine").await;
+    assert_eq!(
+        out.stdout, "0\nown\n",
+        "a snapshot copied the volume: {out:?}"
+    );
+    let children = runtime.fork(&parent, 2).unwrap();
+    let out = sh(&children[0], "echo from-child > vol/three; cat vol/one").await;
+    assert_eq!(out.stdout, "one\n", "{out:?}");
+    let out = sh(&children[1], "cat vol/three").await;
+    assert_eq!(out.stdout, "from-child\n", "{out:?}");
+    let out = sh(&parent, "cat vol/three").await;
+    assert_eq!(out.stdout, "from-child\n", "{out:?}");
+    assert_eq!(volumes.info("shared").unwrap().attached, 3);
+    drop(children);
+    drop(restored);
+    drop(parent);
+    assert_eq!(volumes.info("shared").unwrap().attached, 0);
+}
+
+/// Mount paths that would lead out, hide the system's or the workspace's directories, or
+/// overlap are refused, and no sandbox is made.
+#[tokio::test]
+async fn hostile_mount_paths_are_refused() {
+    let runtime = crate::support::runtime::runtime();
+    let t = tempfile::tempdir().unwrap();
+    let volumes = store(t.path());
+    volumes.create("v", None).unwrap();
+    let v = volumes.open("v").unwrap();
+    for path in [
+        "data",
+        "/",
+        "/../etc",
+        "/a/../../b",
+        "/usr/bin",
+        "/tmp",
+        "/proc",
+        "/dev/x",
+        "/workspace",
+    ] {
+        let made = runtime.sandbox(SandboxConfig::default().volume(mount(&v, path, false)));
+        assert!(made.is_err(), "{path:?} accepted");
+    }
+    let made = runtime.sandbox(
+        SandboxConfig::default()
+            .volume(mount(&v, "/a", false))
+            .volume(mount(&v, "/a/b", false)),
+    );
+    assert!(made.is_err(), "nested mounts accepted");
+    assert_eq!(volumes.info("v").unwrap().attached, 0);
+}
