@@ -34,6 +34,8 @@ enum Command {
     Sidecar(crate::sidecar::SidecarArgs),
     /// Templates: named snapshots sandboxes start from (build, ls, rm).
     Template(crate::template::TemplateArgs),
+    /// Volumes: named directories that outlive sandboxes (create, ls, rm).
+    Volume(crate::volume_cli::VolumeArgs),
     /// Measure what isolation costs on this machine, side by side with a native process.
     Bench(crate::bench::BenchArgs),
     /// A compute kernel of `wasbox bench`, natively (the baseline of its wasm build).
@@ -68,6 +70,7 @@ pub fn main() -> i32 {
         Command::Bouvet(args) => crate::bouvet::main(args),
         Command::Sidecar(args) => crate::sidecar::main(args),
         Command::Template(args) => crate::template::main(args),
+        Command::Volume(args) => crate::volume_cli::main(args),
         Command::Bench(args) => crate::bench::main(args),
         Command::BenchKernel(args) => crate::bench::kernel_main(args),
     };

@@ -28,4 +28,5 @@ pub mod shutdown;
 pub mod sidecar;
 pub mod template;
 pub mod term;
+pub mod volume_cli;
 pub mod worker;

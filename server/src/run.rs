@@ -51,6 +51,15 @@ pub struct RunArgs {
     pub image: String,
     #[command(flatten)]
     pub net: crate::args::NetArgs,
+    /// Attach volume NAME at PATH inside the sandbox (`:ro` read-only), made (1 GiB) when it
+    /// does not exist yet; repeatable. Volumes live in the state directory, as `wasbox
+    /// serve`'s and `wasbox volume`'s.
+    #[arg(long = "volume", value_name = "NAME:PATH[:ro]", value_parser = crate::volume_cli::parse_mount)]
+    pub volumes: Vec<(String, String, bool)>,
+    /// The state directory of `--volume` [env: WASBOX_STORAGE_STATE_DIR; default: as
+    /// `wasbox serve`'s].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// The program and its arguments, e.g. `-- sh -c 'echo hi'`.
     #[arg(
         required = true,
@@ -153,6 +162,13 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
             .pool_slots(0)
             .egress(egress)
             .build()?;
+        let volumes = if args.volumes.is_empty() {
+            Vec::new()
+        } else {
+            let store =
+                crate::volume_cli::store(&crate::volume_cli::state_dir(args.state_dir.take()))?;
+            crate::volume_cli::open_mounts(&store, &args.volumes)?
+        };
         let sandbox = match &args.from_snapshot {
             Some(file) => {
                 let f = std::fs::File::open(file)
@@ -167,7 +183,7 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
                 let snapshot = runtime
                     .read_snapshot(std::io::BufReader::new(f), tar_limits)
                     .with_context(|| format!("reading the snapshot {}", file.display()))?;
-                runtime.restore(&snapshot, Some(limits.clone()))?
+                runtime.restore_with(&snapshot, Some(limits.clone()), volumes)?
             }
             None => {
                 // The variables belong to the sandbox, so that a snapshot of it keeps them.
@@ -175,6 +191,7 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
                     .mount(args.mount)
                     .image(std::mem::take(&mut args.image));
                 config.env = std::mem::take(&mut args.env);
+                config.volumes = volumes;
                 if let Some(w) = args.workspace {
                     config = config.workspace(w);
                 }

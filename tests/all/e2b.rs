@@ -101,6 +101,7 @@ fn sdk_env(server: &Server) -> Vec<(String, String)> {
     let url = format!("http://{}", server.addr);
     vec![
         ("E2B_API_URL".into(), url.clone()),
+        ("E2B_VOLUME_API_URL".into(), url.clone()),
         ("E2B_SANDBOX_URL".into(), url),
         ("E2B_API_KEY".into(), api_key()),
     ]
@@ -135,6 +136,31 @@ fn run_python_check(version: &str) {
 #[test]
 fn python_sdk_newest_runs_unchanged() {
     run_python_check(PY_NEWEST);
+}
+
+/// E2B's volumes through the newest Python SDK: the control plane's volume routes, the
+/// content API with the volume's token, and sandboxes made with `volume_mounts`.
+#[test]
+fn python_sdk_volumes_run_unchanged() {
+    let Some(sdk) = python_sdk(PY_NEWEST) else {
+        return;
+    };
+    let server = Server::start(&[]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("tests/e2b/volume_check.py"))
+        .env("PYTHONPATH", &sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .envs(sdk_env(&server));
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("all passed"),
+        "E2B's volumes failed ({}):\n{stdout}\n{}\nserver log:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
 }
 
 #[test]

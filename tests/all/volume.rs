@@ -248,3 +248,219 @@ async fn hostile_mount_paths_are_refused() {
     assert!(made.is_err(), "nested mounts accepted");
     assert_eq!(volumes.info("v").unwrap().attached, 0);
 }
+
+// The front-ends, over HTTP and the command line, with the real binary.
+
+use crate::snapshot::exec;
+use crate::support::http::Server;
+use serde_json::json;
+
+fn session(s: &Server, id: &str, volumes: serde_json::Value) -> crate::support::http::Reply {
+    s.post(
+        "/v1/worker/sessions",
+        &json!({"version": 1, "task_id": "t", "session_id": id, "image": "base",
+                "sandbox": {"volumes": volumes}}),
+    )
+}
+
+/// The worker API's volume routes: made, listed, attached to sessions and jobs (read-write
+/// and read-only), kept over a restart of the node, refused for hostile names, paths and
+/// sizes, full at their quota, and removed only when nothing has them attached.
+#[test]
+fn worker_api_volumes_outlive_sessions_and_the_node() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap().to_string();
+    let mut s = Server::start(&["--state-dir", &state_dir]);
+
+    let made = s.post(
+        "/v1/worker/volumes",
+        &json!({"version": 1, "name": "cache", "size_bytes": 1 << 20}),
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let v = made.json();
+    assert_eq!(
+        (v["name"].as_str(), v["size_bytes"].as_u64()),
+        (Some("cache"), Some(1 << 20))
+    );
+    assert!(v["volume_id"].as_str().unwrap().starts_with("vol-"), "{v}");
+    for (body, status) in [
+        (json!({"version": 1, "name": "cache"}), 409),
+        (json!({"version": 1, "name": "../etc"}), 400),
+        (json!({"version": 1, "name": "a/b"}), 400),
+        (json!({"version": 1, "name": ".."}), 400),
+        (
+            json!({"version": 1, "name": "big", "size_bytes": 1u64 << 50}),
+            400,
+        ),
+        (json!({"version": 1}), 400),
+    ] {
+        let r = s.post("/v1/worker/volumes", &body);
+        assert_eq!(r.status, status, "{body}: {}", r.text());
+        assert!(
+            r.header("content-type")
+                .unwrap_or_default()
+                .contains("problem+json"),
+            "{body}"
+        );
+    }
+    assert_eq!(s.get("/v1/worker/volumes/nope").status, 404);
+
+    // Hostile mounts and unknown volumes are the client's error; nothing is made.
+    for (volumes, status) in [
+        (json!([{"name": "cache", "path": "/../etc"}]), 400),
+        (json!([{"name": "cache", "path": "/usr/bin"}]), 400),
+        (json!([{"name": "cache", "path": "/workspace"}]), 400),
+        (json!([{"name": "cache", "path": "relative"}]), 400),
+        (json!([{"name": "nope", "path": "/data"}]), 400),
+    ] {
+        let r = session(&s, "bad", volumes.clone());
+        assert_eq!(r.status, status, "{volumes}: {}", r.text());
+    }
+    assert_eq!(s.get("/v1/worker/sessions/bad").status, 404);
+
+    let r = session(&s, "w", json!([{"name": "cache", "path": "/data"}]));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let out = exec(
+        &s,
+        "w",
+        "mkdir -p /data/pkgs && echo v1 > /data/pkgs/lock && ls -R /data",
+    );
+    assert_eq!(out["exit_code"], 0, "{out}");
+    // Past its quota: the write fails in the job, the volume keeps what fit.
+    let out = exec(&s, "w", "head -c 2000000 /dev/zero > /data/huge");
+    assert_ne!(out["exit_code"], 0, "{out}");
+    assert!(
+        out["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device")
+            || out["stderr"].as_str().unwrap().contains("volume `cache`"),
+        "{out}"
+    );
+    let out = exec(&s, "w", "rm -f /data/huge; cat /data/pkgs/lock");
+    assert_eq!(out["stdout"], "v1\n", "{out}");
+    let v = s.get("/v1/worker/volumes/cache").json();
+    assert_eq!(
+        (v["attached"].as_u64(), v["used_inodes"].as_u64()),
+        (Some(1), Some(2)),
+        "{v}"
+    );
+    assert_eq!(v["used_bytes"].as_u64(), Some(3), "{v}");
+    // Attached: not removable.
+    let r = s.call("DELETE", "/v1/worker/volumes/cache", b"");
+    assert_eq!(r.status, 409, "{}", r.text());
+    // A job attaches it read-only: it reads, and cannot write.
+    let job = s.post(
+        "/v1/worker/jobs:run",
+        &json!({"version": 1, "task_id": "t", "job_id": "j1",
+                "sandbox": {"image": "base", "command": ["sh", "-c", "cat /cache/pkgs/lock; touch /cache/x"],
+                            "volumes": [{"name": "cache", "path": "/cache", "read_only": true}]}}),
+    );
+    assert_eq!(job.status, 200, "{}", job.text());
+    let result = &job.json();
+    assert_eq!(result["stdout"], "v1\n", "{result}");
+    assert!(
+        result["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{result}"
+    );
+    let r = s.post("/v1/worker/sessions/w/end", &json!({"version": 1}));
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // The node restarts: the volume and its files are still there.
+    s.terminate();
+    drop(s);
+    let s = Server::start(&["--state-dir", &state_dir]);
+    let list = s.get("/v1/worker/volumes").json();
+    assert_eq!(list["volumes"][0]["name"], "cache", "{list}");
+    assert_eq!(list["volumes"][0]["used_bytes"], 3, "{list}");
+    let r = session(
+        &s,
+        "r",
+        json!([{"name": "cache", "path": "/workspace/cache"}]),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let out = exec(&s, "r", "cat cache/pkgs/lock; ls");
+    assert_eq!(out["stdout"], "v1\ncache\n", "{out}");
+    let r = s.post("/v1/worker/sessions/r/end", &json!({"version": 1}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = s.call("DELETE", "/v1/worker/volumes/cache", b"");
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(s.get("/v1/worker/volumes/cache").status, 404);
+    assert_eq!(s.get("/v1/worker/volumes").json()["volumes"], json!([]));
+}
+
+/// `wasbox run --volume NAME:PATH[:ro]` and `wasbox volume create|ls|rm`.
+#[test]
+fn the_command_line_runs_with_volumes() {
+    use crate::support::runtime::{text, wasbox};
+    let state = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = wasbox()
+            .arg("run")
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let volume = |args: &[&str]| {
+        let out = wasbox()
+            .arg("volume")
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    // Made on first use, as `docker run -v` does.
+    let (code, _, err) = run(&[
+        "--volume",
+        "notes:/notes",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > /notes/a",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = run(&[
+        "--volume",
+        "notes:/mnt/n:ro",
+        "--",
+        "sh",
+        "-c",
+        "cat /mnt/n/a; rm /mnt/n/a",
+    ]);
+    assert_eq!((code, out.as_str()), (Some(1), "kept\n"), "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    let (code, out, _) = volume(&["ls"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("notes\t1073741824\t5\t1\tvol-"), "{out}");
+    let (code, _, err) = volume(&["create", "small", "--size", "4K"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(&[
+        "--volume",
+        "small:/s",
+        "--",
+        "sh",
+        "-c",
+        "head -c 8192 /dev/zero > /s/f",
+    ]);
+    assert_ne!(code, Some(0), "{err}");
+    for bad in ["../x:/d", "notes", "notes:/etc", "notes:/d:rx"] {
+        let (code, _, err) = run(&["--volume", bad, "--", "true"]);
+        assert_ne!(code, Some(0), "{bad} accepted");
+        assert!(!err.is_empty(), "{bad}: no message");
+    }
+    let (code, _, err) = volume(&["create", "../x"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("volume name"), "{err}");
+    let (code, _, _) = volume(&["rm", "notes"]);
+    assert_eq!(code, Some(0));
+    let (code, _, err) = volume(&["rm", "notes"]);
+    assert_eq!(code, Some(1), "{err}");
+}

@@ -150,6 +150,17 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
     } else {
         OnTimeout::Kill
     };
+    // The volumes to attach, under the workspace the sandbox will have.
+    let mount = match (&from, &built) {
+        (Some(k), _) => k.snapshot.manifest().mount.clone(),
+        (None, Some(t)) => t.manifest().mount.clone(),
+        (None, None) => HOME.to_string(),
+    };
+    let volumes = super::volumes::mounts(
+        e2b,
+        req.volume_mounts.as_deref().unwrap_or_default(),
+        &mount,
+    )?;
     let label = format!("e2b {id}");
     let sbx = start(
         e2b,
@@ -165,12 +176,16 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
         },
         || {
             if let Some(k) = &from {
-                let s = node.runtime.restore(&k.snapshot, Some(sandbox_limits()))?;
+                let s = node
+                    .runtime
+                    .restore_with(&k.snapshot, Some(sandbox_limits()), volumes)?;
                 s.set_network(network);
                 return Ok(s);
             }
             if let Some(t) = &built {
-                let s = node.runtime.restore(t, Some(sandbox_limits()))?;
+                let s = node
+                    .runtime
+                    .restore_with(t, Some(sandbox_limits()), volumes)?;
                 s.set_network(network);
                 return Ok(s);
             }
@@ -180,6 +195,7 @@ pub(super) async fn create_inner(e2b: &SharedE2b, body: Body) -> Result<Arc<Sbx>
                 .limits(sandbox_limits());
             config.network = network;
             config.label = Some(label);
+            config.volumes = volumes;
             node.runtime.sandbox(config)
         },
     )?;
@@ -404,7 +420,7 @@ pub(super) async fn resume_paused(e2b: &SharedE2b, id: &str, timeout: Option<i64
         start(&e2b2, new, || {
             e2b2.node
                 .runtime
-                .restore(&p2.snapshot, Some(sandbox_limits()))
+                .restore_with(&p2.snapshot, Some(sandbox_limits()), p2.volumes.clone())
                 .inspect(|s| {
                     s.set_network(p2.network.clone());
                     if let Some(id) = &p2.boot_id {

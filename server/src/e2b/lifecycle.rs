@@ -200,6 +200,8 @@ pub(super) async fn fork(
             }
             Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
         };
+        // The copies have the source's volumes attached (shared, never copied).
+        let volumes = src.session.sandbox().volumes();
         let mut results = Vec::new();
         for _ in 0..count {
             let new_id = e2b
@@ -230,7 +232,7 @@ pub(super) async fn fork(
             let made = start(&e2b2, new, || {
                 e2b2.node
                     .runtime
-                    .restore(&snap, Some(sandbox_limits()))
+                    .restore_with(&snap, Some(sandbox_limits()), volumes.clone())
                     .map_err(anyhow::Error::from)
             });
             results.push(match made {

@@ -24,6 +24,7 @@ mod lifecycle;
 mod network;
 mod process;
 mod snapshots;
+mod volumes;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
@@ -86,6 +87,9 @@ pub(crate) struct Paused {
     disk_size_mb: u64,
     /// Its template's start command, started again when it resumes.
     start_command: Option<String>,
+    /// The volumes it had attached, attached again when it resumes (a paused sandbox keeps
+    /// them open: they cannot be deleted meanwhile).
+    volumes: Vec<wasbox_runtime::volume::VolumeMount>,
 }
 
 /// Sandboxes a node keeps paused at most.
@@ -113,6 +117,7 @@ impl Paused {
                 .session
                 .label(crate::template::LABEL_START)
                 .map(str::to_string),
+            volumes: sandbox.volumes(),
         }
     }
 
@@ -134,6 +139,7 @@ impl Paused {
             domain: None,
             allow_internet_access: network::describe(&self.network).0,
             network: network::describe(&self.network).1,
+            volume_mounts: volumes::described(&self.volumes),
         }
     }
 }
@@ -187,6 +193,7 @@ impl Sbx {
             domain: None,
             allow_internet_access: network::describe(&self.session.sandbox().network()).0,
             network: network::describe(&self.session.sandbox().network()).1,
+            volume_mounts: volumes::described(&self.session.sandbox().volumes()),
         }
     }
 
@@ -308,7 +315,25 @@ pub fn router(e2b: SharedE2b) -> Router {
             "/sandboxes/{id}/network",
             axum::routing::put(update_network),
         )
+        .route("/volumes", post(volumes::create).get(volumes::list))
+        .route("/volumes/{id}", get(volumes::info).delete(volumes::destroy))
         .route_layer(middleware::from_fn_with_state(e2b.clone(), auth::api_key));
+    // The volume content API: each volume's own token, checked by its handlers.
+    let content = Router::new()
+        .route(
+            "/volumecontent/{id}/path",
+            get(volumes::get_path)
+                .patch(volumes::patch_path)
+                .delete(volumes::delete_path),
+        )
+        .route(
+            "/volumecontent/{id}/dir",
+            get(volumes::get_dir).post(volumes::post_dir),
+        )
+        .route(
+            "/volumecontent/{id}/file",
+            get(volumes::get_file).put(volumes::put_file),
+        );
     let envd =
         Router::new()
             .route("/health", get(envd::health))
@@ -329,7 +354,7 @@ pub fn router(e2b: SharedE2b) -> Router {
             .route("/contexts/{id}", axum::routing::delete(interpreter::remove))
             .route("/contexts/{id}/restart", post(interpreter::restart));
     let node = e2b.node.clone();
-    crate::worker::observed(control.merge(envd).with_state(e2b), node)
+    crate::worker::observed(control.merge(content).merge(envd).with_state(e2b), node)
 }
 
 /// E2B's error body: `{"code": <status>, "message": ...}`.

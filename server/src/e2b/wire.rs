@@ -291,6 +291,19 @@ pub struct NewSandbox {
     pub auto_pause_memory: Option<bool>,
     #[serde(rename = "autoResume")]
     pub auto_resume: Option<AutoResume>,
+    /// Volumes to attach: `[{name, path}]` (E2B's `SandboxVolumeMount`).
+    #[serde(rename = "volumeMounts")]
+    pub volume_mounts: Option<Vec<VolumeMountWire>>,
+}
+
+/// One of `volumeMounts`.
+#[derive(Deserialize, Debug, Clone)]
+pub struct VolumeMountWire {
+    pub name: String,
+    pub path: String,
+    /// Attached read-only (wasbox's own addition; E2B's SDK sends no such field).
+    #[serde(default, rename = "readOnly")]
+    pub read_only: bool,
 }
 
 /// `autoResume` of `NewSandbox`.
@@ -394,6 +407,9 @@ pub struct SandboxDetail {
     pub allow_internet_access: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkInfo>,
+    /// The volumes attached: `[{name, path}]`.
+    #[serde(rename = "volumeMounts")]
+    pub volume_mounts: Vec<BTreeMap<&'static str, String>>,
 }
 
 #[cfg(test)]

@@ -69,6 +69,8 @@ pub struct ServeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Where the telemetry database and retained job results live (`storage.state_dir`).
     pub state_dir: PathBuf,
+    /// How many volumes the node keeps and how large each may be (`storage.volumes.*`).
+    pub volumes: wasbox_runtime::volume::VolumeLimits,
     /// The node's name in telemetry (`node.id`; the host name by default).
     pub node_slug: String,
     pub retention: Retention,
@@ -346,6 +348,16 @@ struct StorageYaml {
     state_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     results: ResultsYaml,
+    volumes: VolumesYaml,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct VolumesYaml {
+    max_count: Option<usize>,
+    default_bytes: Option<u64>,
+    max_bytes: Option<u64>,
+    max_inodes: Option<u64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -526,6 +538,10 @@ pub const KEYS: &[(&str, bool)] = &[
     ("storage.cache_dir", true),
     ("storage.results.max_age_hours", false),
     ("storage.results.max_bytes", false),
+    ("storage.volumes.max_count", false),
+    ("storage.volumes.default_bytes", false),
+    ("storage.volumes.max_bytes", false),
+    ("storage.volumes.max_inodes", false),
     ("telemetry.retention.max_db_bytes", false),
     ("telemetry.retention.log_days", false),
     ("telemetry.retention.container_event_days", false),
@@ -884,6 +900,17 @@ pub fn load(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<ServeC
             .state_dir
             .or(yaml.storage.state_dir)
             .unwrap_or_else(|| default_state_dir(&env)),
+        volumes: {
+            let d = wasbox_runtime::volume::VolumeLimits::default();
+            let v = &yaml.storage.volumes;
+            let max_bytes = v.max_bytes.unwrap_or(d.max_bytes);
+            wasbox_runtime::volume::VolumeLimits {
+                max_volumes: v.max_count.unwrap_or(d.max_volumes),
+                default_bytes: v.default_bytes.unwrap_or(d.default_bytes).min(max_bytes),
+                max_bytes,
+                inodes: v.max_inodes.unwrap_or(d.inodes),
+            }
+        },
         node_slug,
         retention: {
             let d = Retention::default();
@@ -1073,6 +1100,12 @@ pub fn effective_yaml(c: &ServeConfig) -> String {
             "results": {
                 "max_age_hours": c.retention.result_hours,
                 "max_bytes": c.retention.result_bytes,
+            },
+            "volumes": {
+                "max_count": c.volumes.max_volumes,
+                "default_bytes": c.volumes.default_bytes,
+                "max_bytes": c.volumes.max_bytes,
+                "max_inodes": c.volumes.inodes,
             },
         },
         "telemetry": { "retention": {

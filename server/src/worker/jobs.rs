@@ -171,6 +171,11 @@ async fn start(
     let network = network_policy(&sandbox.network_policy)?;
     let requested = check_timeout(sandbox.timeout_seconds, "sandbox.timeout_seconds")?;
     let source = super::node::source(&node, &image_ref).await?;
+    let volumes = super::node::volume_mounts(
+        &node.volumes,
+        sandbox.volumes.as_deref().unwrap_or_default(),
+        source.mount(),
+    )?;
 
     let claim = lock(&node.jobs).claim(&task_id, &job_id);
     let (tx, stop) = match claim {
@@ -250,6 +255,7 @@ async fn start(
                     let mut config = SandboxConfig::default().limits(limits);
                     config.network = network;
                     config.label = Some(format!("job {task_id}/{job_id}"));
+                    config.volumes = volumes;
                     let sandbox = node.make_sandbox(&source, config)?;
                     // Room other sandboxes hold (their memory) is waited for like a place.
                     let mut spec = JobSpec::new(argv)

@@ -17,6 +17,7 @@ mod snapshot_store;
 mod snapshots;
 pub mod telemetry;
 mod telemetry_api;
+mod volumes;
 mod wire;
 
 use std::time::Instant;
@@ -82,6 +83,14 @@ pub fn router(node: SharedNode) -> Router {
         .route(
             "/v1/worker/snapshots/{id}",
             get(snapshots::download).delete(snapshots::delete),
+        )
+        .route(
+            "/v1/worker/volumes",
+            post(volumes::create).get(volumes::list),
+        )
+        .route(
+            "/v1/worker/volumes/{name}",
+            get(volumes::get).delete(volumes::delete),
         )
         .route("/v1/worker/sessions/{id}/exec", post(sessions::exec))
         .route("/v1/worker/sessions/{id}/end", post(sessions::end))

@@ -36,6 +36,8 @@ pub struct Node {
     pub(super) snapshots: Arc<super::snapshot_store::SnapshotStore>,
     /// The operator's templates (under the state directory).
     pub(crate) templates: Arc<crate::template::Templates>,
+    /// Named volumes (under the state directory): see [`wasbox_runtime::volume`].
+    pub(crate) volumes: Arc<wasbox_runtime::volume::Volumes>,
     shutting_down: AtomicBool,
     /// Draining before a shutdown: not ready, creates refused, sandboxes still served.
     draining: AtomicBool,
@@ -80,6 +82,58 @@ pub(super) async fn source(node: &SharedNode, reference: &str) -> Result<Source,
     }
 }
 
+impl Source {
+    /// Where the workspace of a sandbox made from it is mounted.
+    pub(super) fn mount(&self) -> &str {
+        match self {
+            Source::Image(_) => wasbox_runtime::DEFAULT_MOUNT,
+            Source::Template(s) => &s.manifest().mount,
+        }
+    }
+}
+
+/// A volume to attach, as a request names it (the worker API's `sandbox.volumes`).
+#[derive(serde::Deserialize, serde::Serialize, utoipa::ToSchema, Clone)]
+pub struct VolumeSpec {
+    /// The volume's name (`POST /v1/worker/volumes`).
+    pub name: String,
+    /// Where it appears inside the sandbox: an absolute path, not in the system's
+    /// directories, not the workspace itself or above it.
+    pub path: String,
+    /// Attached read-only: every change is refused with `EROFS`.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// Opens the volumes a request names, for a sandbox whose workspace is at `mount`: a bad
+/// path or an unknown volume is the client's error (400), one held by another process of
+/// the node a conflict (409).
+pub(crate) fn volume_mounts(
+    volumes: &wasbox_runtime::volume::Volumes,
+    specs: &[VolumeSpec],
+    mount: &str,
+) -> Result<Vec<wasbox_runtime::volume::VolumeMount>, Problem> {
+    use wasbox_runtime::volume::{VolumeError, VolumeMount, check_mounts};
+    let paths = check_mounts(specs.iter().map(|v| v.path.as_str()), mount)
+        .map_err(|e| Problem::bad_request(e.to_string()))?;
+    specs
+        .iter()
+        .zip(paths)
+        .map(|(spec, path)| {
+            let volume = volumes.open(&spec.name).map_err(|e| match e {
+                VolumeError::InUse(_) => Problem::conflict(e.to_string()),
+                VolumeError::Io(_) => Problem::internal(&anyhow::anyhow!(e)),
+                _ => Problem::bad_request(e.to_string()),
+            })?;
+            Ok(VolumeMount {
+                volume,
+                path,
+                read_only: spec.read_only,
+            })
+        })
+        .collect()
+}
+
 impl Node {
     /// A node on `runtime`; opens the telemetry store under the configured state directory.
     pub fn new(config: ServeConfig, runtime: Runtime) -> anyhow::Result<SharedNode> {
@@ -101,6 +155,10 @@ impl Node {
                 config.fleet.clone(),
             )),
             templates: Arc::new(crate::template::Templates::at(&config.state_dir)),
+            volumes: Arc::new(wasbox_runtime::volume::Volumes::at(
+                config.state_dir.join("volumes"),
+                config.volumes.clone(),
+            )?),
             config: RwLock::new(Arc::new(config)),
             runtime,
             ready: AtomicBool::new(false),
@@ -124,7 +182,9 @@ impl Node {
         match source {
             Source::Image(image) => self.runtime.sandbox(config.image(image.clone())),
             Source::Template(snapshot) => {
-                let sandbox = self.runtime.restore(snapshot, config.limits.clone())?;
+                let sandbox =
+                    self.runtime
+                        .restore_with(snapshot, config.limits.clone(), config.volumes)?;
                 sandbox.set_network(config.network);
                 Ok(sandbox)
             }
@@ -188,6 +248,7 @@ impl Node {
             ),
             ("sandbox.network", new.egress != old.egress),
             ("storage.state_dir", new.state_dir != old.state_dir),
+            ("storage.volumes", new.volumes != old.volumes),
             ("storage.cache_dir", new.cache_dir != old.cache_dir),
             ("node.id", new.node_slug != old.node_slug),
             ("fleet", new.fleet != old.fleet),

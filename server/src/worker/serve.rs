@@ -265,7 +265,7 @@ async fn serve(config: ServeConfig, flags: Flags) -> Result<i32> {
         };
         let mut banner = format!(
             "wasbox: worker API listening on http://{addr}\n\
-             wasbox: E2B's SDKs: export E2B_API_URL=http://{addr} E2B_SANDBOX_URL=http://{addr} E2B_API_KEY={key}\n"
+             wasbox: E2B's SDKs: export E2B_API_URL=http://{addr} E2B_SANDBOX_URL=http://{addr} E2B_VOLUME_API_URL=http://{addr} E2B_API_KEY={key}\n"
         );
         if config.token_generated {
             banner.push_str(&format!(

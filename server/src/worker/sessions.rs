@@ -118,6 +118,11 @@ async fn create_inner(
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| Problem::bad_request("image is required"))?;
     let source = super::node::source(&node, &image_ref).await?;
+    let volumes = super::node::volume_mounts(
+        &node.volumes,
+        sandbox_spec.volumes.as_deref().unwrap_or_default(),
+        source.mount(),
+    )?;
     let lifetime = check_timeout(req.max_lifetime_seconds, "max_lifetime_seconds")?
         .unwrap_or(DEFAULT_SESSION_LIFETIME_SECS);
     let idle = check_timeout(req.idle_timeout_seconds, "idle_timeout_seconds")?
@@ -154,6 +159,7 @@ async fn create_inner(
             let mut sandbox = SandboxConfig::default().limits(limits);
             sandbox.network = network;
             sandbox.label = Some(format!("session {session_id}"));
+            sandbox.volumes = volumes;
             node.make_sandbox(&source, sandbox)
         })
         .map_err(|e| match e {

@@ -20,6 +20,8 @@ pub struct SandboxSpec {
     pub env: Option<BTreeMap<String, String>>,
     pub timeout_seconds: Option<i64>,
     pub network_policy: Option<String>,
+    /// Volumes to attach (at most 8; see `/v1/worker/volumes`).
+    pub volumes: Option<Vec<super::node::VolumeSpec>>,
 }
 
 /// Reads `sandbox.network_policy`: the spec's `none` and `restricted` (and no value) are no
