@@ -531,7 +531,7 @@ fn control_plane_answers_e2b_errors() {
     assert_eq!(r.status, 200);
     // A route E2B's API has and wasbox does not (a newer SDK's): E2B's error shape, which
     // the SDKs read; the worker API's own paths keep their problem documents.
-    for path in ["/sandboxes/x/nosuch", "/v3/templates", "/volumes"] {
+    for path in ["/sandboxes/x/nosuch", "/v3/templates", "/teams"] {
         let r = control(&server, "GET", path, &json!({}));
         assert_eq!(r.status, 404, "{path}: {}", r.text());
         assert_eq!(r.json()["code"], 404, "{path}: {}", r.text());

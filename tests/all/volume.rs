@@ -366,8 +366,43 @@ fn worker_api_volumes_outlive_sessions_and_the_node() {
             .contains("Read-only file system"),
         "{result}"
     );
-    let r = s.post("/v1/worker/sessions/w/end", &json!({"version": 1}));
-    assert_eq!(r.status, 200, "{}", r.text());
+    // A fork's copies have the volume; a restore of a snapshot attaches the volumes it names.
+    let fork = s.post(
+        "/v1/worker/sessions/w:fork",
+        &json!({"version": 1, "count": 1}),
+    );
+    assert_eq!(fork.status, 200, "{}", fork.text());
+    let child = fork.json()["session_ids"][0].as_str().unwrap().to_string();
+    let out = exec(&s, &child, "cat /data/pkgs/lock");
+    assert_eq!(out["stdout"], "v1\n", "{out}");
+    let snap = s.post("/v1/worker/sessions/w:snapshot", &json!({"version": 1}));
+    assert_eq!(snap.status, 200, "{}", snap.text());
+    let snap_id = snap.json()["snapshot_id"].as_str().unwrap().to_string();
+    let restored = s.post(
+        "/v1/worker/sessions:restore",
+        &json!({"version": 1, "snapshot_id": snap_id, "session_id": "back",
+                "volumes": [{"name": "cache", "path": "/again", "read_only": true}]}),
+    );
+    assert_eq!(restored.status, 200, "{}", restored.text());
+    let out = exec(
+        &s,
+        "back",
+        "cat /again/pkgs/lock; test -e /data/pkgs || echo not at /data",
+    );
+    assert_eq!(out["stdout"], "v1\nnot at /data\n", "{out}");
+    let bad = s.post(
+        "/v1/worker/sessions:restore",
+        &json!({"version": 1, "snapshot_id": snap_id, "session_id": "bad2",
+                "volumes": [{"name": "cache", "path": "/etc"}]}),
+    );
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    for id in ["w", &child, "back"] {
+        let r = s.post(
+            &format!("/v1/worker/sessions/{id}/end"),
+            &json!({"version": 1}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
 
     // The node restarts: the volume and its files are still there.
     s.terminate();

@@ -6,6 +6,7 @@ the first failure raises.
 """
 
 import asyncio
+import os
 import threading
 import time
 
@@ -150,4 +151,9 @@ async def async_check():
 
 
 asyncio.run(async_check())
-print("all passed")
+print("all passed", flush=True)
+# Every check has run and said so. The SDK's async HTTP client (pyqwest, whose transport
+# outlives the closed event loop) at times aborts the interpreter while it shuts down:
+# SIGABRT with nothing on stderr, seen in clean CI runs after "all passed". The process
+# ends here, without that finalisation, which is the client's and not what is tested.
+os._exit(0)

@@ -92,25 +92,12 @@ impl Source {
     }
 }
 
-/// A volume to attach, as a request names it (the worker API's `sandbox.volumes`).
-#[derive(serde::Deserialize, serde::Serialize, utoipa::ToSchema, Clone)]
-pub struct VolumeSpec {
-    /// The volume's name (`POST /v1/worker/volumes`).
-    pub name: String,
-    /// Where it appears inside the sandbox: an absolute path, not in the system's
-    /// directories, not the workspace itself or above it.
-    pub path: String,
-    /// Attached read-only: every change is refused with `EROFS`.
-    #[serde(default)]
-    pub read_only: bool,
-}
-
 /// Opens the volumes a request names, for a sandbox whose workspace is at `mount`: a bad
 /// path or an unknown volume is the client's error (400), one held by another process of
 /// the node a conflict (409).
 pub(crate) fn volume_mounts(
     volumes: &wasbox_runtime::volume::Volumes,
-    specs: &[VolumeSpec],
+    specs: &[super::wire::VolumeSpec],
     mount: &str,
 ) -> Result<Vec<wasbox_runtime::volume::VolumeMount>, Problem> {
     use wasbox_runtime::volume::{VolumeError, VolumeMount, check_mounts};

@@ -323,6 +323,8 @@ pub(super) struct ForkResponse {
 struct NewSession {
     lifetime: u64,
     idle: u64,
+    /// Volumes to attach (a fork's: its source's).
+    volumes: Vec<wasbox_runtime::volume::VolumeMount>,
 }
 
 fn session_config(id: &str, labels: &BTreeMap<String, String>, new: &NewSession) -> SessionConfig {
@@ -363,7 +365,7 @@ fn start_session(
     let mut failed = None;
     let made = node.sessions.create(config, || {
         node.runtime
-            .restore(snap, Some(session_limits(node)))
+            .restore_with(snap, Some(session_limits(node)), new.volumes.clone())
             .map_err(|e| {
                 let msg = e.to_string();
                 failed = Some(e);
@@ -422,6 +424,7 @@ async fn fork(
     let new = NewSession {
         lifetime: session.remaining().as_secs().max(1),
         idle: session.idle_limit().as_secs(),
+        volumes: session.sandbox().volumes(),
     };
     let labels = labels_of(&session);
     let node2 = node.clone();
@@ -465,6 +468,8 @@ pub(super) struct RestoreRequest {
     session_id: Option<String>,
     max_lifetime_seconds: Option<i64>,
     idle_timeout_seconds: Option<i64>,
+    /// Volumes to attach to the new session, as a create's `sandbox.volumes`.
+    volumes: Option<Vec<super::wire::VolumeSpec>>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -511,13 +516,14 @@ async fn restore_inner(
             .iter()
             .any(|t| v.starts_with(t))
         });
-    let (session_id, lifetime, idle, source) = if is_tar {
+    let (session_id, lifetime, idle, source, volumes) = if is_tar {
         let bytes = read_body(&headers, body, MAX_UPLOAD_BYTES).await?;
         (
             q.session_id,
             q.max_lifetime_seconds,
             q.idle_timeout_seconds,
             Err(bytes),
+            Vec::new(),
         )
     } else {
         let bytes = read_body(&headers, body, node.config().max_request_bytes).await?;
@@ -533,13 +539,15 @@ async fn restore_inner(
             req.max_lifetime_seconds,
             req.idle_timeout_seconds,
             Ok(snap_id),
+            req.volumes.unwrap_or_default(),
         )
     };
     let session_id = super::node::chosen_id(&node, "session_id", &session_id)?;
-    let new = NewSession {
+    let mut new = NewSession {
         lifetime: check_timeout(lifetime, "max_lifetime_seconds")?
             .unwrap_or(DEFAULT_SESSION_LIFETIME_SECS),
         idle: check_timeout(idle, "idle_timeout_seconds")?.unwrap_or(DEFAULT_SESSION_IDLE_SECS),
+        volumes: Vec::new(),
     };
     if node.sessions.get(&session_id).is_some() {
         return Err(Problem::conflict(format!(
@@ -561,6 +569,7 @@ async fn restore_inner(
                 .map_err(snapshot_problem)?,
         };
         check_image(&node2, &snap)?;
+        new.volumes = super::node::volume_mounts(&node2.volumes, &volumes, &snap.manifest().mount)?;
         start_session(&node2, &session_id, &snap, &new)
     })
     .await?;

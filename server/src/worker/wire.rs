@@ -21,7 +21,20 @@ pub struct SandboxSpec {
     pub timeout_seconds: Option<i64>,
     pub network_policy: Option<String>,
     /// Volumes to attach (at most 8; see `/v1/worker/volumes`).
-    pub volumes: Option<Vec<super::node::VolumeSpec>>,
+    pub volumes: Option<Vec<VolumeSpec>>,
+}
+
+/// A volume to attach, as a request names it (the worker API's `sandbox.volumes`).
+#[derive(Deserialize, Serialize, utoipa::ToSchema, Clone)]
+pub struct VolumeSpec {
+    /// The volume's name (`POST /v1/worker/volumes`).
+    pub name: String,
+    /// Where it appears inside the sandbox: an absolute path, not in the system's
+    /// directories, not the workspace itself or above it.
+    pub path: String,
+    /// Attached read-only: every change is refused with `EROFS`.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// Reads `sandbox.network_policy`: the spec's `none` and `restricted` (and no value) are no
