@@ -317,6 +317,55 @@ fn measure_server(rt: &tokio::runtime::Runtime, bin: &std::path::Path, label: &s
                 assert!(s < 300, "{}", String::from_utf8_lossy(&b));
             }
         }
+
+        // Sessions with a volume of 1,000 files attached, against plain sessions, one at a
+        // time, side by side (a binary without volumes skips this).
+        let (s, _) = c
+            .call("POST", "/v1/worker/volumes", r#"{"version":1,"name":"bench-vol"}"#)
+            .await;
+        if s == 201 {
+            let with = r#""sandbox":{"volumes":[{"name":"bench-vol","path":"/data"}]}"#;
+            let body = |i: usize, volume: bool| {
+                format!(
+                    r#"{{"version":1,"task_id":"t","session_id":"vol-{i}","image":"base"{}}}"#,
+                    if volume { format!(",{with}") } else { String::new() }
+                )
+            };
+            let (s, b) = c.call("POST", "/v1/worker/sessions", &body(0, true)).await;
+            assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+            let fill = r#"{"version":1,"command":"cd /data && for d in 0 1 2 3 4 5 6 7 8 9; do mkdir $d; for f in $(seq 0 99); do echo $d$f > $d/$f; done; done"}"#;
+            let (s, b) = c.call("POST", "/v1/worker/sessions/vol-0/exec", fill).await;
+            check_exit(s, &b);
+            let (s, b) = c.call("POST", "/v1/worker/sessions/vol-0/end", r#"{"version":1}"#).await;
+            assert!(s < 300, "{}", String::from_utf8_lossy(&b));
+            let mut plain = Vec::new();
+            let mut attached = Vec::new();
+            for i in 1..=TEMPLATE_SESSIONS {
+                for (volume, into) in [(false, &mut plain), (true, &mut attached)] {
+                    let t = Instant::now();
+                    let (s, b) = c.call("POST", "/v1/worker/sessions", &body(i, volume)).await;
+                    into.push(t.elapsed());
+                    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+                    let (s, b) = c
+                        .call("POST", &format!("/v1/worker/sessions/vol-{i}/end"), r#"{"version":1}"#)
+                        .await;
+                    assert!(s < 300, "{}", String::from_utf8_lossy(&b));
+                }
+            }
+            plain.sort();
+            attached.sort();
+            for (name, lat) in [
+                ("session (base), no volume", &plain),
+                ("session with a volume of 1,000 files", &attached),
+            ] {
+                rows.push(Row {
+                    name: format!("{label} {name}"),
+                    p50: percentile(lat, 0.5),
+                    p99: percentile(lat, 0.99),
+                    per_sec: 1.0 / percentile(lat, 0.5).as_secs_f64(),
+                });
+            }
+        }
         rows
     });
     let _ = server.kill();

@@ -164,6 +164,12 @@ impl Device {
     }
 }
 
+/// A tree's image, workspace mount point and volumes' mount points.
+type TreeKey = (String, String, Vec<String>);
+
+/// Trees with volumes' mount points one process makes at most (see [`RootTrees::get`]).
+const MAX_POINT_TREES: usize = 16;
+
 /// One root tree, read-only, shared by the sandboxes of one image and mount point.
 pub(crate) struct RootTree {
     pub(crate) dir: wasmtime_wasi::filesystem::Dir,
@@ -213,7 +219,7 @@ pub(crate) struct RootTrees {
     /// The runtime's scratch root, and the directory made there for trees on first need.
     scratch_root: PathBuf,
     scratch: std::sync::OnceLock<tempfile::TempDir>,
-    made: Mutex<HashMap<(String, String), Arc<RootTree>>>,
+    made: Mutex<HashMap<TreeKey, Arc<RootTree>>>,
 }
 
 /// The devices of `/dev`, by name.
@@ -245,26 +251,40 @@ impl RootTrees {
     }
 
     /// The tree of `image` (whose programs `programs` lists, asked only when the tree is
-    /// not made yet) with the workspace at `mount`: from the cache, else (no cache, or one
-    /// that cannot be written, as in a read-only container image) made in the scratch root.
+    /// not made yet) with the workspace at `mount` and the directories `points` (where
+    /// volumes are attached, in normal form): from the cache, else (no cache, or one that
+    /// cannot be written, as in a read-only container image) made in the scratch root.
     pub(crate) fn get<'p, P: AsRef<[&'p str]>>(
         &self,
         image: &str,
         programs: impl FnOnce() -> P,
         files: &[RootFile],
         mount: &str,
+        points: &[String],
     ) -> Result<Arc<RootTree>> {
-        let key = (image.to_string(), mount.to_string());
+        let key = (image.to_string(), mount.to_string(), points.to_vec());
         let mut made = lock(&self.made);
         if let Some(t) = made.get(&key) {
             return Ok(t.clone());
+        }
+        // Trees with volumes' mount points are few and small: made in the scratch root (in
+        // memory, gone with the process), at most MAX_POINT_TREES, only for images whose
+        // tree holds no files of their own; past that a sandbox gets the plain tree (its
+        // volumes still work, `ls` of their parent does not show them).
+        if !points.is_empty()
+            && (!files.is_empty()
+                || made.keys().filter(|k| !k.2.is_empty()).count() >= MAX_POINT_TREES)
+        {
+            drop(made);
+            return self.get(image, programs, files, mount, &[]);
         }
         let programs = programs();
         let programs = programs.as_ref();
         let cached = self
             .cache
             .as_deref()
-            .and_then(|base| cached_tree(base, programs, files, mount).ok());
+            .filter(|_| points.is_empty())
+            .and_then(|base| cached_tree(base, programs, files, mount, points).ok());
         let tree = match cached {
             Some(t) => t,
             None => {
@@ -281,7 +301,7 @@ impl RootTrees {
                 };
                 let path = base.path().join(made.len().to_string());
                 std::fs::create_dir(&path)
-                    .and_then(|()| fill_tree(&path, programs, files, mount))
+                    .and_then(|()| fill_tree(&path, programs, files, mount, points))
                     .with_context(|| format!("creating the sandbox root {}", path.display()))?;
                 open_tree(&path)?
             }
@@ -300,12 +320,21 @@ fn cached_tree(
     programs: &[&str],
     files: &[RootFile],
     mount: &str,
+    points: &[String],
 ) -> Result<RootTree> {
     use std::hash::{Hash as _, Hasher as _};
     let mut names: Vec<&str> = programs.to_vec();
     names.sort_unstable();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (LAYOUT, env!("CARGO_PKG_VERSION"), &names, mount, DEVICES).hash(&mut h);
+    (
+        LAYOUT,
+        env!("CARGO_PKG_VERSION"),
+        &names,
+        mount,
+        DEVICES,
+        points,
+    )
+        .hash(&mut h);
     for f in files {
         (&f.path, f.tar, f.digest).hash(&mut h);
     }
@@ -317,7 +346,7 @@ fn cached_tree(
         .prefix(".making-")
         .tempdir_in(base)
         .context("creating a sandbox root in the cache")?;
-    fill_tree(tmp.path(), programs, files, mount)
+    fill_tree(tmp.path(), programs, files, mount, points)
         .with_context(|| format!("creating the sandbox root {}", tmp.path().display()))?;
     if path.join("etc/os-release").is_file() {
         // Finished by another runtime while this one made its own (which goes with `tmp`):
@@ -347,6 +376,7 @@ fn fill_tree(
     programs: &[&str],
     files: &[RootFile],
     mount: &str,
+    points: &[String],
 ) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -363,7 +393,17 @@ fn fill_tree(
     let mount_parts: Vec<&str> = mount.split('/').filter(|p| !p.is_empty()).collect();
     let mount_dir =
         (!mount_parts.iter().any(|p| matches!(*p, "." | ".."))).then(|| mount_parts.join("/"));
-    for d in dirs.iter().copied().chain(mount_dir.as_deref()) {
+    // Volumes' mount points (checked: absolute, no `..`), so that `ls /mnt` shows `data`.
+    let points = points
+        .iter()
+        .map(|p| p.trim_start_matches('/'))
+        .filter(|p| !p.split('/').any(|c| matches!(c, "" | "." | "..")));
+    for d in dirs
+        .iter()
+        .copied()
+        .chain(mount_dir.as_deref())
+        .chain(points)
+    {
         std::fs::create_dir_all(path.join(d))?;
     }
     std::os::unix::fs::symlink("usr/bin", path.join("bin"))?;
@@ -501,9 +541,11 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let trees = RootTrees::new(scratch.path(), None).unwrap();
         let t = trees
-            .get("base", || ["sh", "ls", "../x"], &[], "/home/user")
+            .get("base", || ["sh", "ls", "../x"], &[], "/home/user", &[])
             .unwrap();
-        let again = trees.get("base", || ["sh"], &[], "/home/user").unwrap();
+        let again = trees
+            .get("base", || ["sh"], &[], "/home/user", &[])
+            .unwrap();
         assert!(Arc::ptr_eq(&t, &again), "one tree per image and mount");
         let view = t.view();
         assert!(view.is_file("usr/bin/ls") && view.is_file("bin/sh"));
@@ -533,7 +575,7 @@ mod tests {
             v
         };
         trees()
-            .get("base", || ["sh", "ls"], &[], "/workspace")
+            .get("base", || ["sh", "ls"], &[], "/workspace", &[])
             .unwrap();
         let first = listing();
         assert_eq!(first.len(), 1, "{first:?}");
@@ -541,26 +583,26 @@ mod tests {
         let before = ino(&first[0]);
         // Another runtime opens it; nothing new is made.
         let t = trees()
-            .get("base", || ["ls", "sh"], &[], "/workspace")
+            .get("base", || ["ls", "sh"], &[], "/workspace", &[])
             .unwrap();
         assert_eq!(listing(), first);
         assert_eq!(ino(&first[0]), before);
         assert!(t.view().is_file("usr/bin/sh"));
         // Another mount point is another tree.
         trees()
-            .get("base", || ["sh", "ls"], &[], "/home/user")
+            .get("base", || ["sh", "ls"], &[], "/home/user", &[])
             .unwrap();
         assert_eq!(listing().len(), 2);
         // An unfinished one is made again, whole.
         std::fs::remove_file(first[0].join("etc/os-release")).unwrap();
         let t = trees()
-            .get("base", || ["sh", "ls"], &[], "/workspace")
+            .get("base", || ["sh", "ls"], &[], "/workspace", &[])
             .unwrap();
         assert!(t.view().is_file("etc/os-release"));
         assert_eq!(listing().len(), 2, "{:?}", listing());
         // Nothing was made in the scratch root (each runtime's part of it is empty).
         let kept = RootTrees::new(scratch.path(), Some(cache.path())).unwrap();
-        kept.get("base", || ["sh", "ls"], &[], "/workspace")
+        kept.get("base", || ["sh", "ls"], &[], "/workspace", &[])
             .unwrap();
         assert_eq!(in_scratch(&kept), 0);
         // A cache that cannot be used (here `roots` turned into a file after the runtime
@@ -569,7 +611,9 @@ mod tests {
         let trees = RootTrees::new(scratch.path(), Some(broken.path())).unwrap();
         std::fs::remove_dir(broken.path().join("roots")).unwrap();
         std::fs::write(broken.path().join("roots"), "").unwrap();
-        let t = trees.get("base", || ["sh"], &[], "/workspace").unwrap();
+        let t = trees
+            .get("base", || ["sh"], &[], "/workspace", &[])
+            .unwrap();
         assert!(t.view().is_file("usr/bin/sh"));
         assert_eq!(in_scratch(&trees), 1);
     }

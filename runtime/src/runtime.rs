@@ -377,12 +377,25 @@ impl Runtime {
     /// restore makes them once the snapshot's files are in).
     fn bare_sandbox(&self, config: SandboxConfig) -> Result<Sandbox> {
         let image = self.image(config.image.as_deref())?;
+        // Volumes attached outside the workspace have their mount points in the root tree.
+        let workspace = crate::sandbox::normalize("/", &config.mount);
+        let points: Vec<String> = crate::volume::check_mounts(
+            config.volumes.iter().map(|v| v.path.as_str()),
+            &config.mount,
+        )?
+        .into_iter()
+        .filter(|p| {
+            let parts = crate::sandbox::normalize("/", p);
+            !parts.starts_with(&workspace)
+        })
+        .collect();
         let root = match &self.inner.roots {
             Some(roots) => Some(roots.get(
                 image.image.name(),
                 || image.image.program_names(),
                 image.image.files(),
                 &config.mount,
+                &points,
             )?),
             None => None,
         };

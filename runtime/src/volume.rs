@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 use crate::limits::Quota;
 use crate::sync::lock;
 
+/// How long a volume stays open after it was last opened (see `Volumes::recent`).
+const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The longest volume name.
 pub const MAX_NAME: usize = 63;
 
@@ -138,9 +141,23 @@ pub struct Volumes {
     limits: VolumeLimits,
     /// The volumes open in this process, by name.
     open: Mutex<HashMap<String, Weak<OpenVolume>>>,
+    /// Volumes used lately, kept open [`LINGER`] after their last use (so that a content
+    /// API's requests, or sessions made one after another, do not walk the tree each time),
+    /// by when they were last opened. A thread of the store lets them go.
+    recent: Arc<Mutex<Recent>>,
     /// Held while a volume is made or removed, so that the count and names stay true.
     changes: Mutex<()>,
 }
+
+/// A store that goes lets its volumes go at once (not when its thread next looks).
+impl Drop for Volumes {
+    fn drop(&mut self) {
+        lock(&self.recent).clear();
+    }
+}
+
+/// Volumes kept open after their use, by name, with when they were last opened.
+type Recent = HashMap<String, (Arc<OpenVolume>, std::time::Instant)>;
 
 /// A volume open in this process: attached to sandboxes, or used by the host.
 pub struct OpenVolume {
@@ -309,10 +326,22 @@ impl Volumes {
                 }
             }
         }
+        let recent: Arc<Mutex<Recent>> = Arc::default();
+        let weak = Arc::downgrade(&recent);
+        let _ = std::thread::Builder::new()
+            .name("wasbox-volumes".into())
+            .spawn(move || {
+                while let Some(recent) = weak.upgrade() {
+                    lock(&recent).retain(|_, (_, used)| used.elapsed() < LINGER);
+                    drop(recent);
+                    std::thread::sleep(LINGER / 2);
+                }
+            });
         Ok(Volumes {
             root,
             limits,
             open: Mutex::new(HashMap::new()),
+            recent,
             changes: Mutex::new(()),
         })
     }
@@ -435,6 +464,12 @@ impl Volumes {
     /// Opens `name` for sandboxes or the host: the one open already, or opened now (its
     /// lock taken, its use walked).
     pub fn open(&self, name: &str) -> Result<Arc<OpenVolume>, VolumeError> {
+        let v = self.open_now(name)?;
+        lock(&self.recent).insert(name.to_string(), (v.clone(), std::time::Instant::now()));
+        Ok(v)
+    }
+
+    fn open_now(&self, name: &str) -> Result<Arc<OpenVolume>, VolumeError> {
         let record = self.record(name)?;
         let mut open = lock(&self.open);
         if let Some(v) = open.get(name).and_then(Weak::upgrade) {
@@ -475,6 +510,8 @@ impl Volumes {
     pub fn remove(&self, name: &str) -> Result<(), VolumeError> {
         let _changes = lock(&self.changes);
         self.record(name)?;
+        // Kept open only for a next use: no reason to refuse.
+        lock(&self.recent).remove(name);
         if lock(&self.open)
             .get(name)
             .is_some_and(|w| w.strong_count() > 0)

@@ -62,6 +62,13 @@ async fn a_volume_outlives_its_sandboxes() {
     let reader = runtime
         .sandbox(SandboxConfig::default().volume(mount(&v, "/mnt/in", true)))
         .unwrap();
+    // Its mount point is in the tree: `ls` of its parent shows it.
+    let out = sh(
+        &reader,
+        "ls /mnt; ls -d /mnt/in; test -d /mnt/in && echo dir",
+    )
+    .await;
+    assert_eq!(out.stdout, "in\n/mnt/in\ndir\n", "{out:?}");
     let out = sh(
         &reader,
         "cd /mnt/in && cat a.txt d/e/f.txt py.txt js.txt moved.txt; readlink link; \

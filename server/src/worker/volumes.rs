@@ -85,7 +85,7 @@ pub(super) struct VolumeList {
 }
 
 /// `POST /v1/worker/volumes`: makes an empty volume.
-#[utoipa::path(post, path = "/v1/worker/volumes", tag = "volumes", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/worker/volumes", tag = "volumes", operation_id = "create_volume", security(("bearer" = [])),
     request_body = CreateVolume,
     responses((status = 201, description = "The new volume", body = VolumeWire), (status = "default", response = crate::problem::ProblemResponse)))]
 pub async fn create(State(node): State<SharedNode>, headers: HeaderMap, body: Body) -> Response {
