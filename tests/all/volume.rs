@@ -506,3 +506,127 @@ fn the_command_line_runs_with_volumes() {
     let (code, _, err) = volume(&["rm", "notes"]);
     assert_eq!(code, Some(1), "{err}");
 }
+
+/// E2B's volume content API against hostile requests: no token or another's, paths that
+/// climb out or name the volume itself, a symlink a sandbox planted to lead out, an upload
+/// past the quota (507, the old file intact), and the control plane without its key.
+#[test]
+fn e2b_volume_content_refuses_hostile_requests() {
+    use crate::e2b::control;
+    use crate::support::http::request;
+    let s = Server::start(&[]);
+    let r = request(
+        s.addr,
+        "POST",
+        "/volumes",
+        &[("Content-Type", "application/json")],
+        br#"{"name":"x"}"#,
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+    // A small volume (the worker API takes a size), seen by E2B's API by its id.
+    let made = s.post(
+        "/v1/worker/volumes",
+        &json!({"version": 1, "name": "small", "size_bytes": 4096}),
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let id = made.json()["volume_id"].as_str().unwrap().to_string();
+    let info = control(&s, "GET", &format!("/volumes/{id}"), &json!({}));
+    assert_eq!(info.status, 200, "{}", info.text());
+    let token = info.json()["token"].as_str().unwrap().to_string();
+    let bearer = format!("Bearer {token}");
+    let content = |method: &str, what: &str, path: &str, body: &[u8], auth: &str| {
+        let path = path.replace('/', "%2F");
+        request(
+            s.addr,
+            method,
+            &format!("/volumecontent/{id}/{what}?path={path}"),
+            &[("Authorization", auth)],
+            body,
+        )
+    };
+    let r = content("PUT", "file", "/keep.txt", b"old", &bearer);
+    assert_eq!(r.status, 201, "{}", r.text());
+    for auth in [
+        "",
+        "Bearer nope",
+        &format!("Bearer {}", crate::support::http::TOKEN),
+    ] {
+        let r = content("GET", "file", "/keep.txt", b"", auth);
+        assert_eq!(r.status, 401, "{auth:?}: {}", r.text());
+    }
+    let r = request(
+        s.addr,
+        "GET",
+        "/volumecontent/vol-0000000000000000/file?path=keep.txt",
+        &[("Authorization", &bearer)],
+        b"",
+    );
+    assert_eq!(r.status, 401, "another volume's id: {}", r.text());
+    for (method, what, path, status) in [
+        ("GET", "file", "/../../etc/passwd", 400),
+        ("PUT", "file", "../x", 400),
+        ("PUT", "file", "/", 400),
+        ("DELETE", "path", "/", 400),
+        ("POST", "dir", "/a/../../b", 400),
+        ("GET", "path", "/nope", 404),
+    ] {
+        let r = content(method, what, path, b"x", &bearer);
+        assert_eq!(r.status, status, "{method} {what} {path}: {}", r.text());
+        assert!(r.json()["message"].is_string(), "{}", r.text());
+    }
+    // Past the quota: refused, nothing half-written, the old file as it was.
+    let r = content("PUT", "file", "/keep.txt", &[b'x'; 8192], &bearer);
+    assert_eq!(r.status, 507, "{}", r.text());
+    assert_eq!(
+        content("GET", "file", "/keep.txt", b"", &bearer).text(),
+        "old"
+    );
+    let listing = content("GET", "dir", "/", b"", &bearer).json();
+    assert_eq!(listing.as_array().map(Vec::len), Some(1), "{listing}");
+    // A symlink planted by a sandbox leads nowhere outside the volume.
+    let sbx = control(
+        &s,
+        "POST",
+        "/sandboxes",
+        &json!({"templateID": "base", "volumeMounts": [{"name": "small", "path": "/mnt/v"}]}),
+    );
+    assert_eq!(sbx.status, 201, "{}", sbx.text());
+    let sbx_id = sbx.json()["sandboxID"].as_str().unwrap().to_string();
+    let sbx_token = sbx.json()["envdAccessToken"].as_str().unwrap().to_string();
+    let out = crate::e2b::run_command(
+        &s,
+        &crate::e2b::Sbx {
+            id: sbx_id.clone(),
+            token: sbx_token,
+        },
+        "ln -s / /mnt/v/root; ln -s ../../../../etc /mnt/v/etc; ls /mnt; cat /mnt/v/keep.txt",
+    );
+    assert_eq!(out, "v\nold", "{out}");
+    for path in ["/root/etc/passwd", "/etc/passwd"] {
+        let r = content("GET", "file", path, b"", &bearer);
+        assert!(
+            matches!(r.status, 403 | 404),
+            "{path}: {} {}",
+            r.status,
+            r.text()
+        );
+        assert!(!r.text().contains("root:"), "{path} read the host's file");
+    }
+    let r = content("GET", "dir", "/root", b"", &bearer);
+    assert!(
+        matches!(r.status, 400 | 403 | 404),
+        "{} {}",
+        r.status,
+        r.text()
+    );
+    let r = control(&s, "DELETE", &format!("/volumes/{id}"), &json!({}));
+    assert_eq!(r.status, 409, "attached: {}", r.text());
+    let r = control(&s, "DELETE", &format!("/sandboxes/{sbx_id}"), &json!({}));
+    assert_eq!(r.status, 204, "{}", r.text());
+    let r = control(&s, "DELETE", &format!("/volumes/{id}"), &json!({}));
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        control(&s, "GET", &format!("/volumes/{id}"), &json!({})).status,
+        404
+    );
+}
