@@ -145,6 +145,28 @@ async fn a_volume_has_a_quota_of_its_own() {
                 .volume(mount(&v, "/vol", false)),
         )
         .unwrap();
+    // `df` shows the volume as a file system of its own, with its own size.
+    let out = sh(
+        &sandbox,
+        "df -k /vol/. | tail -n 1; df | wc -l; df -k /tmp | tail -n 1",
+    )
+    .await;
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{out:?}");
+    let vol: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        (vol[0], vol[1], vol[5]),
+        ("volume:small", "256", "/vol"),
+        "{out:?}"
+    );
+    assert_eq!(
+        lines[1], "3",
+        "a header, the sandbox and the volume: {out:?}"
+    );
+    assert!(
+        lines[2].starts_with("sandbox") && lines[2].ends_with(" /"),
+        "{out:?}"
+    );
     // 128 KiB: past the sandbox's own 64 KiB, within the volume's 256 KiB.
     let out = sh(
         &sandbox,

@@ -752,8 +752,8 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
     if o.has(&["help"]) {
         println!(
             "Usage: df [OPTION]... [FILE]...\nShow information about the file system on which each FILE resides,\n\
-             or all file systems by default. In a wasbox sandbox that is one file system: the\n\
-             workspace and /tmp, within the sandbox's disk quota.\n\n\
+             or all file systems by default. In a wasbox sandbox those are the sandbox's own (the\n\
+             workspace and /tmp, within its disk quota) and each volume attached, within its own.\n\n\
              \x20 -h, --human-readable  print sizes in powers of 1024 (e.g., 1023M)\n\
              \x20 -H, --si              print sizes in powers of 1000 (e.g., 1.1G)\n\
              \x20 -i, --inodes          list inode information instead of block usage\n\
@@ -765,11 +765,27 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
         );
         return 0;
     }
+    // The file systems: the sandbox's own, mounted on `/`, and each volume.
+    let own = guest_support::process::disk_usage();
+    let volumes = guest_support::process::volumes();
+    let mut systems: Vec<(String, String, (u64, u64, u64, u64))> =
+        vec![("sandbox".into(), "/".into(), own)];
+    for v in &volumes {
+        systems.push((format!("volume:{}", v.name), v.path.clone(), v.space));
+    }
     let mut status = 0;
-    let mut rows = 0;
+    let mut shown: Vec<usize> = Vec::new();
     for f in &o.operands {
         match std::fs::metadata(f) {
-            Ok(_) => rows += 1,
+            Ok(_) => {
+                // The volume whose mount path holds the file, else the sandbox's own.
+                let at = guest_support::normalize(f);
+                let within = |mount: &str| at == mount || at.starts_with(&format!("{mount}/"));
+                let i = (1..systems.len())
+                    .find(|&i| within(&systems[i].1))
+                    .unwrap_or(0);
+                shown.push(i);
+            }
             Err(e) => {
                 eprintln!("df: {f}: {}", reason(&e));
                 status = 1;
@@ -777,12 +793,11 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
         }
     }
     if o.operands.is_empty() {
-        rows = 1;
+        shown = (0..systems.len()).collect();
     }
-    if rows == 0 {
+    if shown.is_empty() {
         return status;
     }
-    let (used_b, avail_b, used_i, avail_i) = guest_support::process::disk_usage();
     let inodes = o.has(&["i", "inodes"]);
     let typed = o.has(&["T", "print-type"]);
     let human_base = if o.has(&["H", "si"]) {
@@ -805,16 +820,23 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
     } else {
         1024
     };
-    let (size_head, used, avail) = if inodes {
-        ("Inodes".to_string(), used_i, avail_i)
+    // Used and available (bytes, or inodes with -i) of a file system.
+    let figures = |(used_b, avail_b, used_i, avail_i): (u64, u64, u64, u64)| {
+        if inodes {
+            (used_i, avail_i)
+        } else {
+            (used_b, avail_b)
+        }
+    };
+    let size_head = if inodes {
+        "Inodes".to_string()
     } else {
-        let head = match human_base {
+        match human_base {
             Some(_) => "Size".to_string(),
             None if block == 1024 => "1K-blocks".to_string(),
             None if block == 1 << 20 => "1M-blocks".to_string(),
             None => format!("{block}B-blocks"),
-        };
-        (head, used_b, avail_b)
+        }
     };
     let fmt = |n: u64| -> String {
         if inodes {
@@ -849,19 +871,24 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
         ]);
         h
     }];
-    let mut row = vec!["sandbox".to_string()];
-    if typed {
-        row.push("wasbox".into());
-    }
-    row.extend([
-        fmt(used + avail),
-        fmt(used),
-        fmt(avail),
-        percent(used, avail),
-        "/".into(),
-    ]);
-    for _ in 0..rows {
-        table.push(row.clone());
+    let (mut total_used, mut total_avail) = (0u64, 0u64);
+    for &i in &shown {
+        let (name, mount, space) = &systems[i];
+        let (used, avail) = figures(*space);
+        total_used += used;
+        total_avail += avail;
+        let mut row = vec![name.clone()];
+        if typed {
+            row.push("wasbox".into());
+        }
+        row.extend([
+            fmt(used + avail),
+            fmt(used),
+            fmt(avail),
+            percent(used, avail),
+            mount.clone(),
+        ]);
+        table.push(row);
     }
     if o.has(&["total"]) {
         let mut t = vec!["total".to_string()];
@@ -869,10 +896,10 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
             t.push("-".into());
         }
         t.extend([
-            fmt(used + avail),
-            fmt(used),
-            fmt(avail),
-            percent(used, avail),
+            fmt(total_used + total_avail),
+            fmt(total_used),
+            fmt(total_avail),
+            percent(total_used, total_avail),
             "-".into(),
         ]);
         table.push(t);

@@ -251,6 +251,33 @@ pub fn disk_usage() -> (u64, u64, u64, u64) {
     )
 }
 
+/// A volume attached to the sandbox: its name, where, whether read-only, and its disk as
+/// [`disk_usage`] gives the sandbox's.
+pub struct Volume {
+    pub name: String,
+    pub path: String,
+    pub read_only: bool,
+    pub space: (u64, u64, u64, u64),
+}
+
+/// The volumes attached to the sandbox.
+pub fn volumes() -> Vec<Volume> {
+    wit::volumes()
+        .into_iter()
+        .map(|v| Volume {
+            name: v.name,
+            path: v.path,
+            read_only: v.read_only,
+            space: (
+                v.space.used_bytes,
+                v.space.available_bytes,
+                v.space.used_inodes,
+                v.space.available_inodes,
+            ),
+        })
+        .collect()
+}
+
 /// Whether the user interrupted (Ctrl-C) since the last call.
 pub fn take_interrupt() -> bool {
     wit::take_interrupt()

@@ -971,6 +971,32 @@ impl wit::Host for ProcessHost {
         })
     }
 
+    async fn volumes(&mut self) -> Result<Vec<wit::VolumeSpace>> {
+        Ok(self
+            .job
+            .site
+            .sandbox
+            .volumes
+            .iter()
+            .map(|v| {
+                let quota = &v.attachment.0.quota;
+                let ((used_bytes, used_inodes), (available_bytes, available_inodes)) =
+                    (quota.used(), quota.available());
+                wit::VolumeSpace {
+                    name: v.attachment.0.record().name.clone(),
+                    path: v.path.clone(),
+                    read_only: v.read_only,
+                    space: wit::DiskSpace {
+                        used_bytes,
+                        available_bytes,
+                        used_inodes,
+                        available_inodes,
+                    },
+                }
+            })
+            .collect())
+    }
+
     async fn has_program(&mut self, name: String) -> Result<bool> {
         Ok(self.job.site.image.image.has_program(&name))
     }
