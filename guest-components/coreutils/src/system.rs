@@ -768,8 +768,9 @@ pub fn df(args: std::vec::IntoIter<OsString>) -> i32 {
     // The file systems: the sandbox's own, mounted on `/`, and each volume.
     let own = guest_support::process::disk_usage();
     let volumes = guest_support::process::volumes();
-    let mut systems: Vec<(String, String, (u64, u64, u64, u64))> =
-        vec![("sandbox".into(), "/".into(), own)];
+    // (name, where, (used bytes, available bytes, used inodes, available inodes))
+    type System = (String, String, (u64, u64, u64, u64));
+    let mut systems: Vec<System> = vec![("sandbox".into(), "/".into(), own)];
     for v in &volumes {
         systems.push((format!("volume:{}", v.name), v.path.clone(), v.space));
     }
