@@ -364,7 +364,7 @@ impl SandboxState {
             .symlink_metadata(&rel)
             .map_err(|e| FileError::from_io(path, &e))?;
         let (bytes, inodes) = if meta.is_dir() {
-            let counted = tree_usage(&dir, &rel, &self.shared);
+            let counted = crate::volume::tree_usage(&dir, &rel, |m| self.shared.holds(m));
             dir.remove_dir_all(&rel)
                 .map_err(|e| FileError::from_io(path, &e))?;
             counted
@@ -417,31 +417,6 @@ impl SandboxState {
         self.info(&dst, &dst_rel, &dst_abs)
             .map_err(|e| FileError::from_io(to, &e))
     }
-}
-
-/// The bytes (of files with one link, or shared with a snapshot or fork) and inodes of a
-/// tree, itself included.
-fn tree_usage(dir: &Dir, rel: &Path, shared: &crate::cow::Shared) -> (u64, u64) {
-    let (mut bytes, mut inodes) = (0u64, 1u64);
-    let mut pending = vec![rel.to_path_buf()];
-    while let Some(p) = pending.pop() {
-        let Ok(entries) = dir.read_dir(&p) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let child = p.join(e.file_name());
-            let Ok(m) = dir.symlink_metadata(&child) else {
-                continue;
-            };
-            inodes += 1;
-            if m.is_dir() {
-                pending.push(child);
-            } else if m.is_file() && (m.nlink() <= 1 || shared.holds(&m)) {
-                bytes += m.len();
-            }
-        }
-    }
-    (bytes, inodes)
 }
 
 /// `rwxr-xr-x` for the permission bits of `mode`, with the type letter first as `ls`

@@ -441,10 +441,7 @@ impl SandboxState {
                 continue;
             }
             // One inode for each directory made, as a `mkdir -p` would take.
-            let missing = rel
-                .ancestors()
-                .filter(|p| !p.as_os_str().is_empty() && workspace.symlink_metadata(p).is_err())
-                .count() as u64;
+            let missing = crate::volume::missing_dirs(&workspace, &rel);
             if !self.quota.reserve_inodes(missing) {
                 bail!(
                     "no room in the workspace's quota for the mount point {}",

@@ -195,6 +195,87 @@ impl OpenVolume {
     pub fn open_dir(&self) -> std::io::Result<cap_std::fs::Dir> {
         cap_std::fs::Dir::open_ambient_dir(&self.data, cap_std::ambient_authority())
     }
+
+    /// Makes the directory `rel` of `dir` (its [`OpenVolume::open_dir`]), and its missing
+    /// parents when `parents`: an inode of the quota each, `ENOSPC` past it.
+    pub fn make_dir(
+        &self,
+        dir: &cap_std::fs::Dir,
+        rel: &Path,
+        parents: bool,
+    ) -> std::io::Result<()> {
+        let missing = missing_dirs(dir, rel);
+        if !self.quota.reserve_inodes(missing) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        let made = if parents {
+            dir.create_dir_all(rel)
+        } else {
+            dir.create_dir(rel)
+        };
+        if made.is_err() {
+            self.quota.release_inodes(missing);
+        }
+        made
+    }
+
+    /// Removes the file, symlink or directory tree `rel` of `dir` (its
+    /// [`OpenVolume::open_dir`]) and gives back what it held.
+    pub fn remove(&self, dir: &cap_std::fs::Dir, rel: &Path) -> std::io::Result<()> {
+        use cap_std::fs::MetadataExt as _;
+        let meta = dir.symlink_metadata(rel)?;
+        let (bytes, inodes) = if meta.is_dir() {
+            let counted = tree_usage(dir, rel, |_| false);
+            dir.remove_dir_all(rel)?;
+            counted
+        } else {
+            dir.remove_file(rel)?;
+            let last = meta.is_file() && meta.nlink() <= 1;
+            (if last { meta.len() } else { 0 }, 1)
+        };
+        self.quota.release_bytes(bytes);
+        self.quota.release_inodes(inodes);
+        Ok(())
+    }
+}
+
+/// How many directories a `mkdir -p` of `rel` under `dir` makes: `rel` and its ancestors
+/// that are not there.
+pub(crate) fn missing_dirs(dir: &cap_std::fs::Dir, rel: &Path) -> u64 {
+    rel.ancestors()
+        .filter(|p| !p.as_os_str().is_empty() && dir.symlink_metadata(p).is_err())
+        .count() as u64
+}
+
+/// The bytes and inodes a removal of the tree `rel` under `dir` frees, itself included:
+/// every entry's inode, and the bytes of files with one link left or that `freed` says go
+/// with it (a sandbox's file shared with a snapshot or fork).
+pub(crate) fn tree_usage(
+    dir: &cap_std::fs::Dir,
+    rel: &Path,
+    freed: impl Fn(&cap_std::fs::Metadata) -> bool,
+) -> (u64, u64) {
+    use cap_std::fs::MetadataExt as _;
+    let (mut bytes, mut inodes) = (0u64, 1u64);
+    let mut pending = vec![rel.to_path_buf()];
+    while let Some(p) = pending.pop() {
+        let Ok(entries) = dir.read_dir(&p) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let child = p.join(e.file_name());
+            let Ok(m) = dir.symlink_metadata(&child) else {
+                continue;
+            };
+            inodes += 1;
+            if m.is_dir() {
+                pending.push(child);
+            } else if m.is_file() && (m.nlink() <= 1 || freed(&m)) {
+                bytes += m.len();
+            }
+        }
+    }
+    (bytes, inodes)
 }
 
 /// Counts an attachment while it lives.

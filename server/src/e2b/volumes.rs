@@ -238,6 +238,15 @@ fn no_space(volume: &OpenVolume) -> Response {
     )
 }
 
+/// The answer to a failed change of `path`: the quota's own message when it is full.
+fn failed(volume: &OpenVolume, path: &str, e: &std::io::Error) -> Response {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        no_space(volume)
+    } else {
+        io_error(path, e)
+    }
+}
+
 /// E2B's `VolumeEntryStat`.
 #[derive(Serialize)]
 struct EntryStat {
@@ -315,20 +324,27 @@ pub(super) struct PathQuery {
     gid: Option<u32>,
 }
 
-/// Runs `op` on the volume's directory, off the request threads.
+/// Runs `op`, once the request carries the volume's token, on the volume's directory and
+/// `path` inside it (refused when it climbs out), off the request threads.
 async fn on_volume(
     e2b: SharedE2b,
     id: String,
     headers: HeaderMap,
-    op: impl FnOnce(&OpenVolume, &Dir) -> Response + Send + 'static,
+    path: &str,
+    op: impl FnOnce(&OpenVolume, &Dir, PathBuf) -> Response + Send + 'static,
 ) -> Response {
+    let path = path.to_string();
     blocking(move || {
         let volume = match authorised(&e2b, &id, &headers) {
             Ok(v) => v,
             Err(r) => return r,
         };
+        let rel = match inside(&path) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
         match volume.open_dir() {
-            Ok(dir) => op(&volume, &dir),
+            Ok(dir) => op(&volume, &dir, rel),
             Err(e) => io_error("/", &e),
         }
     })
@@ -354,11 +370,8 @@ pub(super) async fn get_path(
     headers: HeaderMap,
     Query(q): Query<PathQuery>,
 ) -> Response {
-    on_volume(e2b, id, headers, move |_, dir| {
-        let rel = match inside(&q.path) {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
+    let path = q.path.clone();
+    on_volume(e2b, id, headers, &path, move |_, dir, rel| {
         match stat(dir, &rel) {
             Ok(s) => axum::Json(s).into_response(),
             Err(e) => io_error(&q.path, &e),
@@ -378,11 +391,8 @@ pub(super) async fn get_dir(
     headers: HeaderMap,
     Query(q): Query<PathQuery>,
 ) -> Response {
-    on_volume(e2b, id, headers, move |_, dir| {
-        let rel = match inside(&q.path) {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
+    let path = q.path.clone();
+    on_volume(e2b, id, headers, &path, move |_, dir, rel| {
         match dir.symlink_metadata(&rel) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
@@ -434,11 +444,8 @@ pub(super) async fn post_dir(
     headers: HeaderMap,
     Query(q): Query<PathQuery>,
 ) -> Response {
-    on_volume(e2b, id, headers, move |volume, dir| {
-        let rel = match inside(&q.path) {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
+    let path = q.path.clone();
+    on_volume(e2b, id, headers, &path, move |volume, dir, rel| {
         if let Err(r) = check_owner(&q, dir.metadata(".").ok().as_ref()) {
             return r;
         }
@@ -450,21 +457,8 @@ pub(super) async fn post_dir(
             Ok(_) => return error(StatusCode::CONFLICT, format!("{}: File exists", q.path)),
             Err(_) => {}
         }
-        let missing = rel
-            .ancestors()
-            .filter(|p| !p.as_os_str().is_empty() && dir.symlink_metadata(p).is_err())
-            .count() as u64;
-        if !volume.quota().reserve_inodes(missing) {
-            return no_space(volume);
-        }
-        let made = if force {
-            dir.create_dir_all(&rel)
-        } else {
-            dir.create_dir(&rel)
-        };
-        if let Err(e) = made {
-            volume.quota().release_inodes(missing);
-            return io_error(&q.path, &e);
+        if let Err(e) = volume.make_dir(dir, &rel, force) {
+            return failed(volume, &q.path, &e);
         }
         if let Some(mode) = q.mode {
             let _ = dir.set_permissions(&rel, cap_std::fs::Permissions::from_mode(mode & 0o1777));
@@ -484,11 +478,8 @@ pub(super) async fn get_file(
     headers: HeaderMap,
     Query(q): Query<PathQuery>,
 ) -> Response {
-    on_volume(e2b, id, headers, move |_, dir| {
-        let rel = match inside(&q.path) {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
+    let path = q.path.clone();
+    on_volume(e2b, id, headers, &path, move |_, dir, rel| {
         let file = match dir.open(&rel) {
             Ok(f) => f.into_std(),
             Err(e) => return io_error(&q.path, &e),
@@ -560,18 +551,10 @@ pub(super) async fn put_file(
         .filter(|p| !p.as_os_str().is_empty())
         .map(FsPath::to_path_buf);
     let quota = volume.quota().clone();
-    if let Some(p) = &parent {
-        let missing = p
-            .ancestors()
-            .filter(|a| !a.as_os_str().is_empty() && dir.symlink_metadata(a).is_err())
-            .count() as u64;
-        if !quota.reserve_inodes(missing) {
-            return no_space(&volume);
-        }
-        if let Err(e) = dir.create_dir_all(p) {
-            quota.release_inodes(missing);
-            return io_error(&q.path, &e);
-        }
+    if let Some(p) = &parent
+        && let Err(e) = volume.make_dir(&dir, p, true)
+    {
+        return failed(&volume, &q.path, &e);
     }
     if !quota.reserve_inodes(1) {
         return no_space(&volume);
@@ -668,11 +651,8 @@ pub(super) async fn patch_path(
         Ok(m) => m,
         Err(r) => return r,
     };
-    on_volume(e2b, id, headers, move |_, dir| {
-        let rel = match inside(&q.path) {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
+    let path = q.path.clone();
+    on_volume(e2b, id, headers, &path, move |_, dir, rel| {
         let meta = match dir.symlink_metadata(&rel) {
             Ok(m) => m,
             Err(e) => return io_error(&q.path, &e),
@@ -712,62 +692,17 @@ pub(super) async fn delete_path(
     headers: HeaderMap,
     Query(q): Query<PathQuery>,
 ) -> Response {
-    on_volume(e2b, id, headers, move |volume, dir| {
-        let rel = match inside(&q.path) {
-            Ok(r) if r != FsPath::new(".") => r,
-            Ok(_) => return error(StatusCode::BAD_REQUEST, "path names the volume itself"),
-            Err(r) => return r,
-        };
-        let meta = match dir.symlink_metadata(&rel) {
-            Ok(m) => m,
-            Err(e) => return io_error(&q.path, &e),
-        };
-        let (bytes, inodes) = if meta.is_dir() {
-            let counted = tree_usage(dir, &rel);
-            if let Err(e) = dir.remove_dir_all(&rel) {
-                return io_error(&q.path, &e);
-            }
-            counted
-        } else {
-            if let Err(e) = dir.remove_file(&rel) {
-                return io_error(&q.path, &e);
-            }
-            let bytes = if meta.is_file() && meta.nlink() <= 1 {
-                meta.len()
-            } else {
-                0
-            };
-            (bytes, 1)
-        };
-        volume.quota().release_bytes(bytes);
-        volume.quota().release_inodes(inodes);
-        StatusCode::NO_CONTENT.into_response()
+    let path = q.path.clone();
+    on_volume(e2b, id, headers, &path, move |volume, dir, rel| {
+        if rel == FsPath::new(".") {
+            return error(StatusCode::BAD_REQUEST, "path names the volume itself");
+        }
+        match volume.remove(dir, &rel) {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(e) => io_error(&q.path, &e),
+        }
     })
     .await
-}
-
-/// The bytes (of files with one link) and inodes of a tree, itself included.
-fn tree_usage(dir: &Dir, rel: &FsPath) -> (u64, u64) {
-    let (mut bytes, mut inodes) = (0u64, 1u64);
-    let mut pending = vec![rel.to_path_buf()];
-    while let Some(p) = pending.pop() {
-        let Ok(entries) = dir.read_dir(&p) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let child = p.join(e.file_name());
-            let Ok(m) = dir.symlink_metadata(&child) else {
-                continue;
-            };
-            inodes += 1;
-            if m.is_dir() {
-                pending.push(child);
-            } else if m.is_file() && m.nlink() <= 1 {
-                bytes += m.len();
-            }
-        }
-    }
-    (bytes, inodes)
 }
 
 /// The `volumeMounts` of a sandbox's details.
