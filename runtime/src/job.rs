@@ -255,6 +255,9 @@ impl JobOutput {
 
 /// Exit code of a job stopped on request, as after SIGKILL.
 pub const EXIT_STOPPED: i32 = 137;
+/// How long the end of a job waits for its child processes to be gone (each has been told
+/// to stop; one busy on another thread ends at its next yield point).
+const CHILDREN_END_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn sink(out: Output, limit: usize) -> (OutputSink, Option<Capture>) {
     match out {
@@ -360,6 +363,11 @@ pub(crate) async fn run(site: &Site, spec: JobSpec) -> Result<JobOutput> {
         _ = tokio::time::sleep_until(job.deadline().into()) => (JobStatus::Timeout, EXIT_TIMEOUT),
     };
     job.abort_all();
+    // The job ends when its processes have: a snapshot or fork asked for once it has
+    // answered must not find a child still on its way out.
+    if !job.children_ended(CHILDREN_END_WAIT).await {
+        tracing::warn!("a job's child processes still ending after its end");
+    }
     // A write refused for the quota reaches most programs as EIO (wasi-libc turns every
     // stream error into EIO): say what happened.
     if sandbox.quota.take_exceeded() {

@@ -85,6 +85,8 @@ pub struct Pty {
     program_done: AtomicBool,
     /// The program has returned and all its output is in `output`.
     exited: AtomicBool,
+    /// Told when `program_done` is set.
+    done: Notify,
     last_activity: Mutex<Instant>,
     /// Bytes sent to it and read from it, for its log line.
     sent: AtomicU64,
@@ -127,6 +129,7 @@ impl Pty {
             exit_code: Mutex::new(None),
             exited: AtomicBool::new(false),
             program_done: AtomicBool::new(false),
+            done: Notify::new(),
             last_activity: Mutex::new(Instant::now()),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
@@ -183,6 +186,7 @@ impl Pty {
                 // once the pump has moved them to the buffer (so a reader that sees
                 // `exited` has everything). The pump stops waiting for room now.
                 pty.program_done.store(true, Ordering::Release);
+                pty.done.notify_waiters();
                 pty.room.notify_waiters();
                 let _ = tokio::time::timeout(PUMP_DRAIN, pump).await;
                 pty.exited.store(true, Ordering::Release);
@@ -297,6 +301,21 @@ impl Pty {
         self.stop.stop();
         lock(&self.input).take();
         self.room.notify_waiters();
+    }
+
+    /// Waits up to `wait` for the program to have ended (its instance gone, so the
+    /// sandbox no longer counts it as running). True when it has.
+    pub async fn ended(&self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let done = self.done.notified();
+            if self.program_done.load(Ordering::Acquire) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, done).await.is_err() {
+                return self.program_done.load(Ordering::Acquire);
+            }
+        }
     }
 
     /// Waits until the reader has made room in the output buffer (or the program ended).

@@ -791,6 +791,38 @@ fn pty_errors_and_session_end() {
 }
 
 #[test]
+fn pty_close_answers_once_its_program_has_ended() {
+    // A fork refuses a session with a process running (409). `pty:close` answers after the
+    // PTY's program has ended, so a fork asked for at once finds nothing running, even when
+    // the PTY was busy (a pipeline of programs, each to be stopped).
+    let s = Server::start(&[]);
+    let create = json!({"version": 1, "task_id": "task-p", "session_id": "pc", "image": "bash"});
+    assert_eq!(s.post("/v1/worker/sessions", &create).status, 200);
+    for round in 0..20 {
+        let pty = PtyClient::open(&s, "pc");
+        pty.read_until("$ ");
+        pty.send(b"yes | head -c 100000000 | wc -c; sleep 100\r");
+        std::thread::sleep(Duration::from_millis(100));
+        let r = s.post("/v1/worker/sessions/pc/pty:close", &pty.body(json!({})));
+        assert_eq!(r.json()["status"], "closed");
+        let fork = s.post(
+            "/v1/worker/sessions/pc:fork",
+            &json!({"version": 1, "count": 1}),
+        );
+        assert_eq!(fork.status, 200, "round {round}: {}", fork.text());
+        let child = fork.json()["session_ids"][0].as_str().unwrap().to_string();
+        assert_eq!(
+            s.post(
+                &format!("/v1/worker/sessions/{child}/end"),
+                &json!({"version": 1})
+            )
+            .status,
+            200
+        );
+    }
+}
+
+#[test]
 fn not_ready_until_the_image_is_compiled() {
     // A compile cache holding every program of the image but `sh` (copied from the tests'
     // cache; its entries still hold elsewhere): the node is not ready until it has

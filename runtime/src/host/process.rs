@@ -134,9 +134,9 @@ impl JobContext {
     /// `take-interrupt` reports. Returns whether any child was running.
     pub(crate) fn interrupt(&self) -> bool {
         self.interrupted.store(true, Ordering::Release);
-        let tasks = std::mem::take(&mut lock(&self.tasks).handles);
+        let tasks = lock(&self.tasks);
         let mut any = false;
-        for t in tasks {
+        for t in &tasks.handles {
             any |= !t.is_finished();
             t.abort();
         }
@@ -186,14 +186,28 @@ impl JobContext {
     }
 
     /// Ends every child process still running (the job is over); none may start after.
+    /// A child busy on another thread ends at its next yield point: see
+    /// [`children_ended`](Self::children_ended).
     pub(crate) fn abort_all(&self) {
-        let tasks = {
-            let mut tasks = lock(&self.tasks);
-            tasks.closed = true;
-            std::mem::take(&mut tasks.handles)
-        };
-        for t in tasks {
+        let mut tasks = lock(&self.tasks);
+        tasks.closed = true;
+        for t in &tasks.handles {
             t.abort();
+        }
+    }
+
+    /// Waits up to `limit` for every child process to be gone (its instance dropped, so
+    /// the sandbox no longer counts it). True when they are.
+    pub(crate) async fn children_ended(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if lock(&self.tasks).handles.iter().all(|t| t.is_finished()) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 }
@@ -828,6 +842,8 @@ impl wit::Host for ProcessHost {
                 listed,
                 cpu.clone(),
             ));
+            // Those that have ended are forgotten: the list holds the running ones.
+            tasks.handles.retain(|t| !t.is_finished());
             tasks.handles.push(task.abort_handle());
             (task, pid)
         };

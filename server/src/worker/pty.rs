@@ -25,6 +25,8 @@ pub const MAX_SEND_BYTES: usize = 64 << 10;
 const MAX_RECV_BYTES: usize = 64 << 10;
 /// Longest a `pty:recv` long-poll waits.
 const MAX_WAIT: Duration = Duration::from_secs(30);
+/// How long `pty:close` waits for its program to end before answering.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The identifying fields every PTY request carries (worker-api-node.md, "Session Sandbox
 /// PTY": version, task_id, session_id, pty_id), beside the operation's own fields.
@@ -288,6 +290,12 @@ pub async fn close(
         let pty = session
             .close_pty(pty_id)
             .ok_or_else(|| Problem::not_found(format!("pty `{pty_id}` does not exist")))?;
+        // Answer once its program has ended, so a snapshot or fork asked for next does not
+        // find it still running. Bounded: a program slow to stop is reported closed anyway
+        // (it has been told to stop and ends on its own).
+        if !pty.ended(CLOSE_WAIT).await {
+            tracing::warn!(session_id = %session.id(), pty_id = %pty.id(), "pty program still ending after close");
+        }
         tracing::info!(task_id = %task_id(&session), session_id = %session.id(), pty_id = %pty.id(), "pty closed");
         Ok(PtyReply {
             status: Some("closed"),
