@@ -19,6 +19,9 @@ use std::process::Command;
 
 use sha2::Digest as _;
 
+#[path = "build/quickjs.rs"]
+mod quickjs;
+
 const TARGET: &str = "wasm32-wasip2";
 const GUESTS: &[&str] = &["sh", "coreutils", "tools", "node", "bench-compute"];
 
@@ -64,6 +67,9 @@ fn main() {
                 Ok("release") => "release",
                 _ => "test-guests",
             };
+            // QuickJS with wasbox's edits, where guest-components/Cargo.toml's
+            // `[patch.crates-io]` takes it from (build/quickjs.rs).
+            quickjs::patched(&root.join("target/quickjs/rquickjs-sys"));
             let cc = c_compiler(&target_dir);
             build_guests(&guests, &target_dir, profile, &cc);
             let python = build_python(&root, &target_dir);

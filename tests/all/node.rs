@@ -133,3 +133,52 @@ async fn user_info_and_the_host_name() {
         "{out:?}"
     );
 }
+
+/// wasbox's edits to QuickJS (runtime/build/quickjs.rs: shapes kept for reuse, direct adds of
+/// new properties) keep the language's rules: setters and read-only properties up the
+/// prototype chain, proxies, frozen and non-extensible objects, literal key order, deletes.
+/// The expected line is what Node.js 20 prints for the same script.
+#[tokio::test]
+async fn objects_keep_their_rules_when_made_in_loops() {
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    sandbox
+        .write_file(
+            "shapes.js",
+            include_bytes!("../fixtures/node/shapes.js").as_slice(),
+        )
+        .unwrap();
+    let out = sandbox
+        .run(JobSpec::new(["node", "shapes.js"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout,
+        "10|_x|1|0|TypeError|z|z|1||TypeError|2|1,b,a|TypeError|yx xy yx xy yx xy|b,c|\
+         k39,k38,k37|40|39|1|1|500500|x,y\n",
+        "{out:?}"
+    );
+}
+
+/// The shapes QuickJS keeps for reuse hold their prototypes; every collection lets them go,
+/// so 200 dropped classes, each closing over 2 MB, fit in 96 MiB (kept until the end, they
+/// would take 400 MB).
+#[tokio::test]
+async fn dropped_classes_free_what_they_hold() {
+    warm().await;
+    let sandbox = sandbox_with(Limits::default().memory_bytes(96 << 20));
+    sandbox
+        .write_file(
+            "retain.js",
+            include_bytes!("../fixtures/node/retain.js").as_slice(),
+        )
+        .unwrap();
+    let out = sandbox
+        .run(JobSpec::new(["node", "retain.js"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, out.stdout.as_str()),
+        (0, "52448700\n"),
+        "{out:?}"
+    );
+}

@@ -1,0 +1,337 @@
+//! QuickJS (quickjs-ng, as the `rquickjs-sys` crate ships it) with wasbox's changes to its C:
+//! the crate is fetched by cargo from crates.io (pinned by version and SHA-256), copied under
+//! the guests' target directory with the edits below applied, and given to the guests' build
+//! as a `[patch]` of the crates.io one. Each edit names the text it replaces, which must occur
+//! exactly once: a new QuickJS that moved it fails the build here, not at run time.
+//!
+//! What the edits buy (instructions counted by `valgrind --tool=callgrind` on a native build,
+//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.87 G, `classes` 1.29 G ->
+//! 1.06 G. See PERFORMANCE.md for the times in the sandbox.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::Digest as _;
+
+const CRATE: &str = "rquickjs-sys";
+const VERSION: &str = "0.14.0";
+/// QuickJS's source in the crate.
+const C: &str = "quickjs/quickjs.c";
+/// SHA-256 of `rquickjs-sys-0.14.0.crate` as crates.io serves it.
+const SHA256: &str = "cee271d0eeba64f0915b846cb7ae02e16faf3dfdffdca91731101d9d30fe3423";
+
+/// One change to a file of the crate: `old` (found exactly once) becomes `new`.
+struct Edit {
+    /// The file, relative to the crate's root.
+    file: &'static str,
+    why: &'static str,
+    old: &'static str,
+    new: &'static str,
+}
+
+const EDITS: &[Edit] = &[
+    Edit {
+        file: "build.rs",
+        why: "the C is compiled again when it changes (the crate's build script otherwise \
+              runs once)",
+        old: "    println!(\"cargo:rerun-if-env-changed=CARGO_CFG_SANITIZE\");\n",
+        new: "    println!(\"cargo:rerun-if-env-changed=CARGO_CFG_SANITIZE\");\n    \
+              println!(\"cargo:rerun-if-changed=quickjs/quickjs.c\");\n",
+    },
+    Edit {
+        file: C,
+        why: "room in the runtime for the shapes kept for reuse",
+        old: "    JSShape **shape_hash;\n    void *user_opaque;",
+        new: "    JSShape **shape_hash;\n    \
+              /* wasbox: hashed shapes no object uses any more, each holding one\n       \
+              reference, so that objects made and dropped in a loop find their\n       \
+              shapes again instead of building them anew (a ring: the oldest is\n       \
+              released first). */\n    \
+              JSShape *shape_keep[JS_SHAPE_KEEP];\n    \
+              uint32_t shape_keep_next;\n    \
+              void *user_opaque;",
+    },
+    Edit {
+        file: C,
+        why: "the size of the ring, and of the shapes that are copied rather than changed",
+        old: "struct JSRuntime {",
+        new: "/* wasbox: shapes kept for reuse; shapes of fewer properties than\n   \
+              JS_SHAPE_KEEP_PROPS are copied when a property is added, so that each\n   \
+              step of an object's making stays findable. */\n\
+              #define JS_SHAPE_KEEP 256\n\
+              #define JS_SHAPE_KEEP_PROPS 16\n\n\
+              struct JSRuntime {",
+    },
+    Edit {
+        file: C,
+        why: "forward declaration",
+        old: "static void js_free_shape(JSRuntime *rt, JSShape *sh);\n",
+        new: "static void js_free_shape(JSRuntime *rt, JSShape *sh);\n\
+              static void js_release_kept_shapes(JSRuntime *rt);\n",
+    },
+    Edit {
+        file: C,
+        why: "a hashed shape no object uses is kept in the ring (never while cycles are freed: \
+              its prototype may be among them; nor while the runtime ends)",
+        old: "static void js_free_shape(JSRuntime *rt, JSShape *sh)\n\
+              {\n    \
+              if (unlikely(--JS_REF_COUNT(sh) <= 0)) {\n        \
+              js_free_shape0(rt, sh);\n    \
+              }\n\
+              }",
+        new: "static void js_free_shape(JSRuntime *rt, JSShape *sh)\n\
+              {\n    \
+              if (unlikely(--JS_REF_COUNT(sh) <= 0)) {\n        \
+              if (sh->is_hashed && !rt->in_free &&\n            \
+              rt->gc_phase != JS_GC_PHASE_REMOVE_CYCLES) {\n            \
+              uint32_t i = rt->shape_keep_next;\n            \
+              JSShape *old = rt->shape_keep[i];\n            \
+              JS_REF_COUNT(sh) = 1;\n            \
+              rt->shape_keep[i] = sh;\n            \
+              rt->shape_keep_next = (i + 1) % JS_SHAPE_KEEP;\n            \
+              if (old && --JS_REF_COUNT(old) <= 0)\n                \
+              js_free_shape0(rt, old);\n            \
+              return;\n        \
+              }\n        \
+              js_free_shape0(rt, sh);\n    \
+              }\n\
+              }\n\n\
+              /* wasbox: releases the kept shapes (and the prototypes they hold). */\n\
+              static void js_release_kept_shapes(JSRuntime *rt)\n\
+              {\n    \
+              uint32_t i;\n    \
+              for (i = 0; i < JS_SHAPE_KEEP; i++) {\n        \
+              JSShape *sh = rt->shape_keep[i];\n        \
+              if (sh) {\n            \
+              rt->shape_keep[i] = NULL;\n            \
+              if (--JS_REF_COUNT(sh) <= 0)\n                \
+              js_free_shape0(rt, sh);\n        \
+              }\n    \
+              }\n\
+              }",
+    },
+    Edit {
+        file: C,
+        why: "the kept shapes are released before the runtime's last collection",
+        old: "    rt->in_free = true;\n    JS_FreeValueRT(rt, rt->current_exception);",
+        new: "    rt->in_free = true;\n    \
+              js_release_kept_shapes(rt);\n    \
+              JS_FreeValueRT(rt, rt->current_exception);",
+    },
+    Edit {
+        file: C,
+        why: "and when a context ends (they may hold its prototypes)",
+        old: "    if (--JS_REF_COUNT(ctx) > 0)\n        return;\n    \
+              assert(JS_REF_COUNT(ctx) == 0);\n",
+        new: "    if (--JS_REF_COUNT(ctx) > 0)\n        return;\n    \
+              assert(JS_REF_COUNT(ctx) == 0);\n    \
+              js_release_kept_shapes(rt);\n",
+    },
+    Edit {
+        file: C,
+        why: "and at every collection, so that what they hold (a prototype, its methods, what \
+              those close over) is garbage like the rest once nothing else uses it",
+        old: "void JS_RunGC(JSRuntime *rt)\n{\n",
+        new: "void JS_RunGC(JSRuntime *rt)\n{\n    \
+              /* wasbox: the kept shapes first: what they hold is collected too */\n    \
+              js_release_kept_shapes(rt);\n",
+    },
+    Edit {
+        file: C,
+        why: "a small hashed shape is copied when a property is added, not changed in place, \
+              so that the shapes of each step stay to be found",
+        old: "        } else if (JS_REF_COUNT(sh) != 1) {\n            \
+              /* if the shape is shared, clone it */",
+        new: "        } else if (JS_REF_COUNT(sh) != 1 || sh->prop_count < JS_SHAPE_KEEP_PROPS) {\n            \
+              /* if the shape is shared, clone it (wasbox: a small one too, see\n               \
+              JS_SHAPE_KEEP_PROPS) */",
+    },
+    Edit {
+        file: C,
+        why: "an object literal's field on an ordinary extensible object is added directly \
+              (what JS_DefinePropertyValue comes to for such an object)",
+        old: "                atom = get_u32(pc);\n                \
+              pc += 4;\n\n                \
+              ret = JS_DefinePropertyValue(ctx, sp[-2], atom, sp[-1],\n                                             \
+              JS_PROP_C_W_E | JS_PROP_THROW);",
+        new: "                atom = get_u32(pc);\n                \
+              pc += 4;\n\n                \
+              /* wasbox: a new data property of an ordinary extensible object */\n                \
+              if (likely(JS_VALUE_GET_TAG(sp[-2]) == JS_TAG_OBJECT)) {\n                    \
+              JSObject *p = JS_VALUE_GET_OBJ(sp[-2]);\n                    \
+              JSProperty *pr;\n                    \
+              if (!p->is_exotic && p->extensible &&\n                        \
+              !find_own_property(&pr, p, atom)) {\n                        \
+              pr = add_property(ctx, p, atom, JS_PROP_C_W_E);\n                        \
+              if (unlikely(!pr))\n                            \
+              goto exception;\n                        \
+              pr->u.value = sp[-1];\n                        \
+              sp--;\n                        \
+              BREAK;\n                    \
+              }\n                \
+              }\n                \
+              ret = JS_DefinePropertyValue(ctx, sp[-2], atom, sp[-1],\n                                             \
+              JS_PROP_C_W_E | JS_PROP_THROW);",
+    },
+    Edit {
+        file: C,
+        why: "an assignment that adds a property to an ordinary extensible object whose \
+              prototypes are ordinary and lack it (`this.x = x`) adds it directly",
+        old: "                    prs = find_own_property(&pr, p, atom);\n                    \
+              if (!prs)\n                        \
+              goto put_field_slow_path;\n",
+        new: "                    prs = find_own_property(&pr, p, atom);\n                    \
+              if (!prs) {\n                        \
+              /* wasbox: a new property, no prototype has it */\n                        \
+              JSObject *p1;\n                        \
+              if (p->is_exotic || !p->extensible)\n                            \
+              goto put_field_slow_path;\n                        \
+              for (p1 = p->shape->proto; p1; p1 = p1->shape->proto) {\n                            \
+              if (p1->is_exotic || find_own_property(&pr, p1, atom))\n                                \
+              goto put_field_slow_path;\n                        \
+              }\n                        \
+              pr = add_property(ctx, p, atom, JS_PROP_C_W_E);\n                        \
+              if (unlikely(!pr))\n                            \
+              goto exception;\n                        \
+              pr->u.value = sp[-1];\n                        \
+              JS_FreeValue(ctx, obj);\n                        \
+              sp -= 2;\n                        \
+              BREAK;\n                    \
+              }\n",
+    },
+];
+
+/// Makes `dir` (`target/quickjs/rquickjs-sys`, where `guest-components/Cargo.toml`'s
+/// `[patch.crates-io]` looks) the changed crate, unless it already is: a file in it records a
+/// digest of the edits it was made with.
+pub(crate) fn patched(dir: &Path) {
+    let mut digest = sha2::Sha256::new();
+    digest.update(SHA256);
+    for e in EDITS {
+        for part in [e.file, e.old, e.new] {
+            digest.update(part);
+            digest.update([0]);
+        }
+    }
+    let stamp: String = digest
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let stamp_file = dir.join(".wasbox-edits");
+    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) {
+        return;
+    }
+    let parent = dir.parent().unwrap();
+    std::fs::create_dir_all(parent)
+        .unwrap_or_else(|e| panic!("creating {}: {e}", parent.display()));
+    let upstream = fetch(parent);
+    let tmp = parent.join(format!("{CRATE}.tmp"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    copy_tree(&upstream, &tmp);
+    for e in EDITS {
+        let path = tmp.join(e.file);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("reading {}: {err}", path.display()));
+        let found = text.matches(e.old).count();
+        assert!(
+            found == 1,
+            "QuickJS edit `{}`: its text occurs {found} times in {} (once expected)",
+            e.why,
+            path.display()
+        );
+        std::fs::write(&path, text.replacen(e.old, e.new, 1))
+            .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+    }
+    std::fs::write(tmp.join(".wasbox-edits"), stamp).expect("writing the QuickJS stamp");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&tmp, dir)
+        .unwrap_or_else(|e| panic!("renaming {} into place: {e}", tmp.display()));
+}
+
+/// Has cargo fetch the crate from crates.io (a manifest of one dependency, under `work`),
+/// checks the SHA-256 of what it downloaded and returns its unpacked source.
+fn fetch(work: &Path) -> PathBuf {
+    let dir = work.join("fetch");
+    std::fs::create_dir_all(dir.join("src")).expect("creating the QuickJS fetch manifest");
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"wasbox-quickjs-fetch\"\nversion = \"0.0.0\"\n\
+             edition = \"2021\"\npublish = false\n\n[dependencies]\n\
+             {CRATE} = {{ version = \"={VERSION}\", default-features = false }}\n\n[workspace]\n"
+        ),
+    )
+    .expect("writing the QuickJS fetch manifest");
+    std::fs::write(dir.join("src/lib.rs"), "").expect("writing the QuickJS fetch manifest");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&dir)
+        .args(["metadata", "--format-version", "1"]);
+    // Not the outer build's settings (its target directory, its rustc wrappers).
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().to_string();
+        if key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE"
+            || key.starts_with("RUSTC")
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    let out = cmd
+        .output()
+        .expect("running cargo metadata to fetch QuickJS");
+    assert!(
+        out.status.success(),
+        "fetching {CRATE} {VERSION}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("reading cargo metadata");
+    let manifest = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == CRATE && p["version"] == VERSION)
+        .and_then(|p| p["manifest_path"].as_str())
+        .unwrap_or_else(|| panic!("{CRATE} {VERSION} not in cargo metadata"));
+    let source = Path::new(manifest).parent().unwrap().to_path_buf();
+    // registry/src/<index>/<crate>-<version> was unpacked from registry/cache/<index>/<crate>-<version>.crate.
+    let index = source.parent().unwrap();
+    let archive = index
+        .parent()
+        .and_then(Path::parent)
+        .map(|registry| {
+            registry
+                .join("cache")
+                .join(index.file_name().unwrap())
+                .join(format!("{CRATE}-{VERSION}.crate"))
+        })
+        .unwrap();
+    let bytes =
+        std::fs::read(&archive).unwrap_or_else(|e| panic!("reading {}: {e}", archive.display()));
+    let sum: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        sum,
+        SHA256,
+        "{} is not the {CRATE} {VERSION} wasbox was written for",
+        archive.display()
+    );
+    source
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("creating {}: {e}", to.display()));
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let entry = entry.expect("reading a directory");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .unwrap_or_else(|e| panic!("copying {}: {e}", entry.path().display()));
+        }
+    }
+}
