@@ -115,6 +115,23 @@ fn io_error(what: &str, e: impl std::fmt::Display) -> VolumeError {
     VolumeError::Io(format!("{what}: {e}"))
 }
 
+/// One mount written `NAME:PATH[:ro|:rw]` (`wasbox run --volume`, the `volumes` of a
+/// restore from an uploaded tar): the name checked, the path as written (checked where it is
+/// attached, [`check_mounts`]), and whether it is read-only.
+pub fn parse_mount(text: &str) -> Result<(String, String, bool), String> {
+    let mut parts = text.splitn(3, ':');
+    let (Some(name), Some(path)) = (parts.next(), parts.next()) else {
+        return Err(format!("`{text}` is not NAME:PATH[:ro]"));
+    };
+    let read_only = match parts.next() {
+        None | Some("rw") => false,
+        Some("ro") => true,
+        Some(other) => return Err(format!("`{other}` in `{text}` is neither ro nor rw")),
+    };
+    check_name(name).map_err(|e| e.to_string())?;
+    Ok((name.to_string(), path.to_string(), read_only))
+}
+
 /// Checks a volume name: see the module documentation.
 pub fn check_name(name: &str) -> Result<(), VolumeError> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
@@ -655,6 +672,21 @@ pub(crate) fn usage(dir: &Path) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mounts_parse() {
+        assert_eq!(
+            parse_mount("data:/data").unwrap(),
+            ("data".into(), "/data".into(), false)
+        );
+        assert_eq!(
+            parse_mount("data:/mnt/d:ro").unwrap(),
+            ("data".into(), "/mnt/d".into(), true)
+        );
+        assert!(parse_mount("data").is_err());
+        assert!(parse_mount("../x:/data").is_err());
+        assert!(parse_mount("d:/data:rx").is_err());
+    }
 
     #[test]
     fn names_that_could_lead_out_are_refused() {

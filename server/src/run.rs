@@ -54,7 +54,7 @@ pub struct RunArgs {
     /// Attach volume NAME at PATH inside the sandbox (`:ro` read-only), made (1 GiB) when it
     /// does not exist yet; repeatable. Volumes live in the state directory, as `wasbox
     /// serve`'s and `wasbox volume`'s.
-    #[arg(long = "volume", value_name = "NAME:PATH[:ro]", value_parser = crate::volume_cli::parse_mount)]
+    #[arg(long = "volume", value_name = "NAME:PATH[:ro]", value_parser = wasbox_runtime::volume::parse_mount)]
     pub volumes: Vec<(String, String, bool)>,
     /// The state directory of `--volume` [env: WASBOX_STORAGE_STATE_DIR; default: as
     /// `wasbox serve`'s].

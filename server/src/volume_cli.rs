@@ -80,21 +80,6 @@ pub fn main(args: VolumeArgs) -> Result<i32> {
     }
 }
 
-/// One `--volume NAME:PATH[:ro|:rw]`.
-pub fn parse_mount(text: &str) -> Result<(String, String, bool), String> {
-    let mut parts = text.splitn(3, ':');
-    let (Some(name), Some(path)) = (parts.next(), parts.next()) else {
-        return Err(format!("`{text}` is not NAME:PATH[:ro]"));
-    };
-    let read_only = match parts.next() {
-        None | Some("rw") => false,
-        Some("ro") => true,
-        Some(other) => return Err(format!("`{other}` in `{text}` is neither ro nor rw")),
-    };
-    wasbox_runtime::volume::check_name(name).map_err(|e| e.to_string())?;
-    Ok((name.to_string(), path.to_string(), read_only))
-}
-
 /// Opens the volumes of `wasbox run --volume`, making those that do not exist yet (as
 /// `docker run -v NAME:PATH` does).
 pub fn open_mounts(
@@ -116,24 +101,4 @@ pub fn open_mounts(
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mount_flags_parse() {
-        assert_eq!(
-            parse_mount("data:/data").unwrap(),
-            ("data".into(), "/data".into(), false)
-        );
-        assert_eq!(
-            parse_mount("data:/mnt/d:ro").unwrap(),
-            ("data".into(), "/mnt/d".into(), true)
-        );
-        assert!(parse_mount("data").is_err());
-        assert!(parse_mount("../x:/data").is_err());
-        assert!(parse_mount("d:/data:rx").is_err());
-    }
 }

@@ -425,7 +425,43 @@ fn worker_api_volumes_outlive_sessions_and_the_node() {
                 "volumes": [{"name": "cache", "path": "/etc"}]}),
     );
     assert_eq!(bad.status, 400, "{}", bad.text());
-    for id in ["w", &child, "back"] {
+    // So does a restore from an uploaded tar (`volumes=NAME:PATH[:ro],...` in the query).
+    let tar = s.post("/v1/worker/sessions/w:snapshot?download=1", &json!({}));
+    assert_eq!(tar.status, 200, "{}", tar.text());
+    let upload = |query: &str| {
+        crate::support::http::request(
+            s.addr,
+            "POST",
+            &format!("/v1/worker/sessions:restore?{query}"),
+            &[
+                (
+                    "Authorization",
+                    &format!("Bearer {}", crate::support::http::TOKEN),
+                ),
+                ("Content-Type", "application/x-tar"),
+            ],
+            &tar.body,
+        )
+    };
+    let up = upload("session_id=up&volumes=cache:/vol/c:ro,cache:/workspace/rw");
+    assert_eq!(up.status, 200, "{}", up.text());
+    let out = exec(
+        &s,
+        "up",
+        "cat /vol/c/pkgs/lock rw/pkgs/lock; touch /vol/c/x 2>/dev/null || echo ro; touch rw/y && echo rw",
+    );
+    assert_eq!(out["stdout"], "v1\nv1\nro\nrw\n", "{out}");
+    for query in [
+        "session_id=up2&volumes=cache",
+        "session_id=up2&volumes=../x:/d",
+        "session_id=up2&volumes=cache:/etc",
+        "session_id=up2&volumes=nope:/d",
+    ] {
+        let r = upload(query);
+        assert_eq!(r.status, 400, "{query}: {}", r.text());
+        assert_eq!(s.get("/v1/worker/sessions/up2").status, 404, "{query}");
+    }
+    for id in ["w", &child, "back", "up"] {
         let r = s.post(
             &format!("/v1/worker/sessions/{id}/end"),
             &json!({"version": 1}),

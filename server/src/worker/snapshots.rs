@@ -479,6 +479,9 @@ pub struct RestoreQuery {
     session_id: Option<String>,
     max_lifetime_seconds: Option<i64>,
     idle_timeout_seconds: Option<i64>,
+    /// With an uploaded tar: volumes to attach, comma-separated `NAME:PATH[:ro]` (as
+    /// `wasbox run --volume`), e.g. `data:/mnt/data,cache:/workspace/cache:ro`.
+    volumes: Option<String>,
 }
 
 /// `POST /v1/worker/sessions:restore`: a new session from a stored snapshot (JSON body) or
@@ -517,13 +520,14 @@ async fn restore_inner(
             .any(|t| v.starts_with(t))
         });
     let (session_id, lifetime, idle, source, volumes) = if is_tar {
+        let volumes = query_volumes(q.volumes.as_deref())?;
         let bytes = read_body(&headers, body, MAX_UPLOAD_BYTES).await?;
         (
             q.session_id,
             q.max_lifetime_seconds,
             q.idle_timeout_seconds,
             Err(bytes),
-            Vec::new(),
+            volumes,
         )
     } else {
         let bytes = read_body(&headers, body, node.config().max_request_bytes).await?;
@@ -575,6 +579,23 @@ async fn restore_inner(
     .await?;
     tracing::info!(session_id = %session.id(), "session restored from a snapshot");
     Ok(info(&session, "running"))
+}
+
+/// The `volumes` query parameter of a restore from an uploaded tar.
+fn query_volumes(text: Option<&str>) -> Result<Vec<super::wire::VolumeSpec>, Problem> {
+    text.into_iter()
+        .flat_map(|t| t.split(','))
+        .filter(|m| !m.is_empty())
+        .map(|m| {
+            let (name, path, read_only) =
+                wasbox_runtime::volume::parse_mount(m).map_err(Problem::bad_request)?;
+            Ok(super::wire::VolumeSpec {
+                name,
+                path,
+                read_only,
+            })
+        })
+        .collect()
 }
 
 /// A restored session's image must be one this node's rules allow.
