@@ -5,7 +5,7 @@
 //! exactly once: a new QuickJS that moved it fails the build here, not at run time.
 //!
 //! What the edits buy (instructions counted by `valgrind --tool=callgrind` on a native build,
-//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.87 G, `classes` 1.29 G ->
+//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.76 G, `classes` 1.29 G ->
 //! 1.06 G. See PERFORMANCE.md for the times in the sandbox.
 
 use std::path::{Path, PathBuf};
@@ -58,7 +58,7 @@ const EDITS: &[Edit] = &[
         new: "/* wasbox: shapes kept for reuse; shapes of fewer properties than\n   \
               JS_SHAPE_KEEP_PROPS are copied when a property is added, so that each\n   \
               step of an object's making stays findable. */\n\
-              #define JS_SHAPE_KEEP 256\n\
+              #define JS_SHAPE_KEEP 64\n\
               #define JS_SHAPE_KEEP_PROPS 16\n\n\
               struct JSRuntime {",
     },
@@ -135,6 +135,14 @@ const EDITS: &[Edit] = &[
         new: "void JS_RunGC(JSRuntime *rt)\n{\n    \
               /* wasbox: the kept shapes first: what they hold is collected too */\n    \
               js_release_kept_shapes(rt);\n",
+    },
+    Edit {
+        file: C,
+        why: "a new object has room for four properties (two before): most objects made in \
+              a loop have three or four, and each growth of the array is a reallocation",
+        old: "#define JS_PROP_INITIAL_SIZE 2\n",
+        new: "/* wasbox: four (was 2), see runtime/build/quickjs.rs */\n\
+              #define JS_PROP_INITIAL_SIZE 4\n",
     },
     Edit {
         file: C,
