@@ -235,17 +235,7 @@ fn build_guests(guests: &Path, target_dir: &Path, profile: &str, cc: &[(&str, Pa
     // lints while it compiles (`.ci/run`: clippy-driver as the workspace's rustc wrapper, with
     // CLIPPY_ARGS) lints the guests' own crates the same way as they are built.
     let linting = std::env::var_os("CLIPPY_ARGS").is_some();
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().to_string();
-        if key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE"
-            || key == "RUSTFLAGS"
-            || key == "RUSTC_WRAPPER"
-            || key == "RUSTC_WORKSPACE_WRAPPER" && !linting
-            || key == "RUSTDOCFLAGS"
-        {
-            cmd.env_remove(&key);
-        }
-    }
+    clear_outer_build_env(&mut cmd, linting);
     cmd.envs(cc.iter().map(|(k, v)| (k, v)));
     let status = cmd
         .status()
@@ -286,21 +276,51 @@ fn run(cmd: &mut Command, what: &str) {
 /// WASI's packages, `wasi:http` among them, at the version the host serves.
 fn wasi_wit(root: &Path) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(root)
-        .args(["metadata", "--format-version", "1", "--locked"])
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root).arg("--locked");
+    package_source(cmd, "wasmtime-wasi-http", None).join("wit/deps")
+}
+
+/// The source directory of package `name` (at `version`, when given) as `cargo metadata`
+/// reports it; `cargo` is the cargo command to run it with (its directory and flags set). The
+/// sources are downloaded first when cargo does not have them yet.
+fn package_source(mut cargo: Command, name: &str, version: Option<&str>) -> PathBuf {
+    let out = cargo
+        .args(["metadata", "--format-version", "1"])
         .output()
         .expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata for {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("reading cargo metadata");
     let manifest = meta["packages"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|p| p["name"] == "wasmtime-wasi-http")
+        .find(|p| p["name"] == name && version.is_none_or(|v| p["version"] == v))
         .and_then(|p| p["manifest_path"].as_str())
-        .expect("wasmtime-wasi-http in cargo metadata");
-    Path::new(manifest).parent().unwrap().join("wit/deps")
+        .unwrap_or_else(|| panic!("{name} not in cargo metadata"));
+    Path::new(manifest).parent().unwrap().to_path_buf()
+}
+
+/// Takes the outer build's settings off a nested cargo command (they are for the host's
+/// build, not for the guests'): cargo's variables but its home and offline switch, and the
+/// compiler flags and wrappers; the workspace wrapper stays when `keep_workspace_wrapper`.
+fn clear_outer_build_env(cmd: &mut Command, keep_workspace_wrapper: bool) {
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().to_string();
+        if key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE"
+            || key == "RUSTFLAGS"
+            || key == "RUSTC_WRAPPER"
+            || key == "RUSTC_WORKSPACE_WRAPPER" && !keep_workspace_wrapper
+            || key == "RUSTDOCFLAGS"
+        {
+            cmd.env_remove(&key);
+        }
+    }
 }
 
 /// The `tzdata` release bundled with python3 (PyPI's packaging of the IANA database), and the

@@ -274,35 +274,9 @@ fn fetch(work: &Path) -> PathBuf {
     std::fs::write(dir.join("src/lib.rs"), "").expect("writing the QuickJS fetch manifest");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(&dir)
-        .args(["metadata", "--format-version", "1"]);
-    // Not the outer build's settings (its target directory, its rustc wrappers).
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().to_string();
-        if key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE"
-            || key.starts_with("RUSTC")
-        {
-            cmd.env_remove(&key);
-        }
-    }
-    let out = cmd
-        .output()
-        .expect("running cargo metadata to fetch QuickJS");
-    assert!(
-        out.status.success(),
-        "fetching {CRATE} {VERSION}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("reading cargo metadata");
-    let manifest = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == CRATE && p["version"] == VERSION)
-        .and_then(|p| p["manifest_path"].as_str())
-        .unwrap_or_else(|| panic!("{CRATE} {VERSION} not in cargo metadata"));
-    let source = Path::new(manifest).parent().unwrap().to_path_buf();
+    cmd.current_dir(&dir);
+    super::clear_outer_build_env(&mut cmd, false);
+    let source = super::package_source(cmd, CRATE, Some(VERSION));
     // registry/src/<index>/<crate>-<version> was unpacked from registry/cache/<index>/<crate>-<version>.crate.
     let index = source.parent().unwrap();
     let archive = index
