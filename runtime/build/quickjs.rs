@@ -221,11 +221,7 @@ pub(crate) fn patched(dir: &Path) {
             digest.update([0]);
         }
     }
-    let stamp: String = digest
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let stamp = hex(&digest.finalize());
     let stamp_file = dir.join(".wasbox-edits");
     if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) {
         return;
@@ -291,10 +287,7 @@ fn fetch(work: &Path) -> PathBuf {
         .unwrap();
     let bytes =
         std::fs::read(&archive).unwrap_or_else(|e| panic!("reading {}: {e}", archive.display()));
-    let sum: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sum = hex(&sha2::Sha256::digest(&bytes));
     assert_eq!(
         sum,
         SHA256,
@@ -302,6 +295,10 @@ fn fetch(work: &Path) -> PathBuf {
         archive.display()
     );
     source
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -134,6 +134,16 @@ async fn user_info_and_the_host_name() {
     );
 }
 
+/// Writes `source` to `name` in the workspace and runs `node name`.
+async fn run_script(
+    sandbox: &wasbox_runtime::Sandbox,
+    name: &str,
+    source: &[u8],
+) -> wasbox_runtime::JobOutput {
+    sandbox.write_file(name, source).unwrap();
+    sandbox.run(JobSpec::new(["node", name])).await.unwrap()
+}
+
 /// wasbox's edits to QuickJS (runtime/build/quickjs.rs: shapes kept for reuse, direct adds of
 /// new properties) keep the language's rules: setters and read-only properties up the
 /// prototype chain, proxies, frozen and non-extensible objects, literal key order, deletes.
@@ -141,16 +151,12 @@ async fn user_info_and_the_host_name() {
 #[tokio::test]
 async fn objects_keep_their_rules_when_made_in_loops() {
     let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
-    sandbox
-        .write_file(
-            "shapes.js",
-            include_bytes!("../fixtures/node/shapes.js").as_slice(),
-        )
-        .unwrap();
-    let out = sandbox
-        .run(JobSpec::new(["node", "shapes.js"]))
-        .await
-        .unwrap();
+    let out = run_script(
+        &sandbox,
+        "shapes.js",
+        include_bytes!("../fixtures/node/shapes.js"),
+    )
+    .await;
     assert_eq!(
         out.stdout,
         "10|_x|1|0|TypeError|z|z|1||TypeError|2|1,b,a|TypeError|yx xy yx xy yx xy|b,c|\
@@ -166,16 +172,12 @@ async fn objects_keep_their_rules_when_made_in_loops() {
 async fn dropped_classes_free_what_they_hold() {
     warm().await;
     let sandbox = sandbox_with(Limits::default().memory_bytes(96 << 20));
-    sandbox
-        .write_file(
-            "retain.js",
-            include_bytes!("../fixtures/node/retain.js").as_slice(),
-        )
-        .unwrap();
-    let out = sandbox
-        .run(JobSpec::new(["node", "retain.js"]))
-        .await
-        .unwrap();
+    let out = run_script(
+        &sandbox,
+        "retain.js",
+        include_bytes!("../fixtures/node/retain.js"),
+    )
+    .await;
     assert_eq!(
         (out.exit_code, out.stdout.as_str()),
         (0, "52448700\n"),

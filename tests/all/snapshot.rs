@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasbox_runtime::{JobSpec, Runtime, SnapshotError, TarLimits};
 
-use crate::support::http::{Server, TOKEN, request};
+use crate::support::http::{Server, request};
 use crate::support::runtime::{cache_dir, runtime};
 
 const LIMITS: TarLimits = TarLimits {
@@ -504,14 +504,9 @@ fn worker_api_snapshots_restores_and_forks_sessions() {
     assert_eq!(dl.header("content-type"), Some("application/x-tar"));
     let digest = dl.header("x-snapshot-digest").unwrap().to_string();
     let other = Server::start(&[]);
-    let up = request(
-        other.addr,
-        "POST",
+    let up = other.post_bytes(
         "/v1/worker/sessions:restore?session_id=elsewhere",
-        &[
-            ("Authorization", &format!("Bearer {TOKEN}")),
-            ("Content-Type", "application/x-tar"),
-        ],
+        "application/x-tar",
         &dl.body,
     );
     assert_eq!(up.status, 200, "{}", up.text());
@@ -542,14 +537,9 @@ fn worker_api_snapshots_restores_and_forks_sessions() {
     let plain = unz.wait_with_output().unwrap();
     feeder.join().unwrap().unwrap();
     assert_eq!(plain.stdout, got.body, "zstd -d gives the tar back");
-    let up = request(
-        other.addr,
-        "POST",
+    let up = other.post_bytes(
         "/v1/worker/sessions:restore?session_id=from-zstd",
-        &[
-            ("Authorization", &format!("Bearer {TOKEN}")),
-            ("Content-Type", "application/zstd"),
-        ],
+        "application/zstd",
         &z.body,
     );
     assert_eq!(up.status, 200, "{}", up.text());
@@ -599,26 +589,16 @@ fn worker_api_snapshots_restores_and_forks_sessions() {
         ),
         404,
     );
-    let corrupt = request(
-        s.addr,
-        "POST",
+    let corrupt = s.post_bytes(
         "/v1/worker/sessions:restore?session_id=bad",
-        &[
-            ("Authorization", &format!("Bearer {TOKEN}")),
-            ("Content-Type", "application/x-tar"),
-        ],
+        "application/x-tar",
         &dl.body[..dl.body.len() / 2],
     );
     problem(&corrupt, 422);
     let hostile = tar_with(|t| entry(t, "workspace/l", b'2', 0o777, b"", 0, "/etc/passwd"));
-    let r = request(
-        s.addr,
-        "POST",
+    let r = s.post_bytes(
         "/v1/worker/sessions:restore?session_id=bad",
-        &[
-            ("Authorization", &format!("Bearer {TOKEN}")),
-            ("Content-Type", "application/x-tar"),
-        ],
+        "application/x-tar",
         &hostile,
     );
     problem(&r, 422);

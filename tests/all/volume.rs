@@ -429,17 +429,9 @@ fn worker_api_volumes_outlive_sessions_and_the_node() {
     let tar = s.post("/v1/worker/sessions/w:snapshot?download=1", &json!({}));
     assert_eq!(tar.status, 200, "{}", tar.text());
     let upload = |query: &str| {
-        crate::support::http::request(
-            s.addr,
-            "POST",
+        s.post_bytes(
             &format!("/v1/worker/sessions:restore?{query}"),
-            &[
-                (
-                    "Authorization",
-                    &format!("Bearer {}", crate::support::http::TOKEN),
-                ),
-                ("Content-Type", "application/x-tar"),
-            ],
+            "application/x-tar",
             &tar.body,
         )
     };

@@ -258,6 +258,20 @@ impl Server {
         )
     }
 
+    /// An authenticated POST of `body` as `content_type` (a tar upload, say).
+    pub fn post_bytes(&self, path: &str, content_type: &str, body: &[u8]) -> Reply {
+        request(
+            self.addr,
+            "POST",
+            path,
+            &[
+                ("Authorization", &format!("Bearer {TOKEN}")),
+                ("Content-Type", content_type),
+            ],
+            body,
+        )
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         request(
             self.addr,
