@@ -49,6 +49,9 @@ const EDITS: &[Edit] = &[
               released first). */\n    \
               JSShape *shape_keep[JS_SHAPE_KEEP];\n    \
               uint32_t shape_keep_next;\n    \
+              /* wasbox: changes when a prototype gains a property or any object's\n       \
+              prototype changes (see JSShape.next_protos_epoch) */\n    \
+              uint64_t proto_epoch;\n    \
               void *user_opaque;",
     },
     Edit {
@@ -169,7 +172,8 @@ const EDITS: &[Edit] = &[
               JSObject *p = JS_VALUE_GET_OBJ(sp[-2]);\n                    \
               JSProperty *pr;\n                    \
               if (!p->is_exotic && p->extensible &&\n                        \
-              !find_own_property(&pr, p, atom)) {\n                        \
+              (js_shape_next_is(p->shape, atom) ||\n                         \
+              !find_own_property(&pr, p, atom))) {\n                        \
               pr = add_property(ctx, p, atom, JS_PROP_C_W_E);\n                        \
               if (unlikely(!pr))\n                            \
               goto exception;\n                        \
@@ -188,24 +192,166 @@ const EDITS: &[Edit] = &[
         old: "                    prs = find_own_property(&pr, p, atom);\n                    \
               if (!prs)\n                        \
               goto put_field_slow_path;\n",
-        new: "                    prs = find_own_property(&pr, p, atom);\n                    \
-              if (!prs) {\n                        \
-              /* wasbox: a new property, no prototype has it */\n                        \
-              JSObject *p1;\n                        \
-              if (p->is_exotic || !p->extensible)\n                            \
-              goto put_field_slow_path;\n                        \
-              for (p1 = p->shape->proto; p1; p1 = p1->shape->proto) {\n                            \
-              if (p1->is_exotic || find_own_property(&pr, p1, atom))\n                                \
-              goto put_field_slow_path;\n                        \
-              }\n                        \
-              pr = add_property(ctx, p, atom, JS_PROP_C_W_E);\n                        \
-              if (unlikely(!pr))\n                            \
-              goto exception;\n                        \
-              pr->u.value = sp[-1];\n                        \
-              JS_FreeValue(ctx, obj);\n                        \
-              sp -= 2;\n                        \
-              BREAK;\n                    \
-              }\n",
+        new: r#"                    /* wasbox: the shape's last transition may tell that the
+                       object lacks the property, and that its prototypes do */
+                    prs = js_shape_next_is(p->shape, atom) ? NULL :
+                        find_own_property(&pr, p, atom);
+                    if (!prs) {
+                        /* wasbox: a new property, no prototype has it */
+                        JSObject *p1;
+                        JSShape *sh1 = p->shape;
+                        if (p->is_exotic || !p->extensible)
+                            goto put_field_slow_path;
+                        if (!js_shape_next_is(sh1, atom) ||
+                            sh1->next_protos_epoch != ctx->rt->proto_epoch) {
+                            for (p1 = sh1->proto; p1; p1 = p1->shape->proto) {
+                                if (p1->is_exotic || find_own_property(&pr, p1, atom))
+                                    goto put_field_slow_path;
+                            }
+                            if (js_shape_next_is(sh1, atom))
+                                sh1->next_protos_epoch = ctx->rt->proto_epoch;
+                        }
+                        pr = add_property(ctx, p, atom, JS_PROP_C_W_E);
+                        if (unlikely(!pr))
+                            goto exception;
+                        pr->u.value = sp[-1];
+                        JS_FreeValue(ctx, obj);
+                        sp -= 2;
+                        BREAK;
+                    }
+"#,
+    },
+    Edit {
+        file: C,
+        why: "a shape remembers the shape it became when a property was last added to it \
+              (a transition: `{}` -> `{id}` -> `{id, x}` found without hashing and comparing \
+              every property again)",
+        old: "    JSShape *shape_hash_next; /* in JSRuntime.shape_hash[h] list */\n    \
+              JSObject *proto;\n",
+        new: r#"    JSShape *shape_hash_next; /* in JSRuntime.shape_hash[h] list */
+    JSObject *proto;
+    /* wasbox: while both are in the shape hash table, the shape this one
+       became when next_atom was last added with next_flags (see
+       add_property), and the shape whose next_sh this one is. Neither holds
+       a reference: each forgets the other when it leaves the table, which
+       it does before it changes or is freed. */
+    JSShape *next_sh;
+    JSShape *prev_sh;
+    JSAtom next_atom;
+    int next_flags;
+    /* wasbox: when equal to JSRuntime.proto_epoch, no prototype of this
+       shape's chain has next_atom and none is exotic (see OP_put_field) */
+    uint64_t next_protos_epoch;
+"#,
+    },
+    Edit {
+        file: C,
+        why: "a shape leaving the hash table (to change, or to be freed) drops its transitions",
+        old: "static void js_shape_hash_unlink(JSRuntime *rt, JSShape *sh)\n{\n    \
+              uint32_t h;\n    JSShape **psh;\n",
+        new: r#"/* wasbox: true when the shape's last transition adds 'atom' as an ordinary
+   data property: an object of this shape lacks 'atom' */
+static inline bool js_shape_next_is(JSShape *sh, JSAtom atom)
+{
+    return sh->next_sh && sh->next_atom == atom &&
+        sh->next_flags == JS_PROP_C_W_E;
+}
+
+static void js_shape_hash_unlink(JSRuntime *rt, JSShape *sh)
+{
+    uint32_t h;
+    JSShape **psh;
+
+    /* wasbox: see JSShape.next_sh */
+    if (sh->next_sh) {
+        sh->next_sh->prev_sh = NULL;
+        sh->next_sh = NULL;
+    }
+    if (sh->prev_sh) {
+        sh->prev_sh->next_sh = NULL;
+        sh->prev_sh = NULL;
+    }
+"#,
+    },
+    Edit {
+        file: C,
+        why: "a new shape has no transitions",
+        old: "    sh->deleted_prop_count = 0;\n    sh->is_hashed = false;\n    return sh;\n}",
+        new: "    sh->deleted_prop_count = 0;\n    sh->is_hashed = false;\n    \
+              sh->next_sh = NULL;\n    sh->prev_sh = NULL;\n    return sh;\n}",
+    },
+    Edit {
+        file: C,
+        why: "nor has a copy",
+        old: "    add_gc_object(ctx->rt, &sh->header, JS_GC_OBJ_TYPE_SHAPE);\n    \
+              sh->is_hashed = false;\n    if (sh->proto) {",
+        new: "    add_gc_object(ctx->rt, &sh->header, JS_GC_OBJ_TYPE_SHAPE);\n    \
+              sh->is_hashed = false;\n    sh->next_sh = NULL;\n    sh->prev_sh = NULL;\n    \
+              if (sh->proto) {",
+    },
+    Edit {
+        file: C,
+        why: "adding a property follows the shape's last transition when it is for the same \
+              property and flags, and records the one it finds otherwise",
+        old: "        /* try to find an existing shape */\n        \
+              new_sh = find_hashed_shape_prop(ctx->rt, sh, prop, prop_flags);\n        \
+              if (new_sh) {",
+        new: r#"        /* try to find an existing shape (wasbox: the last transition
+           first, see JSShape.next_sh) */
+        new_sh = sh->next_sh;
+        if (!new_sh || sh->next_atom != prop || sh->next_flags != prop_flags) {
+            new_sh = find_hashed_shape_prop(ctx->rt, sh, prop, prop_flags);
+            if (new_sh) {
+                if (sh->next_sh)
+                    sh->next_sh->prev_sh = NULL;
+                if (new_sh->prev_sh)
+                    new_sh->prev_sh->next_sh = NULL;
+                sh->next_sh = new_sh;
+                new_sh->prev_sh = sh;
+                sh->next_atom = prop;
+                sh->next_flags = prop_flags;
+                sh->next_protos_epoch = 0;
+            }
+        }
+        if (new_sh) {"#,
+    },
+    Edit {
+        file: C,
+        why: "the prototype epoch starts at 1 (a shape's 0 is never current)",
+        old: "    rt->shape_hash_bits = 6;   /* 64 shapes */",
+        new: "    rt->proto_epoch = 1;\n    rt->shape_hash_bits = 6;   /* 64 shapes */",
+    },
+    Edit {
+        file: C,
+        why: "every object that is a shape's prototype is marked as one, so that what it \
+              gains is seen",
+        old: "    if (proto)\n        js_dup(JS_MKPTR(JS_TAG_OBJECT, proto));\n    \
+              sh->proto = proto;\n    /* prop_hash_mask",
+        new: r#"    if (proto) {
+        js_dup(JS_MKPTR(JS_TAG_OBJECT, proto));
+        /* wasbox: see JSShape.next_protos_epoch */
+        proto->is_prototype = true;
+    }
+    sh->proto = proto;
+    /* prop_hash_mask"#,
+    },
+    Edit {
+        file: C,
+        why: "a prototype that gains a property makes every remembered prototype walk stale",
+        old: "    if (unlikely(p->is_prototype)) {\n        \
+              /* track addition of small integer properties to",
+        new: "    if (unlikely(p->is_prototype)) {\n        \
+              /* wasbox: see JSShape.next_protos_epoch */\n        \
+              ctx->rt->proto_epoch++;\n        \
+              /* track addition of small integer properties to",
+    },
+    Edit {
+        file: C,
+        why: "and so does any change of an object's prototype",
+        old: "    sh->proto = proto;\n    if (proto)\n        proto->is_prototype = true;\n",
+        new: "    sh->proto = proto;\n    if (proto)\n        proto->is_prototype = true;\n    \
+              /* wasbox: see JSShape.next_protos_epoch */\n    \
+              ctx->rt->proto_epoch++;\n",
     },
 ];
 
