@@ -5,8 +5,8 @@
 //! exactly once: a new QuickJS that moved it fails the build here, not at run time.
 //!
 //! What the edits buy (instructions counted by `valgrind --tool=callgrind` on a native build,
-//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.76 G, `classes` 1.29 G ->
-//! 1.06 G. See PERFORMANCE.md for the times in the sandbox.
+//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.67 G, `classes` 1.29 G ->
+//! 0.95 G. See PERFORMANCE.md for the times in the sandbox.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
