@@ -5,8 +5,8 @@
 //! exactly once: a new QuickJS that moved it fails the build here, not at run time.
 //!
 //! What the edits buy (instructions counted by `valgrind --tool=callgrind` on a native build,
-//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.67 G, `classes` 1.29 G ->
-//! 0.95 G. See PERFORMANCE.md for the times in the sandbox.
+//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.60 G, `classes` 1.29 G ->
+//! 0.85 G. See PERFORMANCE.md for the times in the sandbox.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -174,7 +174,7 @@ const EDITS: &[Edit] = &[
               if (!p->is_exotic && p->extensible &&\n                        \
               (js_shape_next_is(p->shape, atom) ||\n                         \
               !find_own_property(&pr, p, atom))) {\n                        \
-              pr = add_property(ctx, p, atom, JS_PROP_C_W_E);\n                        \
+              pr = add_property_c_w_e(ctx, p, atom);\n                        \
               if (unlikely(!pr))\n                            \
               goto exception;\n                        \
               pr->u.value = sp[-1];\n                        \
@@ -211,7 +211,7 @@ const EDITS: &[Edit] = &[
                             if (js_shape_next_is(sh1, atom))
                                 sh1->next_protos_epoch = ctx->rt->proto_epoch;
                         }
-                        pr = add_property(ctx, p, atom, JS_PROP_C_W_E);
+                        pr = add_property_c_w_e(ctx, p, atom);
                         if (unlikely(!pr))
                             goto exception;
                         pr->u.value = sp[-1];
@@ -352,6 +352,162 @@ static void js_shape_hash_unlink(JSRuntime *rt, JSShape *sh)
         new: "    sh->proto = proto;\n    if (proto)\n        proto->is_prototype = true;\n    \
               /* wasbox: see JSShape.next_protos_epoch */\n    \
               ctx->rt->proto_epoch++;\n",
+    },
+    Edit {
+        file: C,
+        why: "a new object and its property array are one allocation, not two (and one free)",
+        old: "    js_trigger_gc(ctx->rt, sizeof(JSObject));\n    \
+              p = js_malloc(ctx, sizeof(JSObject));\n",
+        new: "    js_trigger_gc(ctx->rt, sizeof(JSObject));\n    \
+              /* wasbox: the object and its first property array in one block (see\n       \
+              js_props_inline) */\n    \
+              p = js_malloc(ctx, sizeof(JSObject) + sizeof(JSProperty) * sh->prop_size);\n",
+    },
+    Edit {
+        file: C,
+        why: "the property array is the rest of the object's block",
+        old: "    p->prop = js_malloc(ctx, sizeof(JSProperty) * sh->prop_size);\n    \
+              if (unlikely(!p->prop)) {\n        \
+              js_free(ctx, p);\n    \
+              fail:",
+        new: "    p->prop = (JSProperty *)(p + 1);\n    \
+              if (unlikely(false)) {\n    \
+              fail:",
+    },
+    Edit {
+        file: C,
+        why: "resizing a property array that is still in the object's block allocates one \
+              of its own",
+        old: "/* make space to hold at least 'count' properties */",
+        new: r#"/* wasbox: true while the object's properties are still in the block the
+   object was allocated with (see JS_NewObjectFromShape) */
+static inline bool js_props_inline(JSObject *p)
+{
+    return p->prop == (JSProperty *)(p + 1);
+}
+
+/* wasbox: the object's property array resized from 'old_count' entries to
+   'new_count' (js_realloc for an array of its own block, which a shrinking
+   array in the object's block never needs); NULL when out of memory, the
+   array left as it was */
+static JSProperty *js_props_realloc(JSContext *ctx, JSObject *p,
+                                    uint32_t old_count, uint32_t new_count)
+{
+    JSProperty *new_prop;
+
+    if (!js_props_inline(p))
+        return js_realloc(ctx, p->prop, sizeof(JSProperty) * new_count);
+    if (new_count <= old_count)
+        return p->prop;
+    new_prop = js_malloc(ctx, sizeof(JSProperty) * new_count);
+    if (new_prop)
+        memcpy(new_prop, p->prop, sizeof(JSProperty) * old_count);
+    return new_prop;
+}
+
+/* make space to hold at least 'count' properties */"#,
+    },
+    Edit {
+        file: C,
+        why: "growing an object's properties",
+        old: "        new_prop = js_realloc(ctx, p->prop, sizeof(new_prop[0]) * new_size);\n        \
+              if (unlikely(!new_prop))\n            return -1;",
+        new: "        new_prop = js_props_realloc(ctx, p, sh->prop_size, new_size);\n        \
+              if (unlikely(!new_prop))\n            return -1;",
+    },
+    Edit {
+        file: C,
+        why: "compacting them (always a shrink)",
+        old: "    /* reduce the size of the object properties */\n    \
+              new_prop = js_realloc(ctx, p->prop, sizeof(new_prop[0]) * new_size);",
+        new: "    /* reduce the size of the object properties (wasbox: not when they are\n       \
+              in the object's block) */\n    \
+              new_prop = js_props_realloc(ctx, p, new_size, new_size);",
+    },
+    Edit {
+        file: C,
+        why: "moving an object to a shape of another size",
+        old: "                new_prop = js_realloc(ctx, p->prop, sizeof(p->prop[0]) *\n                                      \
+              new_sh->prop_size);",
+        new: "                new_prop = js_props_realloc(ctx, p, sh->prop_size,\n                                            \
+              new_sh->prop_size);",
+    },
+    Edit {
+        file: C,
+        why: "freeing an object frees its property array only when it has a block of its own",
+        old: "    js_free_rt(rt, p->prop);\n    \
+              /* as an optimization we destroy the shape immediately without",
+        new: "    if (!js_props_inline(p))\n        js_free_rt(rt, p->prop);\n    \
+              /* as an optimization we destroy the shape immediately without",
+    },
+    Edit {
+        file: C,
+        why: "`s.length` of a string is read directly (what JS_GetPropertyInternal answers)",
+        old: "                } else {\n                \
+              get_length_slow_path:\n                    sf->cur_pc = pc;",
+        new: "                } else if (JS_VALUE_GET_TAG(obj) == JS_TAG_STRING) {\n                    \
+              /* wasbox: a string's length, as JS_GetPropertyInternal */\n                    \
+              val = js_int32(JS_VALUE_GET_STRING(obj)->len);\n                \
+              } else {\n                \
+              get_length_slow_path:\n                    sf->cur_pc = pc;",
+    },
+    Edit {
+        file: C,
+        why: "adding an ordinary data property along the shape's last transition is inline in \
+              the interpreter's fast paths above (no call, no look-up)",
+        old: "/* can be called on JS_CLASS_ARRAY, JS_CLASS_ARGUMENTS or\n   \
+              JS_CLASS_MAPPED_ARGUMENTS objects. return < 0 if memory alloc\n   error. */",
+        new: r#"/* wasbox: add_property(ctx, p, prop, JS_PROP_C_W_E) for an object that lacks
+   'prop', inline when the shape's last transition is for it (see
+   JSShape.next_sh) and keeps the size of the property array */
+static inline JSProperty *add_property_c_w_e(JSContext *ctx, JSObject *p,
+                                             JSAtom prop)
+{
+    JSShape *sh = p->shape;
+    JSShape *new_sh = sh->next_sh;
+
+    if (likely(new_sh && !p->is_prototype && sh->next_atom == prop &&
+               sh->next_flags == JS_PROP_C_W_E &&
+               new_sh->prop_size == sh->prop_size)) {
+        p->shape = js_dup_shape(new_sh);
+        if (JS_REF_COUNT(sh) > 1)
+            JS_REF_COUNT(sh)--;
+        else
+            js_free_shape(ctx->rt, sh);
+        return &p->prop[new_sh->prop_count - 1];
+    }
+    return add_property(ctx, p, prop, JS_PROP_C_W_E);
+}
+
+/* can be called on JS_CLASS_ARRAY, JS_CLASS_ARGUMENTS or
+   JS_CLASS_MAPPED_ARGUMENTS objects. return < 0 if memory alloc
+   error. */"#,
+    },
+    Edit {
+        file: C,
+        why: "`new C()` reads an ordinary constructor's own `prototype` directly (what \
+              JS_GetProperty answers), without taking and dropping a reference",
+        old: "        proto = JS_GetProperty(ctx, ctor, JS_ATOM_prototype);\n        \
+              if (JS_IsException(proto))\n            return proto;\n        \
+              if (!JS_IsObject(proto)) {",
+        new: r#"        /* wasbox: an ordinary constructor's own 'prototype' data property
+           holding an object is read directly (what JS_GetProperty answers) */
+        if (JS_VALUE_GET_TAG(ctor) == JS_TAG_OBJECT) {
+            JSObject *p = JS_VALUE_GET_OBJ(ctor);
+            JSProperty *pr;
+            JSShapeProperty *prs;
+            if (!p->is_exotic &&
+                (prs = find_own_property(&pr, p, JS_ATOM_prototype)) &&
+                !(prs->flags & JS_PROP_TMASK) &&
+                JS_VALUE_GET_TAG(pr->u.value) == JS_TAG_OBJECT) {
+                /* the constructor holds the prototype meanwhile */
+                return JS_NewObjectProtoClass(ctx, pr->u.value, class_id);
+            }
+        }
+        proto = JS_GetProperty(ctx, ctor, JS_ATOM_prototype);
+        if (JS_IsException(proto))
+            return proto;
+        if (!JS_IsObject(proto)) {"#,
     },
 ];
 

@@ -145,11 +145,12 @@ async fn run_script(
 }
 
 /// wasbox's edits to QuickJS (runtime/build/quickjs.rs: shapes kept for reuse, direct adds of
-/// new properties, remembered transitions and prototype walks) keep the language's rules:
-/// setters and read-only properties up the prototype chain, proxies, frozen and non-extensible
-/// objects, literal key order, deletes, and what a loop taught the engine going stale when a
-/// setter, a read-only property or a proxy is put up the chain or a prototype is swapped
-/// afterwards (the last part fails when a prototype's change does not end the remembered
+/// new properties, remembered transitions and prototype walks, properties in the object's own
+/// allocation) keep the language's rules: setters and read-only properties up the prototype
+/// chain, proxies, frozen and non-extensible objects, literal key order, deletes, objects
+/// outgrowing the property room they were made with, and what a loop taught the engine going
+/// stale when a setter, a read-only property or a proxy is put up the chain or a prototype is
+/// swapped afterwards (that part fails when a prototype's change does not end the remembered
 /// walks). The expected line is what Node.js 20 prints for the same script.
 #[tokio::test]
 async fn objects_keep_their_rules_when_made_in_loops() {
@@ -164,7 +165,9 @@ async fn objects_keep_their_rules_when_made_in_loops() {
         out.stdout,
         "10|_x|1|0|TypeError|z|z|1||TypeError|2|1,b,a|TypeError|yx xy yx xy yx xy|b,c|\
          k39,k38,k37|40|39|1|1|500500|x,y|x|y7|y|y|y7,ox8,ox8|a,b,x|x,y|x,y|TypeError|x|0|\
-         x,y|x,y|x,y|12|2\n",
+         x,y|x,y|x,y|12|2|2407|{\"k2\":9,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,\"k9\":9,\
+         \"k10\":10,\"k11\":11,\"k12\":12,\"k13\":13,\"k14\":14,\"k3\":3}|\
+         [1,2,3,null,null,null,7]|0,1,2,6,bar|a,b,c,d,e,f,g\n",
         "{out:?}"
     );
 }
