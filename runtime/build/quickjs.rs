@@ -29,6 +29,187 @@ struct Edit {
     new: &'static str,
 }
 
+/// Definite initialisation of `let`/`const` locals, run by `resolve_labels` before its
+/// peepholes (see the comment at its head).
+const DEFINITE_INIT: &str = r#"/* wasbox: definite initialisation of the first 64 locals. One walk of the
+   phase-2 bytecode in order, joining at each label what every jump to it
+   carried (repeated until no label's state changes), finds where a local has
+   been initialised on every path; a TDZ check there cannot throw, and becomes
+   the unchecked op of the same size (which the peepholes of resolve_labels
+   then combine: inc_loc, put_loc for dup/put/drop). Only
+   set_loc_uninitialized makes a local uninitialised, so an exception handler
+   and the code after a finally block (gosub) start from what held at the
+   try's start or at the gosub, less every local the function ever
+   uninitialises. Returns whether a label's state changed; -1 for bytecode it
+   does not understand. */
+static int wb_definite_init_walk(JSFunctionDef *s, uint64_t *at, uint8_t *seen,
+                                 uint64_t ever_uninit, bool rewrite)
+{
+    uint8_t *bc = s->byte_code.buf;
+    int len = s->byte_code.size, pos, op, idx, label, changed = 0;
+    uint64_t cur = 0, bit;
+    bool live = true;
+
+#define WB_MERGE(l, v) do {                                         \
+        uint64_t v_ = (v);                                          \
+        if (!seen[l]) {                                             \
+            seen[l] = 1; at[l] = v_; changed = 1;                   \
+        } else if ((at[l] & v_) != at[l]) {                         \
+            at[l] &= v_; changed = 1;                               \
+        }                                                           \
+    } while (0)
+
+    for (pos = 0; pos < len; pos += opcode_info[op].size) {
+        op = bc[pos];
+        if (op == OP_label) {
+            label = get_u32(bc + pos + 1);
+            if (label < 0 || label >= s->label_count)
+                return -1;
+            if (seen[label]) {
+                cur = live ? cur & at[label] : at[label];
+                live = true;
+            }
+            continue;
+        }
+        switch (opcode_info[op].fmt) {
+        case OP_FMT_label:
+        case OP_FMT_label8:
+        case OP_FMT_label16:
+        case OP_FMT_label_u16:
+        case OP_FMT_atom_label_u8:
+        case OP_FMT_atom_label_u16:
+            switch (op) {
+            case OP_goto: case OP_if_true: case OP_if_false:
+            case OP_catch: case OP_gosub:
+                label = get_u32(bc + pos + 1);
+                break;
+            case OP_with_get_var: case OP_with_put_var:
+            case OP_with_delete_var: case OP_with_make_ref:
+            case OP_with_get_ref: case OP_with_get_ref_undef:
+                label = get_u32(bc + pos + 5);
+                break;
+            default:
+                return -1;
+            }
+            if (label < 0 || label >= s->label_count)
+                return -1;
+            break;
+        default:
+            label = -1;
+            break;
+        }
+        if (!live)
+            continue;
+        switch (op) {
+        case OP_set_loc_uninitialized:
+        case OP_get_loc_check:
+        case OP_put_loc_check:
+        case OP_put_loc_check_init:
+        case OP_put_loc:
+        case OP_set_loc:
+            idx = get_u16(bc + pos + 1);
+            if (idx >= 64)
+                break;
+            bit = (uint64_t)1 << idx;
+            if (op == OP_set_loc_uninitialized) {
+                cur &= ~bit;
+                break;
+            }
+            if (rewrite && (cur & bit)) {
+                if (op == OP_get_loc_check)
+                    bc[pos] = OP_get_loc;
+                else if (op == OP_put_loc_check)
+                    bc[pos] = OP_put_loc;
+            }
+            cur |= bit;
+            break;
+        case OP_goto:
+            WB_MERGE(label, cur);
+            live = false;
+            break;
+        case OP_catch:
+            WB_MERGE(label, cur & ~ever_uninit);
+            break;
+        case OP_gosub:
+            WB_MERGE(label, cur);
+            cur &= ~ever_uninit;
+            break;
+        case OP_return:
+        case OP_return_undef:
+        case OP_return_async:
+        case OP_throw:
+        case OP_throw_error:
+        case OP_ret:
+            live = false;
+            break;
+        default:
+            if (label >= 0)
+                WB_MERGE(label, cur);
+            break;
+        }
+    }
+#undef WB_MERGE
+    return pos == len ? changed : -1;
+}
+
+static uint64_t wb_definite_init(JSContext *ctx, JSFunctionDef *s)
+{
+    const uint8_t *bc = s->byte_code.buf;
+    int len = s->byte_code.size, pos, op, idx, round, r;
+    uint64_t ever_uninit = 0, *at;
+    uint8_t *seen;
+    bool any_check = false;
+
+    for (pos = 0; pos < len; pos += opcode_info[op].size) {
+        op = bc[pos];
+        if (op == OP_get_loc_check || op == OP_put_loc_check) {
+            any_check = true;
+        } else if (op == OP_set_loc_uninitialized) {
+            idx = get_u16(bc + pos + 1);
+            if (idx < 64)
+                ever_uninit |= (uint64_t)1 << idx;
+        }
+    }
+    if (!any_check)
+        return 0;
+    at = js_malloc_rt(ctx->rt, (sizeof(*at) + 1) * (s->label_count + 1));
+    if (!at)
+        return 0;
+    seen = (uint8_t *)(at + s->label_count + 1);
+    memset(seen, 0, s->label_count + 1);
+    for (round = 0; round < 64; round++) {
+        r = wb_definite_init_walk(s, at, seen, ever_uninit, false);
+        if (r < 0)
+            break;
+        if (r == 0) {
+            wb_definite_init_walk(s, at, seen, ever_uninit, true);
+            break;
+        }
+    }
+    js_free_rt(ctx->rt, at);
+    /* a local that no check reads any more, no closure sees and no eval
+       can name need not be made uninitialised at all */
+    if (s->has_eval_call)
+        return 0;
+    for (pos = 0; pos < len; pos += opcode_info[op].size) {
+        op = bc[pos];
+        if (op == OP_get_loc_check || op == OP_put_loc_check ||
+            op == OP_put_loc_check_init) {
+            idx = get_u16(bc + pos + 1);
+            if (idx < 64)
+                ever_uninit &= ~((uint64_t)1 << idx);
+        }
+    }
+    for (idx = 0; idx < 64 && idx < s->var_count; idx++) {
+        if (s->vars[idx].is_captured)
+            ever_uninit &= ~((uint64_t)1 << idx);
+    }
+    return ever_uninit;
+}
+
+static __exception int resolve_labels(JSContext *ctx, JSFunctionDef *s)
+{"#;
+
 const EDITS: &[Edit] = &[
     Edit {
         file: "build.rs",
@@ -459,9 +640,10 @@ static JSProperty *js_props_realloc(JSContext *ctx, JSObject *p,
               JS_CLASS_MAPPED_ARGUMENTS objects. return < 0 if memory alloc\n   error. */",
         new: r#"/* wasbox: add_property(ctx, p, prop, JS_PROP_C_W_E) for an object that lacks
    'prop', inline when the shape's last transition is for it (see
-   JSShape.next_sh) and keeps the size of the property array */
-static inline JSProperty *add_property_c_w_e(JSContext *ctx, JSObject *p,
-                                             JSAtom prop)
+   JSShape.next_sh) and keeps the size of the property array; always inline (a
+   call in wasm costs a stack and an epoch check) */
+static inline __attribute__((always_inline))
+JSProperty *add_property_c_w_e(JSContext *ctx, JSObject *p, JSAtom prop)
 {
     JSShape *sh = p->shape;
     JSShape *new_sh = sh->next_sh;
@@ -508,6 +690,253 @@ static inline JSProperty *add_property_c_w_e(JSContext *ctx, JSObject *p,
         if (JS_IsException(proto))
             return proto;
         if (!JS_IsObject(proto)) {"#,
+    },
+    Edit {
+        file: C,
+        why: "freeing an object frees its plain values inline, not in a call each",
+        old: "    for(i = 0; i < sh->prop_count; i++) {\n        \
+              free_property(rt, &p->prop[i], pr->flags);\n        pr++;\n    }\n",
+        new: "    for(i = 0; i < sh->prop_count; i++) {\n        \
+              /* wasbox: a plain value is freed here, not in a call */\n        \
+              if (likely(!(pr->flags & JS_PROP_TMASK)))\n            \
+              JS_FreeValueRT(rt, p->prop[i].u.value);\n        \
+              else\n            \
+              free_property(rt, &p->prop[i], pr->flags);\n        pr++;\n    }\n",
+    },
+    Edit {
+        file: C,
+        why: "push_atom_value answers a string atom's value without a call",
+        old: "        CASE(OP_push_atom_value):\n            \
+              *sp++ = JS_AtomToValue(ctx, get_u32(pc));\n",
+        new: r#"        CASE(OP_push_atom_value):
+            {
+                /* wasbox: a string atom is its own value (what
+                   JS_AtomToValue answers), without a call */
+                JSAtom atom = get_u32(pc);
+                JSAtomStruct *ap;
+                if (likely(!__JS_AtomIsTaggedInt(atom) &&
+                           (ap = rt->atom_array[atom])->atom_type == JS_ATOM_TYPE_STRING))
+                    *sp++ = js_dup(JS_MKPTR(JS_TAG_STRING, ap));
+                else
+                    *sp++ = JS_AtomToValue(ctx, atom);
+            }
+"#,
+    },
+    Edit {
+        file: C,
+        why: "room for where a constructor calls its class's field initialiser",
+        old: "    int home_object_var_idx;\n",
+        new: "    int home_object_var_idx;\n    \
+              /* wasbox: where emit_class_field_init put its call, or -1 */\n    \
+              int class_field_init_pos;\n",
+    },
+    Edit {
+        file: C,
+        why: "a new function has no field initialiser call yet",
+        old: "    fd->home_object_var_idx = -1;\n",
+        new: "    fd->home_object_var_idx = -1;\n    fd->class_field_init_pos = -1;\n",
+    },
+    Edit {
+        file: C,
+        why: "a constructor remembers where it calls the field initialiser",
+        old: "    int label_next;\n\n    emit_op(s, OP_scope_get_var);\n    \
+              emit_atom(s, JS_ATOM_class_fields_init);\n",
+        new: "    int label_next;\n\n    \
+              if (s->cur_func->class_field_init_pos < 0)\n        \
+              s->cur_func->class_field_init_pos = s->cur_func->byte_code.size;\n    \
+              emit_op(s, OP_scope_get_var);\n    \
+              emit_atom(s, JS_ATOM_class_fields_init);\n",
+    },
+    Edit {
+        file: C,
+        why: "a base class without instance fields: its constructor's call of the (absent) \
+              field initialiser is erased",
+        old: "/* initialize the class fields, called by the constructor. Note:",
+        new: r#"/* wasbox: erases the call emit_class_field_init put at the start of a base
+   class constructor (the class turned out to have no instance fields, so
+   <class_fields_init> is undefined): exactly the ops it emits, or nothing. */
+static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
+{
+    static const uint8_t ops[] = { OP_scope_get_var, OP_dup, OP_if_false,
+        OP_scope_get_var, OP_swap, OP_call_method, OP_label, OP_drop };
+    uint8_t *bc = fd->byte_code.buf;
+    int start = fd->class_field_init_pos, pos = start, i, label;
+
+    if (start < 0)
+        return;
+    for (i = 0; i < countof(ops); i++) {
+        if (pos >= fd->byte_code.size || bc[pos] != ops[i])
+            return;
+        pos += opcode_info[ops[i]].size;
+    }
+    /* the if_false's label and the label op's */
+    label = get_u32(bc + start + 8 + 1);
+    if (label != get_u32(bc + start + 8 + 5 + 7 + 1 + 3 + 1))
+        return;
+    JS_FreeAtom(ctx, get_u32(bc + start + 1));
+    JS_FreeAtom(ctx, get_u32(bc + start + 8 + 5 + 1));
+    fd->label_slots[label].ref_count--;
+    memset(bc + start, OP_nop, pos - start);
+    fd->class_field_init_pos = -1;
+}
+
+/* initialize the class fields, called by the constructor. Note:"#,
+    },
+    Edit {
+        file: C,
+        why: "the erasing, once the class is known to have no instance fields",
+        old: "        if (cf->fields_init_fd) {\n            emit_class_init_end(s, cf);\n        \
+              } else {\n            emit_op(s, OP_undefined);\n        }\n",
+        new: "        if (cf->fields_init_fd) {\n            emit_class_init_end(s, cf);\n        \
+              } else {\n            emit_op(s, OP_undefined);\n            \
+              /* wasbox: no instance fields: the base constructor need not\n               \
+              look for their initialiser */\n            \
+              if (ctor_fd->func_type == JS_PARSE_FUNC_CLASS_CONSTRUCTOR)\n                \
+              wb_erase_class_field_init(ctx, ctor_fd);\n        }\n",
+    },
+    Edit {
+        file: C,
+        why: "definite initialisation: TDZ checks that cannot throw become plain loads and stores",
+        old: "static __exception int resolve_labels(JSContext *ctx, JSFunctionDef *s)\n{",
+        new: DEFINITE_INIT,
+    },
+    Edit {
+        file: C,
+        why: "resolve_labels runs the definite initialisation first",
+        old: "    JumpSlot *jp;\n\n    label_slots = s->label_slots;\n\n    \
+              line_num = s->line_num;\n    col_num = s->col_num;\n\n    \
+              cc.bc_buf = bc_buf = s->byte_code.buf;",
+        new: "    JumpSlot *jp;\n    uint64_t dead_uninit;\n\n    \
+              label_slots = s->label_slots;\n\n    \
+              line_num = s->line_num;\n    col_num = s->col_num;\n\n    \
+              dead_uninit = wb_definite_init(ctx, s);\n    \
+              cc.bc_buf = bc_buf = s->byte_code.buf;",
+    },
+    Edit {
+        file: C,
+        why: "and drops what makes a local uninitialised when nothing could see it",
+        old: "        case OP_swap:\n            // transformation: swap swap -> nothing!",
+        new: "        case OP_set_loc_uninitialized:\n            \
+              /* wasbox: see wb_definite_init */\n            \
+              if (get_u16(bc_buf + pos + 1) < 64 &&\n                \
+              (dead_uninit >> get_u16(bc_buf + pos + 1)) & 1)\n                break;\n            \
+              goto no_change;\n\n        \
+              case OP_swap:\n            // transformation: swap swap -> nothing!",
+    },
+    Edit {
+        file: "quickjs/quickjs-opcode.h",
+        why: "two ops of wasbox's: a local's or an argument's property",
+        old: "DEF( typeof_is_function, 1, 1, 1, none)\n",
+        new: "DEF( typeof_is_function, 1, 1, 1, none)\n\n\
+              /* wasbox: get_loc or get_arg (an index below 256) then get_field, in one op */\n\
+              DEF(  get_loc_field, 6, 0, 1, atom_u8)\n\
+              DEF(  get_arg_field, 6, 0, 1, atom_u8)\n",
+    },
+    Edit {
+        file: C,
+        why: "bytecode with wasbox's ops is not another QuickJS's",
+        old: "#define BC_VERSION 28\n",
+        new: "/* wasbox: its bytecode has ops of its own (get_loc_field, get_arg_field) */\n\
+              #define BC_VERSION (0x80 | 28)\n",
+    },
+    Edit {
+        file: C,
+        why: "the interpreter's get_loc_field and get_arg_field",
+        old: "        CASE(OP_get_field2):\n            {\n                JSValue val, obj;\n",
+        new: r#"        CASE(OP_get_loc_field):
+        CASE(OP_get_arg_field):
+            {
+                /* wasbox: get_loc/get_arg then get_field. The variable holds
+                   the object while its own properties and its prototypes'
+                   are looked at; anything that can run code (a getter, a
+                   proxy) gets a reference of its own. */
+                JSValue val, obj;
+                JSAtom atom;
+                JSObject *p;
+                JSProperty *pr;
+                JSShapeProperty *prs;
+
+                atom = get_u32(pc);
+                obj = opcode == OP_get_loc_field ? var_buf[pc[4]] : arg_buf[pc[4]];
+                pc += 5;
+                if (likely(JS_VALUE_GET_TAG(obj) == JS_TAG_OBJECT)) {
+                    p = JS_VALUE_GET_OBJ(obj);
+                    for(;;) {
+                        prs = find_own_property(&pr, p, atom);
+                        if (prs) {
+                            if (unlikely(prs->flags & JS_PROP_TMASK))
+                                goto get_var_field_slow_path;
+                            val = js_dup(pr->u.value);
+                            break;
+                        }
+                        if (unlikely(p->is_exotic))
+                            goto get_var_field_slow_path;
+                        p = p->shape->proto;
+                        if (!p) {
+                            val = JS_UNDEFINED;
+                            break;
+                        }
+                    }
+                } else {
+                get_var_field_slow_path:
+                    sf->cur_pc = pc;
+                    obj = js_dup(obj);
+                    val = JS_GetPropertyInternal(ctx, obj, atom, obj, false);
+                    JS_FreeValue(ctx, obj);
+                    if (unlikely(JS_IsException(val)))
+                        goto exception;
+                }
+                *sp++ = val;
+            }
+            BREAK;
+
+        CASE(OP_get_field2):
+            {
+                JSValue val, obj;
+"#,
+    },
+    Edit {
+        file: C,
+        why: "get_loc then get_field become get_loc_field",
+        old: "                /* transformation: get_loc(0) get_loc(1) -> get_loc0_loc1 */",
+        new: r#"                /* wasbox: get_loc(n) get_field(x) -> get_loc_field(x, n) */
+                if (idx < 256 && code_match(&cc, pos_next, OP_get_field, -1) &&
+                    cc.atom != JS_ATOM_length) {
+                    if (cc.line_num >= 0) line_num = cc.line_num;
+                    if (cc.col_num >= 0) col_num = cc.col_num;
+                    add_pc2line_info(s, bc_out.size, line_num, col_num);
+                    dbuf_putc(&bc_out, OP_get_loc_field);
+                    dbuf_put_u32(&bc_out, cc.atom);
+                    dbuf_putc(&bc_out, idx);
+                    pos_next = cc.pos;
+                    break;
+                }
+                /* transformation: get_loc(0) get_loc(1) -> get_loc0_loc1 */"#,
+    },
+    Edit {
+        file: C,
+        why: "get_arg then get_field become get_arg_field",
+        old: "        case OP_get_arg:\n        case OP_get_var_ref:\n            {\n                \
+              int idx;\n                idx = get_u16(bc_buf + pos + 1);\n",
+        new: r#"        case OP_get_arg:
+        case OP_get_var_ref:
+            {
+                int idx;
+                idx = get_u16(bc_buf + pos + 1);
+                /* wasbox: get_arg(n) get_field(x) -> get_arg_field(x, n) */
+                if (op == OP_get_arg && idx < 256 &&
+                    code_match(&cc, pos_next, OP_get_field, -1) &&
+                    cc.atom != JS_ATOM_length) {
+                    if (cc.line_num >= 0) line_num = cc.line_num;
+                    if (cc.col_num >= 0) col_num = cc.col_num;
+                    add_pc2line_info(s, bc_out.size, line_num, col_num);
+                    dbuf_putc(&bc_out, OP_get_arg_field);
+                    dbuf_put_u32(&bc_out, cc.atom);
+                    dbuf_putc(&bc_out, idx);
+                    pos_next = cc.pos;
+                    break;
+                }
+"#,
     },
 ];
 

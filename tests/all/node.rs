@@ -172,6 +172,31 @@ async fn objects_keep_their_rules_when_made_in_loops() {
     );
 }
 
+/// What QuickJS's compiler may now leave out and must not: the check of a `let` or `const`
+/// where no path reaches it uninitialised (kept wherever one does: a `switch` jumping past a
+/// declaration or falling into the next case, a loop's next round, an assignment that threw
+/// into a `catch`), the call of a class's field initialiser from a constructor of a class
+/// without instance fields, and a property read straight from a local or an argument (a
+/// getter that drops the variable's object meanwhile, proxies, primitives, `undefined`). The
+/// expected lines (`tdz.out`) are what Node.js 20 prints for the same script. The `switch`
+/// cases were shown to fail against builds whose analysis ignored the jumps into a label, or
+/// the fall into it.
+#[tokio::test]
+async fn let_and_const_are_checked_wherever_they_may_be_uninitialised() {
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    let out = run_script(
+        &sandbox,
+        "tdz.js",
+        include_bytes!("../fixtures/node/tdz.js"),
+    )
+    .await;
+    assert_eq!(
+        out.stdout,
+        include_str!("../fixtures/node/tdz.out"),
+        "{out:?}"
+    );
+}
+
 /// The shapes QuickJS keeps for reuse hold their prototypes; every collection lets them go,
 /// so 200 dropped classes, each closing over 2 MB, fit in 96 MiB (kept until the end, they
 /// would take 400 MB).
