@@ -29,8 +29,8 @@ struct Edit {
     new: &'static str,
 }
 
-/// Definite initialisation of `let`/`const` locals, run by `resolve_labels` before its
-/// peepholes (see the comment at its head).
+/// Definite initialisation of `let`/`const` locals, and `this` read directly, both decided by
+/// `resolve_labels` before its peepholes (see the comments at their heads).
 const DEFINITE_INIT: &str = r#"/* wasbox: definite initialisation of the first 64 locals. One walk of the
    phase-2 bytecode in order, joining at each label what every jump to it
    carried (repeated until no label's state changes), finds where a local has
@@ -205,6 +205,39 @@ static uint64_t wb_definite_init(JSContext *ctx, JSFunctionDef *s)
             ever_uninit &= ~((uint64_t)1 << idx);
     }
     return ever_uninit;
+}
+
+/* wasbox: in a strict function (not a derived class's constructor, not a
+   generator or an async function) 'this' is this_obj as the caller passed it,
+   never converted: when nothing captures the 'this' variable and the function
+   only reads it, each read becomes push_this (or push_this_field for this.x)
+   and the variable is never set. Returns its index, or -1. */
+static int wb_this_direct(JSFunctionDef *s)
+{
+    const uint8_t *bc = s->byte_code.buf;
+    int idx = s->this_var_idx, len = s->byte_code.size, pos, op;
+
+    if (idx < 0 || !s->is_strict_mode || s->is_derived_class_constructor ||
+        s->func_kind != JS_FUNC_NORMAL || s->has_eval_call ||
+        s->vars[idx].is_captured)
+        return -1;
+    for (pos = 0; pos < len; pos += opcode_info[op].size) {
+        op = bc[pos];
+        switch (opcode_info[op].fmt) {
+        case OP_FMT_loc:
+            if (get_u16(bc + pos + 1) == idx && op != OP_get_loc)
+                return -1;
+            break;
+        case OP_FMT_atom_u16:
+            /* make_loc_ref */
+            if (op == OP_make_loc_ref && get_u16(bc + pos + 5) == idx)
+                return -1;
+            break;
+        default:
+            break;
+        }
+    }
+    return idx;
 }
 
 static __exception int resolve_labels(JSContext *ctx, JSFunctionDef *s)
@@ -806,10 +839,11 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
         old: "    JumpSlot *jp;\n\n    label_slots = s->label_slots;\n\n    \
               line_num = s->line_num;\n    col_num = s->col_num;\n\n    \
               cc.bc_buf = bc_buf = s->byte_code.buf;",
-        new: "    JumpSlot *jp;\n    uint64_t dead_uninit;\n\n    \
+        new: "    JumpSlot *jp;\n    uint64_t dead_uninit;\n    int this_direct;\n\n    \
               label_slots = s->label_slots;\n\n    \
               line_num = s->line_num;\n    col_num = s->col_num;\n\n    \
               dead_uninit = wb_definite_init(ctx, s);\n    \
+              this_direct = wb_this_direct(s);\n    \
               cc.bc_buf = bc_buf = s->byte_code.buf;",
     },
     Edit {
@@ -825,25 +859,28 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
     },
     Edit {
         file: "quickjs/quickjs-opcode.h",
-        why: "two ops of wasbox's: a local's or an argument's property",
+        why: "three ops of wasbox's: a local's, an argument's or this's property",
         old: "DEF( typeof_is_function, 1, 1, 1, none)\n",
         new: "DEF( typeof_is_function, 1, 1, 1, none)\n\n\
               /* wasbox: get_loc or get_arg (an index below 256) then get_field, in one op */\n\
               DEF(  get_loc_field, 6, 0, 1, atom_u8)\n\
-              DEF(  get_arg_field, 6, 0, 1, atom_u8)\n",
+              DEF(  get_arg_field, 6, 0, 1, atom_u8)\n\
+              DEF(push_this_field, 5, 0, 1, atom) /* wasbox: this.x where this is this_obj */\n",
     },
     Edit {
         file: C,
         why: "bytecode with wasbox's ops is not another QuickJS's",
         old: "#define BC_VERSION 28\n",
-        new: "/* wasbox: its bytecode has ops of its own (get_loc_field, get_arg_field) */\n\
+        new: "/* wasbox: its bytecode has ops of its own (get_loc_field, get_arg_field,\n   \
+              push_this_field) */\n\
               #define BC_VERSION (0x80 | 28)\n",
     },
     Edit {
         file: C,
-        why: "the interpreter's get_loc_field and get_arg_field",
+        why: "the interpreter's push_this_field, get_loc_field and get_arg_field",
         old: "        CASE(OP_get_field2):\n            {\n                JSValue val, obj;\n",
-        new: r#"        CASE(OP_get_loc_field):
+        new: r#"        CASE(OP_push_this_field):
+        CASE(OP_get_loc_field):
         CASE(OP_get_arg_field):
             {
                 /* wasbox: get_loc/get_arg then get_field. The variable holds
@@ -857,8 +894,13 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
                 JSShapeProperty *prs;
 
                 atom = get_u32(pc);
-                obj = opcode == OP_get_loc_field ? var_buf[pc[4]] : arg_buf[pc[4]];
-                pc += 5;
+                if (opcode == OP_push_this_field) {
+                    obj = this_obj;
+                    pc += 4;
+                } else {
+                    obj = opcode == OP_get_loc_field ? var_buf[pc[4]] : arg_buf[pc[4]];
+                    pc += 5;
+                }
                 if (likely(JS_VALUE_GET_TAG(obj) == JS_TAG_OBJECT)) {
                     p = JS_VALUE_GET_OBJ(obj);
                     for(;;) {
@@ -937,6 +979,39 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
                     break;
                 }
 "#,
+    },
+    Edit {
+        file: C,
+        why: "a function whose `this` is read directly sets no `this` variable",
+        old: "    if (s->this_var_idx >= 0) {\n        if (s->is_derived_class_constructor) {",
+        new: "    if (s->this_var_idx >= 0 && s->this_var_idx != this_direct) {\n        \
+              if (s->is_derived_class_constructor) {",
+    },
+    Edit {
+        file: C,
+        why: "and reads it as push_this, or push_this_field for this.x",
+        old: "                int idx;\n                idx = get_u16(bc_buf + pos + 1);\n                \
+              if (idx >= 256)\n                    goto no_change;",
+        new: r#"                int idx;
+                idx = get_u16(bc_buf + pos + 1);
+                /* wasbox: see wb_this_direct */
+                if (idx == this_direct) {
+                    if (code_match(&cc, pos_next, OP_get_field, -1) &&
+                        cc.atom != JS_ATOM_length) {
+                        if (cc.line_num >= 0) line_num = cc.line_num;
+                        if (cc.col_num >= 0) col_num = cc.col_num;
+                        add_pc2line_info(s, bc_out.size, line_num, col_num);
+                        dbuf_putc(&bc_out, OP_push_this_field);
+                        dbuf_put_u32(&bc_out, cc.atom);
+                        pos_next = cc.pos;
+                        break;
+                    }
+                    add_pc2line_info(s, bc_out.size, line_num, col_num);
+                    dbuf_putc(&bc_out, OP_push_this);
+                    break;
+                }
+                if (idx >= 256)
+                    goto no_change;"#,
     },
 ];
 

@@ -176,8 +176,10 @@ async fn objects_keep_their_rules_when_made_in_loops() {
 /// where no path reaches it uninitialised (kept wherever one does: a `switch` jumping past a
 /// declaration or falling into the next case, a loop's next round, an assignment that threw
 /// into a `catch`), the call of a class's field initialiser from a constructor of a class
-/// without instance fields, and a property read straight from a local or an argument (a
-/// getter that drops the variable's object meanwhile, proxies, primitives, `undefined`). The
+/// without instance fields, a property read straight from a local or an argument (a getter
+/// that drops the variable's object meanwhile, proxies, primitives, `undefined`), and `this`
+/// read as the caller passed it in strict functions (primitives unboxed, captured by arrows,
+/// named by `eval`, in generators, async functions, getters and constructors). The
 /// expected lines (`tdz.out`) are what Node.js 20 prints for the same script. The `switch`
 /// cases were shown to fail against builds whose analysis ignored the jumps into a label, or
 /// the fall into it.
