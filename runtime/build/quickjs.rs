@@ -5,8 +5,8 @@
 //! exactly once: a new QuickJS that moved it fails the build here, not at run time.
 //!
 //! What the edits buy (instructions counted by `valgrind --tool=callgrind` on a native build,
-//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.60 G, `classes` 1.29 G ->
-//! 0.85 G. See PERFORMANCE.md for the times in the sandbox.
+//! `server/src/bench/kernels.js` at scale 1): `objects` 1.41 G -> 0.47 G, `classes` 1.29 G ->
+//! 0.69 G. See PERFORMANCE.md for the times in the sandbox.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
