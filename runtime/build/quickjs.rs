@@ -29,8 +29,9 @@ struct Edit {
     new: &'static str,
 }
 
-/// Definite initialisation of `let`/`const` locals, and `this` read directly, both decided by
-/// `resolve_labels` before its peepholes (see the comments at their heads).
+/// Definite initialisation of `let`/`const` locals, `this` read directly (both decided by
+/// `resolve_labels` before its peepholes; see the comments at their heads), and the emitting
+/// of the fused property reads.
 const DEFINITE_INIT: &str = r#"/* wasbox: definite initialisation of the first 64 locals. One walk of the
    phase-2 bytecode in order, joining at each label what every jump to it
    carried (repeated until no label's state changes), finds where a local has
@@ -238,6 +239,27 @@ static int wb_this_direct(JSFunctionDef *s)
         }
     }
     return idx;
+}
+
+/* wasbox: get_loc(n), get_arg(n) or a direct 'this' followed by
+   get_field(x) (not 'length', which get_length reads) as one op: emits op, x
+   and, but for push_this_field, n. Returns false, having emitted nothing,
+   when no such get_field follows. */
+static bool wb_fuse_field(JSFunctionDef *s, CodeContext *cc, DynBuf *bc_out,
+                          int pos_next, int op, int idx,
+                          int *line_num, int *col_num)
+{
+    if (!code_match(cc, pos_next, OP_get_field, -1) ||
+        cc->atom == JS_ATOM_length)
+        return false;
+    if (cc->line_num >= 0) *line_num = cc->line_num;
+    if (cc->col_num >= 0) *col_num = cc->col_num;
+    add_pc2line_info(s, bc_out->size, *line_num, *col_num);
+    dbuf_putc(bc_out, op);
+    dbuf_put_u32(bc_out, cc->atom);
+    if (op != OP_push_this_field)
+        dbuf_putc(bc_out, idx);
+    return true;
 }
 
 static __exception int resolve_labels(JSContext *ctx, JSFunctionDef *s)
@@ -942,14 +964,9 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
         why: "get_loc then get_field become get_loc_field",
         old: "                /* transformation: get_loc(0) get_loc(1) -> get_loc0_loc1 */",
         new: r#"                /* wasbox: get_loc(n) get_field(x) -> get_loc_field(x, n) */
-                if (idx < 256 && code_match(&cc, pos_next, OP_get_field, -1) &&
-                    cc.atom != JS_ATOM_length) {
-                    if (cc.line_num >= 0) line_num = cc.line_num;
-                    if (cc.col_num >= 0) col_num = cc.col_num;
-                    add_pc2line_info(s, bc_out.size, line_num, col_num);
-                    dbuf_putc(&bc_out, OP_get_loc_field);
-                    dbuf_put_u32(&bc_out, cc.atom);
-                    dbuf_putc(&bc_out, idx);
+                if (idx < 256 &&
+                    wb_fuse_field(s, &cc, &bc_out, pos_next, OP_get_loc_field,
+                                  idx, &line_num, &col_num)) {
                     pos_next = cc.pos;
                     break;
                 }
@@ -967,14 +984,8 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
                 idx = get_u16(bc_buf + pos + 1);
                 /* wasbox: get_arg(n) get_field(x) -> get_arg_field(x, n) */
                 if (op == OP_get_arg && idx < 256 &&
-                    code_match(&cc, pos_next, OP_get_field, -1) &&
-                    cc.atom != JS_ATOM_length) {
-                    if (cc.line_num >= 0) line_num = cc.line_num;
-                    if (cc.col_num >= 0) col_num = cc.col_num;
-                    add_pc2line_info(s, bc_out.size, line_num, col_num);
-                    dbuf_putc(&bc_out, OP_get_arg_field);
-                    dbuf_put_u32(&bc_out, cc.atom);
-                    dbuf_putc(&bc_out, idx);
+                    wb_fuse_field(s, &cc, &bc_out, pos_next, OP_get_arg_field,
+                                  idx, &line_num, &col_num)) {
                     pos_next = cc.pos;
                     break;
                 }
@@ -996,13 +1007,8 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
                 idx = get_u16(bc_buf + pos + 1);
                 /* wasbox: see wb_this_direct */
                 if (idx == this_direct) {
-                    if (code_match(&cc, pos_next, OP_get_field, -1) &&
-                        cc.atom != JS_ATOM_length) {
-                        if (cc.line_num >= 0) line_num = cc.line_num;
-                        if (cc.col_num >= 0) col_num = cc.col_num;
-                        add_pc2line_info(s, bc_out.size, line_num, col_num);
-                        dbuf_putc(&bc_out, OP_push_this_field);
-                        dbuf_put_u32(&bc_out, cc.atom);
+                    if (wb_fuse_field(s, &cc, &bc_out, pos_next, OP_push_this_field,
+                                      idx, &line_num, &col_num)) {
                         pos_next = cc.pos;
                         break;
                     }
