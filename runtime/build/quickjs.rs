@@ -222,21 +222,12 @@ static int wb_this_direct(JSFunctionDef *s)
         s->func_kind != JS_FUNC_NORMAL || s->has_eval_call ||
         s->vars[idx].is_captured)
         return -1;
+    /* (a reference to it, make_loc_ref, captures it: refused above) */
     for (pos = 0; pos < len; pos += opcode_info[op].size) {
         op = bc[pos];
-        switch (opcode_info[op].fmt) {
-        case OP_FMT_loc:
-            if (get_u16(bc + pos + 1) == idx && op != OP_get_loc)
-                return -1;
-            break;
-        case OP_FMT_atom_u16:
-            /* make_loc_ref */
-            if (op == OP_make_loc_ref && get_u16(bc + pos + 5) == idx)
-                return -1;
-            break;
-        default:
-            break;
-        }
+        if (opcode_info[op].fmt == OP_FMT_loc && op != OP_get_loc &&
+            get_u16(bc + pos + 1) == idx)
+            return -1;
     }
     return idx;
 }
@@ -815,21 +806,22 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
     static const uint8_t ops[] = { OP_scope_get_var, OP_dup, OP_if_false,
         OP_scope_get_var, OP_swap, OP_call_method, OP_label, OP_drop };
     uint8_t *bc = fd->byte_code.buf;
-    int start = fd->class_field_init_pos, pos = start, i, label;
+    int start = fd->class_field_init_pos, pos = start, at[countof(ops)], i, label;
 
     if (start < 0)
         return;
     for (i = 0; i < countof(ops); i++) {
         if (pos >= fd->byte_code.size || bc[pos] != ops[i])
             return;
+        at[i] = pos;
         pos += opcode_info[ops[i]].size;
     }
-    /* the if_false's label and the label op's */
-    label = get_u32(bc + start + 8 + 1);
-    if (label != get_u32(bc + start + 8 + 5 + 7 + 1 + 3 + 1))
+    /* the if_false jumps to the label op; the two atoms are the two names */
+    label = get_u32(bc + at[2] + 1);
+    if (label != get_u32(bc + at[6] + 1))
         return;
-    JS_FreeAtom(ctx, get_u32(bc + start + 1));
-    JS_FreeAtom(ctx, get_u32(bc + start + 8 + 5 + 1));
+    JS_FreeAtom(ctx, get_u32(bc + at[0] + 1));
+    JS_FreeAtom(ctx, get_u32(bc + at[3] + 1));
     fd->label_slots[label].ref_count--;
     memset(bc + start, OP_nop, pos - start);
     fd->class_field_init_pos = -1;
