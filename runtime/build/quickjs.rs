@@ -29,6 +29,354 @@ struct Edit {
     new: &'static str,
 }
 
+/// Object literals of named properties made in one op: the parser's helpers.
+const OBJECT_TEMPLATE: &str = r#"/* wasbox: an object literal whose properties are all 'name: value' or
+   shorthand 'name', with distinct names, is made in one op once its values
+   are on the stack: object_template n idx (object_shape after phase 3) makes
+   an object of the shape of cpool[idx], a template object with those
+   properties in that order and undefined values. Its shape is the one
+   define_field after define_field would have reached, shared with every
+   object of those properties. The parser emits object and define_field as
+   always; wb_object_field records each define_field and wb_object_template
+   erases them and the object op (the values' code stays where it is, so the
+   values are evaluated in the same order). Nothing can observe an object
+   literal before it is complete. */
+#define WB_OBJECT_TEMPLATE_MAX 32
+
+/* after a property of the literal: its define_field recorded in pos[n] and
+   n + 1 returned, or -1 once the literal cannot be made from a template (a
+   spread, method, accessor, computed name, __proto__, repeated name, or more
+   than WB_OBJECT_TEMPLATE_MAX properties) */
+static int wb_object_field(JSParseState *s, int *pos, int n)
+{
+    JSFunctionDef *fd = s->cur_func;
+    JSAtom atom;
+    int i;
+
+    if (n < 0 || n >= WB_OBJECT_TEMPLATE_MAX ||
+        get_prev_opcode(fd) != OP_define_field)
+        return -1;
+    atom = get_u32(fd->byte_code.buf + fd->last_opcode_pos + 1);
+    for (i = 0; i < n; i++) {
+        if (get_u32(fd->byte_code.buf + pos[i] + 1) == atom)
+            return -1;
+    }
+    pos[n] = fd->last_opcode_pos;
+    return n + 1;
+}
+
+/* at the literal's end: when n properties were recorded, the template in the
+   constant pool, the object and define_field ops erased and object_template
+   emitted. -1 only when out of memory. */
+static int wb_object_template(JSParseState *s, int object_pos, const int *pos,
+                              int n)
+{
+    JSContext *ctx = s->ctx;
+    JSFunctionDef *fd = s->cur_func;
+    uint8_t *bc;
+    JSValue tmpl;
+    int i, idx;
+
+    if (n <= 0 || fd->cpool_count > 0xffff || dbuf_error(&fd->byte_code) ||
+        fd->byte_code.buf[object_pos] != OP_object)
+        return 0;
+    tmpl = JS_NewObject(ctx);
+    if (JS_IsException(tmpl))
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (JS_DefinePropertyValue(ctx, tmpl,
+                                   get_u32(fd->byte_code.buf + pos[i] + 1),
+                                   JS_UNDEFINED, JS_PROP_C_W_E) < 0) {
+            JS_FreeValue(ctx, tmpl);
+            return -1;
+        }
+    }
+    if (!JS_VALUE_GET_OBJ(tmpl)->shape->is_hashed) {
+        JS_FreeValue(ctx, tmpl);
+        return 0;
+    }
+    idx = cpool_add(s, tmpl);
+    if (idx < 0) {
+        JS_FreeValue(ctx, tmpl);
+        return -1;
+    }
+    bc = fd->byte_code.buf;
+    bc[object_pos] = OP_nop;
+    for (i = 0; i < n; i++) {
+        JS_FreeAtom(ctx, get_u32(bc + pos[i] + 1));
+        memset(bc + pos[i], OP_nop, opcode_info[OP_define_field].size);
+    }
+    emit_op(s, OP_object_template);
+    emit_u16(s, n);
+    emit_u16(s, idx);
+    return 0;
+}
+
+static __exception int js_parse_object_literal(JSParseState *s)
+{"#;
+
+/// The interpreter's `object_shape`, its work in a function of its own (inline, the interpreter's
+/// loop grows and Cranelift keeps less of it in registers: `classes` took 8% longer).
+const OBJECT_SHAPE_OP: &str = r#"        CASE(OP_object_shape):
+            {
+                /* wasbox: see wb_object_template and wb_object_shape */
+                int n = get_u16(pc);
+                JSValue obj;
+                obj = wb_object_shape(ctx, JS_VALUE_GET_OBJ(b->cpool[get_u16(pc + 2)]),
+                                      n, sp - n);
+                pc += 4;
+                if (unlikely(JS_IsException(obj)))
+                    goto exception;
+                sp -= n;
+                *sp++ = obj;
+            }
+            BREAK;
+        CASE(OP_special_object):
+"#;
+
+/// `wb_object_shape`, before the interpreter.
+const OBJECT_SHAPE_FN: &str = r#"/* wasbox: the object of an object literal made from the template 'tp' (see
+   wb_object_template) with the n values at 'vals', which it takes; those it
+   has not taken when it fails are left for the caller to free */
+static no_inline JSValue wb_object_shape(JSContext *ctx, JSObject *tp, int n,
+                                         JSValue *vals)
+{
+    JSShape *sh = tp->shape;
+    JSShapeProperty *prs;
+    JSObject *p;
+    JSValue obj;
+    int i;
+
+    /* the template's shape, when it is still one objects of this realm
+       can share */
+    if (likely(sh->is_hashed && sh->prop_count == n &&
+               sh->proto == JS_VALUE_GET_OBJ(ctx->class_proto[JS_CLASS_OBJECT]))) {
+        obj = JS_NewObjectFromShape(ctx, js_dup_shape(sh), JS_CLASS_OBJECT, NULL);
+        if (unlikely(JS_IsException(obj)))
+            return obj;
+        p = JS_VALUE_GET_OBJ(obj);
+        for (i = 0; i < n; i++)
+            p->prop[i].u.value = vals[i];
+        return obj;
+    }
+    obj = JS_NewObject(ctx);
+    if (unlikely(JS_IsException(obj)))
+        return obj;
+    prs = get_shape_prop(sh);
+    for (i = 0; i < n; i++) {
+        int ret = JS_DefinePropertyValue(ctx, obj, prs[i].atom, vals[i],
+                                         JS_PROP_C_W_E | JS_PROP_THROW);
+        vals[i] = JS_UNDEFINED;
+        if (ret < 0) {
+            JS_FreeValue(ctx, obj);
+            return JS_EXCEPTION;
+        }
+    }
+    return obj;
+}
+
+static JSValue JS_CallInternal(JSContext *caller_ctx, JSValueConst func_obj,
+"#;
+
+/// Loops tested at the bottom: the parser's helpers.
+const LOOP_ROTATION: &str = r#"/* wasbox: a while or for loop whose test is short straight-line code ends
+   each round with a copy of the test and a jump back into the body when it
+   holds (if_true), instead of a jump back to the test: one op fewer a round.
+   The first round still runs the test at the top. Straight-line: no op with
+   a label (so no &&, ||, ?:, optional chain or yield), no closure, class,
+   scope or eval, at most 64 bytes; its atoms are taken again for the copy. */
+static bool wb_loop_test_copyable(JSParseState *s, int start, int end)
+{
+    const uint8_t *bc = s->cur_func->byte_code.buf;
+    int pos, op;
+
+    if (start <= 0 || end <= start || end - start > 64 ||
+        dbuf_error(&s->cur_func->byte_code))
+        return false;
+    for (pos = start; pos < end; pos += opcode_info[op].size) {
+        op = bc[pos];
+        switch (opcode_info[op].fmt) {
+        case OP_FMT_label:
+        case OP_FMT_label8:
+        case OP_FMT_label16:
+        case OP_FMT_label_u16:
+        case OP_FMT_atom_label_u8:
+        case OP_FMT_atom_label_u16:
+            return false;
+        default:
+            break;
+        }
+        switch (op) {
+        case OP_invalid:
+        case OP_label:
+        case OP_fclosure:
+        case OP_enter_scope:
+        case OP_leave_scope:
+        case OP_dispose_scope:
+        case OP_set_class_name:
+        case OP_define_class:
+        case OP_define_class_computed:
+        case OP_eval:
+        case OP_apply_eval:
+            return false;
+        default:
+            break;
+        }
+    }
+    return pos == end;
+}
+
+/* at the end of a round: the test copied and if_true to 'body'; false (and
+   nothing emitted) when the round's end cannot be reached or the test cannot
+   be copied */
+static bool wb_loop_test_at_end(JSParseState *s, int body, int start, int end)
+{
+    JSFunctionDef *fd = s->cur_func;
+    DynBuf *bc = &fd->byte_code;
+    int pos, op, last = -1, at;
+
+    if (body < 0 || !js_is_live_code(s) || !wb_loop_test_copyable(s, start, end))
+        return false;
+    if (dbuf_claim(bc, end - start))
+        return false;
+    at = bc->size;
+    memcpy(bc->buf + at, bc->buf + start, end - start);
+    bc->size += end - start;
+    for (pos = at; pos < bc->size; pos += opcode_info[op].size) {
+        op = bc->buf[pos];
+        switch (opcode_info[op].fmt) {
+        case OP_FMT_atom:
+        case OP_FMT_atom_u8:
+        case OP_FMT_atom_u16:
+            JS_DupAtom(s->ctx, get_u32(bc->buf + pos + 1));
+            break;
+        default:
+            break;
+        }
+        if (op != OP_source_loc && op != OP_nop)
+            last = pos;
+    }
+    fd->last_opcode_pos = last;
+    emit_goto(s, OP_if_true, body);
+    return true;
+}
+
+/* allow the 'in' binary operator */
+#define PF_IN_ACCEPTED"#;
+
+/// The interpreter's `binop_k`.
+const BINOP_K_OP: &str = r#"        CASE(OP_binop_k):
+            {
+                /* wasbox: sp[-1] op k, k an int16: what push_i32(k) and op
+                   would leave, int and float operands inline, anything
+                   else through the op's own slow path */
+                int sub = pc[0], ret;
+                int32_t k = (int16_t)get_u16(pc + 1), v;
+                int64_t r;
+                double d;
+                JSValue op1 = sp[-1];
+                bool done = true;
+
+                pc += 4;
+                if (likely(JS_VALUE_GET_TAG(op1) == JS_TAG_INT)) {
+                    v = JS_VALUE_GET_INT(op1);
+                    switch (sub) {
+                    case OP_add:
+                        r = (int64_t)v + k;
+                        sp[-1] = r == (int32_t)r ? js_int32(r) : js_float64(r);
+                        break;
+                    case OP_sub:
+                        r = (int64_t)v - k;
+                        sp[-1] = r == (int32_t)r ? js_int32(r) : js_float64(r);
+                        break;
+                    case OP_mul:
+                        r = (int64_t)v * k;
+                        if (unlikely(r == 0 && (v | k) < 0))
+                            sp[-1] = js_float64(-0.0);
+                        else
+                            sp[-1] = r == (int32_t)r ? js_int32(r) : js_float64(r);
+                        break;
+                    case OP_div:
+                        sp[-1] = js_number((double)v / (double)k);
+                        break;
+                    case OP_mod:
+                        /* not v < 0 (a -0 result), not k <= 0 */
+                        if (v < 0 || k <= 0)
+                            done = false;
+                        else
+                            sp[-1] = js_int32(v % k);
+                        break;
+                    case OP_and: sp[-1] = js_int32(v & k); break;
+                    case OP_or: sp[-1] = js_int32(v | k); break;
+                    case OP_xor: sp[-1] = js_int32(v ^ k); break;
+                    case OP_shl: sp[-1] = js_int32((int32_t)((uint32_t)v << (k & 31))); break;
+                    case OP_sar: sp[-1] = js_int32(v >> (k & 31)); break;
+                    case OP_shr: sp[-1] = js_uint32((uint32_t)v >> (k & 31)); break;
+                    case OP_lt: sp[-1] = js_bool(v < k); break;
+                    case OP_lte: sp[-1] = js_bool(v <= k); break;
+                    case OP_gt: sp[-1] = js_bool(v > k); break;
+                    case OP_gte: sp[-1] = js_bool(v >= k); break;
+                    case OP_eq:
+                    case OP_strict_eq: sp[-1] = js_bool(v == k); break;
+                    case OP_neq:
+                    case OP_strict_neq: sp[-1] = js_bool(v != k); break;
+                    default: done = false; break;
+                    }
+                } else if (JS_TAG_IS_FLOAT64(JS_VALUE_GET_TAG(op1))) {
+                    d = JS_VALUE_GET_FLOAT64(op1);
+                    switch (sub) {
+                    case OP_add: sp[-1] = js_float64(d + k); break;
+                    case OP_sub: sp[-1] = js_float64(d - k); break;
+                    case OP_mul: sp[-1] = js_float64(d * k); break;
+                    case OP_div: sp[-1] = js_number(d / k); break;
+                    case OP_lt: sp[-1] = js_bool(d < k); break;
+                    case OP_lte: sp[-1] = js_bool(d <= k); break;
+                    case OP_gt: sp[-1] = js_bool(d > k); break;
+                    case OP_gte: sp[-1] = js_bool(d >= k); break;
+                    case OP_eq:
+                    case OP_strict_eq: sp[-1] = js_bool(d == k); break;
+                    case OP_neq:
+                    case OP_strict_neq: sp[-1] = js_bool(d != k); break;
+                    default: done = false; break;
+                    }
+                } else {
+                    done = false;
+                }
+                if (unlikely(!done)) {
+                    *sp++ = js_int32(k);
+                    sf->cur_pc = pc;
+                    switch (sub) {
+                    case OP_add:
+                        ret = js_add_slow(ctx, sp);
+                        break;
+                    case OP_sub: case OP_mul: case OP_div: case OP_mod:
+                        ret = js_binary_arith_slow(ctx, sp, sub);
+                        break;
+                    case OP_and: case OP_or: case OP_xor: case OP_shl: case OP_sar:
+                        ret = js_binary_logic_slow(ctx, sp, sub);
+                        break;
+                    case OP_shr:
+                        ret = js_shr_slow(ctx, sp);
+                        break;
+                    case OP_lt: case OP_lte: case OP_gt: case OP_gte:
+                        ret = js_relational_slow(ctx, sp, sub);
+                        break;
+                    case OP_eq: case OP_neq:
+                        ret = js_eq_slow(ctx, sp, sub == OP_neq);
+                        break;
+                    default:
+                        ret = js_strict_eq_slow(ctx, sp, sub == OP_strict_neq);
+                        break;
+                    }
+                    if (ret)
+                        goto exception;
+                    sp--;
+                }
+            }
+            BREAK;
+        CASE(OP_add_loc):
+"#;
+
 /// Definite initialisation of `let`/`const` locals, `this` read directly (both decided by
 /// `resolve_labels` before its peepholes; see the comments at their heads), and the emitting
 /// of the fused property reads.
@@ -234,8 +582,9 @@ static int wb_this_direct(JSFunctionDef *s)
 
 /* wasbox: get_loc(n), get_arg(n) or a direct 'this' followed by
    get_field(x) (not 'length', which get_length reads) as one op: emits op, x
-   and, but for push_this_field, n. Returns false, having emitted nothing,
-   when no such get_field follows. */
+   and, but for push_this_field, n; then the index where x was last found in
+   the object's properties (a guess the interpreter checks and updates).
+   Returns false, having emitted nothing, when no such get_field follows. */
 static bool wb_fuse_field(JSFunctionDef *s, CodeContext *cc, DynBuf *bc_out,
                           int pos_next, int op, int idx,
                           int *line_num, int *col_num)
@@ -250,6 +599,7 @@ static bool wb_fuse_field(JSFunctionDef *s, CodeContext *cc, DynBuf *bc_out,
     dbuf_put_u32(bc_out, cc->atom);
     if (op != OP_push_this_field)
         dbuf_putc(bc_out, idx);
+    dbuf_putc(bc_out, 0);
     return true;
 }
 
@@ -876,17 +1226,275 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
         why: "three ops of wasbox's: a local's, an argument's or this's property",
         old: "DEF( typeof_is_function, 1, 1, 1, none)\n",
         new: "DEF( typeof_is_function, 1, 1, 1, none)\n\n\
-              /* wasbox: get_loc or get_arg (an index below 256) then get_field, in one op */\n\
-              DEF(  get_loc_field, 6, 0, 1, atom_u8)\n\
-              DEF(  get_arg_field, 6, 0, 1, atom_u8)\n\
-              DEF(push_this_field, 5, 0, 1, atom) /* wasbox: this.x where this is this_obj */\n",
+              /* wasbox: get_loc or get_arg (an index below 256) then get_field, in one op;\n   \
+              the u16 is the index and, above it, where the property was last found */\n\
+              DEF(  get_loc_field, 7, 0, 1, atom_u16)\n\
+              DEF(  get_arg_field, 7, 0, 1, atom_u16)\n\
+              /* wasbox: this.x where this is this_obj; the u8 as above */\n\
+              DEF(push_this_field, 6, 0, 1, atom_u8)\n\
+              /* wasbox: an object literal of n (u16) named properties: the object made\n   \
+              with the shape of cpool[idx] (u16), its values the n on the stack */\n\
+              DEF(   object_shape, 5, 0, 1, npop_u16)\n\
+              /* wasbox: a binary op (u8) with an int16 constant (the u16) as its right operand \
+              (the top byte is unused) */\n\
+              DEF(        binop_k, 5, 1, 1, u32)\n",
+    },
+    Edit {
+        file: "quickjs/quickjs-opcode.h",
+        why: "the parser's form of object_shape (phase 1 emits no short opcodes)",
+        old: "def( set_class_name, 5, 1, 1, u32) /* emitted in phase 1, removed in phase 2 */\n",
+        new: "def( set_class_name, 5, 1, 1, u32) /* emitted in phase 1, removed in phase 2 */\n\
+              def(object_template, 5, 0, 1, npop_u16) /* wasbox: emitted in phase 1, object_shape in phase 3 */\n",
+    },
+    Edit {
+        file: C,
+        why: "object literals of named properties made in one op (the helpers)",
+        old: "static __exception int js_parse_object_literal(JSParseState *s)\n{",
+        new: OBJECT_TEMPLATE,
+    },
+    Edit {
+        file: C,
+        why: "an object literal remembers where its object op is",
+        old: "    bool has_proto;\n\n    if (next_token(s))\n        goto fail;\n    \
+              /* XXX: add an initial length that will be patched back */\n    \
+              emit_op(s, OP_object);\n",
+        new: "    bool has_proto;\n    \
+              /* wasbox: see wb_object_template */\n    \
+              int wb_pos[WB_OBJECT_TEMPLATE_MAX], wb_n = 0, wb_object_pos;\n\n    \
+              if (next_token(s))\n        goto fail;\n    \
+              /* XXX: add an initial length that will be patched back */\n    \
+              wb_object_pos = s->cur_func->byte_code.size;\n    \
+              emit_op(s, OP_object);\n",
+    },
+    Edit {
+        file: C,
+        why: "a spread property keeps the literal as it is",
+        old: "            emit_op(s, OP_drop); /* pop src object */\n            goto next;\n",
+        new: "            emit_op(s, OP_drop); /* pop src object */\n            \
+              wb_n = -1; /* wasbox: see wb_object_template */\n            goto next;\n",
+    },
+    Edit {
+        file: C,
+        why: "each property's define_field is recorded",
+        old: "        JS_FreeAtom(s->ctx, name);\n    next:\n        name = JS_ATOM_NULL;\n",
+        new: "        /* wasbox: see wb_object_template */\n        \
+              wb_n = wb_object_field(s, wb_pos, wb_n);\n        \
+              JS_FreeAtom(s->ctx, name);\n    next:\n        name = JS_ATOM_NULL;\n",
+    },
+    Edit {
+        file: C,
+        why: "and at the literal's end they become one op",
+        old: "    if (js_parse_expect(s, '}'))\n        goto fail;\n    return 0;\n \
+              fail:\n    JS_FreeAtom(s->ctx, name);\n    return -1;\n}\n\n\
+              /* allow the 'in' binary operator */",
+        new: "    if (js_parse_expect(s, '}'))\n        goto fail;\n    \
+              /* wasbox: see wb_object_template */\n    \
+              if (wb_object_template(s, wb_object_pos, wb_pos, wb_n))\n        goto fail;\n    \
+              return 0;\n \
+              fail:\n    JS_FreeAtom(s->ctx, name);\n    return -1;\n}\n\n\
+              /* allow the 'in' binary operator */",
+    },
+    Edit {
+        file: C,
+        why: "phase 3 turns the parser's object_template into object_shape",
+        old: "        case OP_object:\n            \
+              if (code_match(&cc, pos_next, OP_null, OP_set_proto, -1)) {\n",
+        new: "        case OP_object_template:\n            \
+              /* wasbox: see wb_object_template */\n            \
+              add_pc2line_info(s, bc_out.size, line_num, col_num);\n            \
+              dbuf_putc(&bc_out, OP_object_shape);\n            \
+              dbuf_put(&bc_out, bc_buf + pos + 1, 4);\n            \
+              break;\n        \
+              case OP_object:\n            \
+              if (code_match(&cc, pos_next, OP_null, OP_set_proto, -1)) {\n",
+    },
+    Edit {
+        file: C,
+        why: "object_shape's work",
+        old: "static JSValue JS_CallInternal(JSContext *caller_ctx, JSValueConst func_obj,\n",
+        new: OBJECT_SHAPE_FN,
+    },
+    Edit {
+        file: C,
+        why: "the interpreter's object_shape",
+        old: "        CASE(OP_special_object):\n",
+        new: OBJECT_SHAPE_OP,
+    },
+    Edit {
+        file: C,
+        why: "spreading a string copies its characters, as ToObject would (`{...'hi'}`, \
+              `const {...r} = 'hi'`)",
+        old: "    if (JS_VALUE_GET_TAG(source) != JS_TAG_OBJECT)\n        return 0;\n\n    \
+              if (JS_VALUE_GET_TAG(excluded) == JS_TAG_OBJECT)",
+        new: "    if (JS_VALUE_GET_TAG(source) != JS_TAG_OBJECT) {\n        \
+              /* wasbox: a string's characters are its own enumerable properties */\n        \
+              if (JS_VALUE_GET_TAG(source) == JS_TAG_STRING ||\n            \
+              JS_VALUE_GET_TAG(source) == JS_TAG_STRING_ROPE) {\n            \
+              val = JS_ToObject(ctx, source);\n            \
+              if (JS_IsException(val))\n                return -1;\n            \
+              ret = JS_CopyDataProperties(ctx, target, val, excluded, setprop);\n            \
+              JS_FreeValue(ctx, val);\n            \
+              return ret;\n        }\n        \
+              return 0;\n    }\n\n    \
+              if (JS_VALUE_GET_TAG(excluded) == JS_TAG_OBJECT)",
+    },
+    Edit {
+        file: C,
+        why: "loops tested at the bottom (the helpers)",
+        old: "/* allow the 'in' binary operator */\n#define PF_IN_ACCEPTED",
+        new: LOOP_ROTATION,
+    },
+    Edit {
+        file: C,
+        why: "a while loop remembers where its test's code is",
+        old: "            emit_label(s, label_cont);\n            \
+              if (js_parse_expr_paren(s))\n                goto fail;\n            \
+              emit_goto(s, OP_if_false, label_break);\n\n            \
+              if (js_parse_statement(s))\n                goto fail;\n            \
+              emit_goto(s, OP_goto, label_cont);\n",
+        new: "            emit_label(s, label_cont);\n            \
+              wb_test = s->cur_func->byte_code.size;\n            \
+              if (js_parse_expr_paren(s))\n                goto fail;\n            \
+              wb_test_end = s->cur_func->byte_code.size;\n            \
+              emit_goto(s, OP_if_false, label_break);\n            \
+              /* wasbox: see wb_loop_test_copyable */\n            \
+              wb_body = -1;\n            \
+              if (wb_loop_test_copyable(s, wb_test, wb_test_end)) {\n                \
+              wb_body = new_label(s);\n                \
+              emit_label(s, wb_body);\n            }\n\n            \
+              if (js_parse_statement(s))\n                goto fail;\n            \
+              if (!wb_loop_test_at_end(s, wb_body, wb_test, wb_test_end))\n                \
+              emit_goto(s, OP_goto, label_cont);\n",
+    },
+    Edit {
+        file: C,
+        why: "(its variables)",
+        old: "    case TOK_WHILE:\n        {\n            int label_cont, label_break;\n",
+        new: "    case TOK_WHILE:\n        {\n            int label_cont, label_break;\n            \
+              int wb_test, wb_test_end, wb_body;\n",
+    },
+    Edit {
+        file: C,
+        why: "a for loop remembers where its test's code is",
+        old: "                emit_label(s, label_test);\n                \
+              if (js_parse_expr(s))\n                    goto fail;\n                \
+              emit_goto(s, OP_if_false, label_break);\n",
+        new: "                emit_label(s, label_test);\n                \
+              wb_test = s->cur_func->byte_code.size;\n                \
+              if (js_parse_expr(s))\n                    goto fail;\n                \
+              wb_test_end = s->cur_func->byte_code.size;\n                \
+              emit_goto(s, OP_if_false, label_break);\n",
+    },
+    Edit {
+        file: C,
+        why: "(its variables)",
+        old: "            int label_cont, label_break, label_body, label_test;\n            \
+              int pos_cont, pos_body, block_scope_level;\n",
+        new: "            int label_cont, label_break, label_body, label_test;\n            \
+              int pos_cont, pos_body, block_scope_level;\n            \
+              int wb_test = 0, wb_test_end = 0;\n",
+    },
+    Edit {
+        file: C,
+        why: "a for loop with an increment ends in its test, not a jump back to it",
+        old: "                /* increment part ends with a goto */\n                \
+              s->cur_func->last_opcode_pos = bc->size - 5;\n                \
+              /* relocate labels */\n                \
+              for (i = label_cont; i < s->cur_func->label_count; i++) {\n                    \
+              LabelSlot *ls = &s->cur_func->label_slots[i];\n                    \
+              if (ls->pos >= pos_cont && ls->pos < pos_body)\n                        \
+              ls->pos += offset;\n                }\n",
+        new: "                /* increment part ends with a goto */\n                \
+              s->cur_func->last_opcode_pos = bc->size - 5;\n                \
+              /* relocate labels */\n                \
+              for (i = label_cont; i < s->cur_func->label_count; i++) {\n                    \
+              LabelSlot *ls = &s->cur_func->label_slots[i];\n                    \
+              if (ls->pos >= pos_cont && ls->pos < pos_body)\n                        \
+              ls->pos += offset;\n                }\n                \
+              /* wasbox: the goto to the test becomes the test */\n                \
+              if (bc->buf[bc->size - 5] == OP_goto &&\n                    \
+              get_u32(bc->buf + bc->size - 4) == label_test &&\n                    \
+              wb_loop_test_copyable(s, wb_test, wb_test_end)) {\n                    \
+              bc->size -= 5;\n                    \
+              update_label(s->cur_func, label_test, -1);\n                    \
+              s->cur_func->last_opcode_pos = -1;\n                    \
+              if (!wb_loop_test_at_end(s, label_body, wb_test, wb_test_end))\n                        \
+              emit_goto(s, OP_goto, label_test);\n                }\n",
+    },
+    Edit {
+        file: C,
+        why: "and so does one without",
+        old: "            } else {\n                emit_goto(s, OP_goto, label_cont);\n            }\n\n            \
+              emit_label(s, label_break);\n",
+        new: "            } else if (label_test == label_body ||\n                       \
+              !wb_loop_test_at_end(s, label_body, wb_test, wb_test_end)) {\n                \
+              emit_goto(s, OP_goto, label_cont);\n            }\n\n            \
+              emit_label(s, label_break);\n",
+    },
+    Edit {
+        file: "quickjs/quickjs-opcode.h",
+        why: "set_arg0..3 give their opcode numbers to wasbox's ops (a set_arg is rare: \
+              set_arg with its index does it)",
+        old: "DEF(       set_arg0, 1, 1, 1, none_arg)\n\
+              DEF(       set_arg1, 1, 1, 1, none_arg)\n\
+              DEF(       set_arg2, 1, 1, 1, none_arg)\n\
+              DEF(       set_arg3, 1, 1, 1, none_arg)\n",
+        new: "",
+    },
+    Edit {
+        file: C,
+        why: "(their interpreter cases)",
+        old: "        CASE(OP_set_arg0): set_value(ctx, &arg_buf[0], js_dup(sp[-1])); BREAK;\n        \
+              CASE(OP_set_arg1): set_value(ctx, &arg_buf[1], js_dup(sp[-1])); BREAK;\n        \
+              CASE(OP_set_arg2): set_value(ctx, &arg_buf[2], js_dup(sp[-1])); BREAK;\n        \
+              CASE(OP_set_arg3): set_value(ctx, &arg_buf[3], js_dup(sp[-1])); BREAK;\n",
+        new: "",
+    },
+    Edit {
+        file: C,
+        why: "(and their emitting)",
+        old: "        case OP_set_arg:\n            dbuf_putc(bc_out, OP_set_arg0 + idx);\n            \
+              return;\n",
+        new: "",
+    },
+    Edit {
+        file: C,
+        why: "push_i32(k) then a binary op become binop_k",
+        old: "                val = (val != 0);\n                goto has_constant_test;\n            }\n            \
+              add_pc2line_info(s, bc_out.size, line_num, col_num);\n            \
+              push_short_int(&bc_out, val);\n            break;\n",
+        new: "                val = (val != 0);\n                goto has_constant_test;\n            }\n            \
+              /* wasbox: push_i32(k) op -> binop_k(op, k) for an int16 k */\n            \
+              if (val == (int16_t)val &&\n                \
+              (code_match(&cc, pos_next, M4(OP_add, OP_sub, OP_mul, OP_div), -1) ||\n                 \
+              code_match(&cc, pos_next, M4(OP_mod, OP_and, OP_or, OP_xor), -1) ||\n                 \
+              code_match(&cc, pos_next, M4(OP_shl, OP_sar, OP_shr, OP_lt), -1) ||\n                 \
+              code_match(&cc, pos_next, M4(OP_lte, OP_gt, OP_gte, OP_eq), -1) ||\n                 \
+              code_match(&cc, pos_next, M3(OP_neq, OP_strict_eq, OP_strict_neq), -1))) {\n                \
+              if (cc.line_num >= 0) line_num = cc.line_num;\n                \
+              if (cc.col_num >= 0) col_num = cc.col_num;\n                \
+              add_pc2line_info(s, bc_out.size, line_num, col_num);\n                \
+              dbuf_putc(&bc_out, OP_binop_k);\n                \
+              dbuf_putc(&bc_out, cc.op);\n                \
+              dbuf_put_u16(&bc_out, val);\n                \
+              dbuf_putc(&bc_out, 0);\n                \
+              pos_next = cc.pos;\n                \
+              break;\n            }\n            \
+              add_pc2line_info(s, bc_out.size, line_num, col_num);\n            \
+              push_short_int(&bc_out, val);\n            break;\n",
+    },
+    Edit {
+        file: C,
+        why: "the interpreter's binop_k",
+        old: "        CASE(OP_add_loc):\n",
+        new: BINOP_K_OP,
     },
     Edit {
         file: C,
         why: "bytecode with wasbox's ops is not another QuickJS's",
         old: "#define BC_VERSION 28\n",
         new: "/* wasbox: its bytecode has ops of its own (get_loc_field, get_arg_field,\n   \
-              push_this_field) */\n\
+              push_this_field, object_shape) */\n\
               #define BC_VERSION (0x80 | 28)\n",
     },
     Edit {
@@ -906,19 +1514,36 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
                 JSObject *p;
                 JSProperty *pr;
                 JSShapeProperty *prs;
+                uint8_t *hint;
+                uint32_t h;
 
                 atom = get_u32(pc);
                 if (opcode == OP_push_this_field) {
                     obj = this_obj;
-                    pc += 4;
+                    hint = (uint8_t *)pc + 4;
+                    pc += 5;
                 } else {
                     obj = opcode == OP_get_loc_field ? var_buf[pc[4]] : arg_buf[pc[4]];
-                    pc += 5;
+                    hint = (uint8_t *)pc + 5;
+                    pc += 6;
                 }
                 if (likely(JS_VALUE_GET_TAG(obj) == JS_TAG_OBJECT)) {
                     p = JS_VALUE_GET_OBJ(obj);
+                    /* where the property was last found: it is there when the
+                       object's shape has it at that index (names are unique in
+                       a shape, deleted entries have none) */
+                    h = *hint;
+                    if (likely(h < p->shape->prop_count)) {
+                        prs = &get_shape_prop(p->shape)[h];
+                        if (likely(prs->atom == atom && !(prs->flags & JS_PROP_TMASK))) {
+                            *sp++ = js_dup(p->prop[h].u.value);
+                            BREAK;
+                        }
+                    }
+                    prs = find_own_property(&pr, p, atom);
+                    if (prs && (h = pr - p->prop) < 256)
+                        *hint = h;
                     for(;;) {
-                        prs = find_own_property(&pr, p, atom);
                         if (prs) {
                             if (unlikely(prs->flags & JS_PROP_TMASK))
                                 goto get_var_field_slow_path;
@@ -932,6 +1557,7 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
                             val = JS_UNDEFINED;
                             break;
                         }
+                        prs = find_own_property(&pr, p, atom);
                     }
                 } else {
                 get_var_field_slow_path:

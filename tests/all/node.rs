@@ -199,6 +199,63 @@ async fn let_and_const_are_checked_wherever_they_may_be_uninitialised() {
     );
 }
 
+/// Object literals made in one op once their values are computed (`object_shape`): key order,
+/// flags and prototype, repeated names, `__proto__` in its three spellings, methods, accessors,
+/// computed names and spreads (of strings too) beside plain properties, function names, values
+/// evaluated in order and throwing midway, TDZ, generators and `await` suspended between
+/// values, literals of more properties than one op takes, and objects of one literal changed
+/// one at a time. Expected lines (`literals.out`): Node.js 20's for the same script.
+#[tokio::test]
+async fn object_literals_keep_their_semantics_when_made_in_one_step() {
+    expect_node_output(
+        "literals.js",
+        include_bytes!("../fixtures/node/literals.js"),
+        include_str!("../fixtures/node/literals.out"),
+    )
+    .await;
+}
+
+/// `for` and `while` loops end each round with a copy of their test (when it is short
+/// straight-line code) instead of a jump back to it: how often the test runs, `continue` and
+/// `break` with and without labels, a `let` binding per round seen by closures (also closures
+/// made in the test), tests of every kind (short-circuits, conditionals, optional chains,
+/// regular expressions, `in`, `instanceof`, TDZ, `eval`, `arguments`, `with`), a test that
+/// throws in a later round, and loops in generators and async functions. Expected lines
+/// (`loops.out`): Node.js 20's.
+#[tokio::test]
+async fn loops_tested_at_the_bottom_run_as_written() {
+    expect_node_output(
+        "loops.js",
+        include_bytes!("../fixtures/node/loops.js"),
+        include_str!("../fixtures/node/loops.out"),
+    )
+    .await;
+}
+
+/// Binary operators with a small integer constant on the right are one op (`binop_k`): each of
+/// them against ints, -0, int32 edges, floats, NaN, infinities, strings, booleans, null,
+/// undefined, arrays and objects with `valueOf`/`toString`, BigInts (and their errors),
+/// symbols and throwing conversions; a counter crossing the int32 edge; and arguments assigned
+/// to (the short `set_arg` ops gave their numbers to it). Expected lines (`numbers.out`):
+/// Node.js 20's.
+#[tokio::test]
+async fn operators_with_constants_compute_as_written() {
+    expect_node_output(
+        "numbers.js",
+        include_bytes!("../fixtures/node/numbers.js"),
+        include_str!("../fixtures/node/numbers.out"),
+    )
+    .await;
+}
+
+/// Runs `source` as `name` with node in a new sandbox and compares its output with Node.js's.
+async fn expect_node_output(name: &str, source: &[u8], expected: &str) {
+    let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
+    let out = run_script(&sandbox, name, source).await;
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert_eq!(out.stdout, expected, "{out:?}");
+}
+
 /// The shapes QuickJS keeps for reuse hold their prototypes; every collection lets them go,
 /// so 200 dropped classes, each closing over 2 MB, fit in 96 MiB (kept until the end, they
 /// would take 400 MB).
