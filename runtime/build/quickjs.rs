@@ -1491,6 +1491,85 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
     },
     Edit {
         file: C,
+        why: "Node.js's (V8's) message for a property read of null or undefined",
+        old: "        case JS_TAG_NULL:\n            \
+              return JS_ThrowTypeErrorAtom(ctx, \"cannot read property '%s' of null\", prop);\n        \
+              case JS_TAG_UNDEFINED:\n            \
+              return JS_ThrowTypeErrorAtom(ctx, \"cannot read property '%s' of undefined\", prop);\n",
+        new: "        case JS_TAG_NULL:\n            \
+              return JS_ThrowTypeErrorAtom(ctx, \"Cannot read properties of null (reading '%s')\", prop);\n        \
+              case JS_TAG_UNDEFINED:\n            \
+              return JS_ThrowTypeErrorAtom(ctx, \"Cannot read properties of undefined (reading '%s')\", prop);\n",
+    },
+    Edit {
+        file: C,
+        why: "(the same for a computed property: `u[0]`)",
+        old: "        if (tag == JS_TAG_NULL) {\n            \
+              JS_ThrowTypeErrorAtom(ctx, \"cannot read property '%s' of null\", atom);\n        \
+              } else {\n            \
+              JS_ThrowTypeErrorAtom(ctx, \"cannot read property '%s' of undefined\", atom);\n",
+        new: "        if (tag == JS_TAG_NULL) {\n            \
+              JS_ThrowTypeErrorAtom(ctx, \"Cannot read properties of null (reading '%s')\", atom);\n        \
+              } else {\n            \
+              JS_ThrowTypeErrorAtom(ctx, \"Cannot read properties of undefined (reading '%s')\", atom);\n",
+    },
+    Edit {
+        file: C,
+        why: "and for a property write",
+        old: "        JS_ThrowTypeErrorAtom(ctx, \"cannot set property '%s' of null\", prop);\n        \
+              goto fail;\n    case JS_TAG_UNDEFINED:\n        \
+              JS_ThrowTypeErrorAtom(ctx, \"cannot set property '%s' of undefined\", prop);\n",
+        new: "        JS_ThrowTypeErrorAtom(ctx, \"Cannot set properties of null (setting '%s')\", prop);\n        \
+              goto fail;\n    case JS_TAG_UNDEFINED:\n        \
+              JS_ThrowTypeErrorAtom(ctx, \"Cannot set properties of undefined (setting '%s')\", prop);\n",
+    },
+    Edit {
+        file: C,
+        why: "Node.js's message for an assignment to a const",
+        old: "                if (type == JS_THROW_VAR_RO)\n                    \
+              JS_ThrowTypeErrorReadOnly(ctx, JS_PROP_THROW, atom);\n",
+        new: "                if (type == JS_THROW_VAR_RO)\n                    \
+              JS_ThrowTypeError(ctx, \"Assignment to constant variable.\");\n",
+    },
+    Edit {
+        file: C,
+        why: "Node.js's message for reduce of an empty array",
+        old: "                JS_ThrowTypeError(ctx, \"empty array\");\n",
+        new: "                JS_ThrowTypeError(ctx, \"Reduce of empty array with no initial value\");\n",
+    },
+    Edit {
+        file: C,
+        why: "Node.js's message for a bad array length (`new Array(-1)`, `a.length = -1`)",
+        old: "                if (len1 != len) {\n                fail:\n                    \
+              JS_ThrowRangeError(ctx, \"invalid array length\");\n",
+        new: "                if (len1 != len) {\n                fail:\n                    \
+              JS_ThrowRangeError(ctx, \"Invalid array length\");\n",
+    },
+    Edit {
+        file: C,
+        why: "(and for an array made with a length)",
+        old: "    if (len > INT32_MAX)\n        return JS_ThrowRangeError(ctx, \"invalid array length\");\n",
+        new: "    if (len > INT32_MAX)\n        return JS_ThrowRangeError(ctx, \"Invalid array length\");\n",
+    },
+    Edit {
+        file: C,
+        why: "Node.js's messages for a bad repeat count",
+        old: "    if (val < 0 || val > 2147483647) {\n        \
+              JS_ThrowRangeError(ctx, \"invalid repeat count\");\n        goto fail;\n    }\n",
+        new: "    if (val < 0 || val > 2147483647) {\n        \
+              /* wasbox: as V8 words them */\n        \
+              if (val >= 0 && val != INT64_MAX) {\n            \
+              JS_ThrowRangeError(ctx, \"Invalid string length\");\n        \
+              } else {\n            \
+              const char *count = JS_ToCString(ctx, argv[0]);\n            \
+              if (count) {\n                \
+              JS_ThrowRangeError(ctx, \"Invalid count value: %s\", count);\n                \
+              JS_FreeCString(ctx, count);\n            \
+              }\n        \
+              }\n        goto fail;\n    }\n",
+    },
+    Edit {
+        file: C,
         why: "bytecode with wasbox's ops is not another QuickJS's",
         old: "#define BC_VERSION 28\n",
         new: "/* wasbox: its bytecode has ops of its own (get_loc_field, get_arg_field,\n   \

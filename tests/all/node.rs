@@ -248,6 +248,20 @@ async fn operators_with_constants_compute_as_written() {
     .await;
 }
 
+/// The errors agents and test suites meet most carry Node.js's (V8's) messages: property reads
+/// and writes of `null` and `undefined` (named, computed, chained, strict), assignments to a
+/// `const` (plain, `++`, compound, from a closure), `reduce` of an empty array, bad array
+/// lengths and repeat counts. Expected lines (`errors.out`): Node.js 20's.
+#[tokio::test]
+async fn common_errors_read_as_nodes() {
+    expect_node_output(
+        "errors.js",
+        include_bytes!("../fixtures/node/errors.js"),
+        include_str!("../fixtures/node/errors.out"),
+    )
+    .await;
+}
+
 /// Runs `source` as `name` with node in a new sandbox and compares its output with Node.js's.
 async fn expect_node_output(name: &str, source: &[u8], expected: &str) {
     let sandbox = runtime().sandbox(SandboxConfig::default()).unwrap();
