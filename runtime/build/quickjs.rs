@@ -377,6 +377,279 @@ const BINOP_K_OP: &str = r#"        CASE(OP_binop_k):
         CASE(OP_add_loc):
 "#;
 
+/// What a failed call called, named as V8 names it.
+const CALLEE_NAME: &str = r#"/* wasbox: V8 names what was called in "x is not a function" (x, o.m,
+   this.f, a.b.c, f(...)); QuickJS did not. On that error only, the calling
+   frame's bytecode is followed from its start to the call op, keeping which
+   op pushed each stack slot (and, at each jump target, the depth the jump
+   left), and the op that pushed the callee is named: a variable, `this`, a
+   property read of something named, or a call of something named. False,
+   with nothing thrown, when it cannot tell. */
+static bool wb_name_pushed(JSContext *ctx, JSFunctionBytecode *b, const int *src,
+                           int q, char *buf, size_t size, int level)
+{
+    const uint8_t *bc = b->byte_code_buf;
+    char atom_buf[ATOM_GET_STR_BUF_SIZE];
+    JSAtom name = JS_ATOM_NULL, field = JS_ATOM_NULL;
+    int op, idx = -1, var = -1, arg = -1;
+    size_t n;
+
+    if (q < 0 || q >= b->byte_code_len || level > 4 || size < 2)
+        return false;
+    op = bc[q];
+    switch (op) {
+    /* a variable read, or assigned and kept on the stack (x = ...; x()) */
+    case OP_get_loc: case OP_get_loc_check: case OP_set_loc:
+        var = get_u16(bc + q + 1);
+        break;
+    case OP_get_loc8: case OP_set_loc8: var = bc[q + 1]; break;
+    case OP_get_loc0: case OP_get_loc1: case OP_get_loc2: case OP_get_loc3:
+        var = op - OP_get_loc0; break;
+    case OP_set_loc0: case OP_set_loc1: case OP_set_loc2: case OP_set_loc3:
+        var = op - OP_set_loc0; break;
+    case OP_get_arg: case OP_set_arg: arg = get_u16(bc + q + 1); break;
+    case OP_get_arg0: case OP_get_arg1: case OP_get_arg2: case OP_get_arg3:
+        arg = op - OP_get_arg0; break;
+    case OP_get_var_ref: case OP_get_var_ref_check: case OP_set_var_ref:
+        idx = get_u16(bc + q + 1);
+        goto var_ref;
+    case OP_get_var_ref0: case OP_get_var_ref1: case OP_get_var_ref2: case OP_get_var_ref3:
+        idx = op - OP_get_var_ref0;
+        goto var_ref;
+    case OP_set_var_ref0: case OP_set_var_ref1: case OP_set_var_ref2: case OP_set_var_ref3:
+        idx = op - OP_set_var_ref0;
+    var_ref:
+        if (idx >= b->closure_var_count || !b->closure_var)
+            return false;
+        name = b->closure_var[idx].var_name;
+        break;
+    case OP_get_var: case OP_get_var_undef:
+        name = get_u32(bc + q + 1);
+        break;
+    case OP_push_this:
+        snprintf(buf, size, "this");
+        return true;
+    case OP_get_field: case OP_get_field2:
+        field = get_u32(bc + q + 1);
+        if (!wb_name_pushed(ctx, b, src, src[q] - 1, buf, size, level + 1))
+            return false;
+        break;
+    case OP_get_loc_field:
+        field = get_u32(bc + q + 1);
+        var = bc[q + 5];
+        break;
+    case OP_get_arg_field:
+        field = get_u32(bc + q + 1);
+        arg = bc[q + 5];
+        break;
+    case OP_push_this_field:
+        field = get_u32(bc + q + 1);
+        snprintf(buf, size, "this");
+        break;
+    case OP_call: case OP_call0: case OP_call1: case OP_call2: case OP_call3:
+    case OP_call_method:
+        if (!wb_name_pushed(ctx, b, src, src[q] - 1, buf, size, level + 1))
+            return false;
+        n = strlen(buf);
+        if (n + 6 > size)
+            return false;
+        memcpy(buf + n, "(...)", 6);
+        return true;
+    default:
+        return false;
+    }
+    if (var >= 0 || arg >= 0) {
+        idx = var >= 0 ? b->arg_count + var : arg;
+        if (!b->vardefs || idx >= b->arg_count + b->var_count)
+            return false;
+        name = b->vardefs[idx].var_name;
+    }
+    if (name != JS_ATOM_NULL) {
+        if (name == JS_ATOM_this)
+            snprintf(buf, size, "this");
+        else
+            snprintf(buf, size, "%s", JS_AtomGetStr(ctx, atom_buf, sizeof(atom_buf), name));
+    } else if (field == JS_ATOM_NULL || !buf[0]) {
+        return false;
+    }
+    if (field != JS_ATOM_NULL) {
+        n = strlen(buf);
+        JS_AtomGetStr(ctx, atom_buf, sizeof(atom_buf), field);
+        if (n + 1 + strlen(atom_buf) + 1 > size)
+            return false;
+        buf[n] = '.';
+        strcpy(buf + n + 1, atom_buf);
+    }
+    return true;
+}
+
+static bool wb_callee_name(JSContext *ctx, JSValueConst value, bool ctor,
+                           char *buf, size_t size)
+{
+    JSStackFrame *sf = ctx->rt->current_stack_frame;
+    JSFunctionBytecode *b;
+    JSObject *fp;
+    const JSOpCode *oi;
+    const uint8_t *bc;
+    int len, end, pos, next, op, n_pop, depth, i, target, argc, callee;
+    int *slot, *src, *at;
+    bool live, found = false;
+
+    buf[0] = '\0';
+    if (!sf || JS_VALUE_GET_TAG(sf->cur_func) != JS_TAG_OBJECT)
+        return false;
+    fp = JS_VALUE_GET_OBJ(sf->cur_func);
+    if (!js_class_has_bytecode(fp->class_id) || !sf->cur_pc)
+        return false;
+    b = fp->u.func.function_bytecode;
+    bc = b->byte_code_buf;
+    len = b->byte_code_len;
+    if (sf->cur_pc <= bc || sf->cur_pc > bc + len)
+        return false;
+    end = sf->cur_pc - bc;
+    /* slot: the op (its position + 1) that pushed each stack slot; src: for
+       a property read or a call, the op that pushed its object or callee
+       (+ 1); at: the depth + 1 a jump left at its target */
+    slot = js_mallocz_rt(ctx->rt, sizeof(int) * (b->stack_size + 2 + 2 * len));
+    if (!slot)
+        return false;
+    src = slot + b->stack_size + 2;
+    at = src + len;
+    depth = 0;
+    live = true;
+    for (pos = 0; pos < end; pos = next) {
+        op = bc[pos];
+        if (op == 0 || op >= OP_COUNT)
+            goto done;
+        oi = &short_opcode_info(op);
+        next = pos + oi->size;
+        if (next > len)
+            goto done;
+        if (at[pos]) {
+            /* a join: which op pushed a slot may depend on the path */
+            depth = at[pos] - 1;
+            memset(slot, 0, sizeof(int) * (b->stack_size + 2));
+        } else if (!live) {
+            goto done;
+        }
+        live = true;
+        n_pop = oi->n_pop;
+        if (oi->fmt == OP_FMT_npop || oi->fmt == OP_FMT_npop_u16)
+            n_pop += get_u16(bc + pos + 1);
+        else if (oi->fmt == OP_FMT_npopx)
+            n_pop += op - OP_call0;
+        if (depth < n_pop || depth - n_pop + oi->n_push > b->stack_size)
+            goto done;
+        if (next == end) {
+            switch (ctor ? OP_invalid : op) {
+            case OP_call0: case OP_call1: case OP_call2: case OP_call3:
+                argc = op - OP_call0;
+                callee = depth - argc - 1;
+                break;
+            case OP_call: case OP_tail_call: case OP_call_method: case OP_tail_call_method:
+                argc = get_u16(bc + pos + 1);
+                callee = depth - argc - 1;
+                break;
+            default:
+                if (op != OP_call_constructor || !ctor)
+                    goto done;
+                argc = get_u16(bc + pos + 1);
+                callee = depth - argc - 2;
+                break;
+            }
+            /* the slot holds what failed to be called (the frame's
+               position may be an earlier call's when the failing call
+               came from elsewhere in the op) */
+            if (callee >= 0 &&
+                js_same_value(ctx, sf->var_buf[b->var_count + callee], value))
+                found = wb_name_pushed(ctx, b, src, slot[callee] - 1, buf, size, 0);
+            goto done;
+        }
+        switch (op) {
+        case OP_dup:
+            slot[depth] = slot[depth - 1];
+            depth++;
+            break;
+        case OP_swap:
+            i = slot[depth - 1];
+            slot[depth - 1] = slot[depth - 2];
+            slot[depth - 2] = i;
+            break;
+        case OP_get_field2:
+            src[pos] = slot[depth - 1];
+            slot[depth++] = pos + 1;
+            break;
+        case OP_get_field:
+        case OP_get_length:
+            src[pos] = slot[depth - 1];
+            slot[depth - 1] = pos + 1;
+            break;
+        case OP_call0: case OP_call1: case OP_call2: case OP_call3:
+        case OP_call: case OP_call_method:
+            src[pos] = slot[depth - n_pop + (op == OP_call_method)];
+            /* fall through */
+        default:
+            depth -= n_pop;
+            for (i = 0; i < oi->n_push; i++)
+                slot[depth++] = pos + 1;
+            break;
+        }
+        target = -1;
+        switch (op) {
+        case OP_goto: target = pos + 1 + (int32_t)get_u32(bc + pos + 1); live = false; break;
+        case OP_goto16: target = pos + 1 + (int16_t)get_u16(bc + pos + 1); live = false; break;
+        case OP_goto8: target = pos + 1 + (int8_t)bc[pos + 1]; live = false; break;
+        case OP_if_true8: case OP_if_false8: target = pos + 1 + (int8_t)bc[pos + 1]; break;
+        case OP_if_true: case OP_if_false: case OP_catch:
+            target = pos + 1 + (int32_t)get_u32(bc + pos + 1);
+            break;
+        case OP_gosub:
+            target = pos + 1 + (int32_t)get_u32(bc + pos + 1);
+            depth++;
+            break;
+        case OP_with_get_var: case OP_with_delete_var:
+            target = pos + 5 + (int32_t)get_u32(bc + pos + 5);
+            depth++;
+            break;
+        case OP_with_make_ref: case OP_with_get_ref: case OP_with_get_ref_undef:
+            target = pos + 5 + (int32_t)get_u32(bc + pos + 5);
+            depth += 2;
+            break;
+        case OP_with_put_var:
+            target = pos + 5 + (int32_t)get_u32(bc + pos + 5);
+            depth--;
+            break;
+        case OP_tail_call: case OP_tail_call_method: case OP_return: case OP_return_undef:
+        case OP_return_async: case OP_throw: case OP_throw_error: case OP_ret:
+            live = false;
+            break;
+        default:
+            break;
+        }
+        if (target >= 0) {
+            if (target >= len || depth < 0 || depth > b->stack_size)
+                goto done;
+            if (target > pos)
+                at[target] = depth + 1;
+            /* the adjustments above were for the target only */
+            if (op == OP_gosub || op == OP_with_get_var || op == OP_with_delete_var)
+                depth--;
+            else if (op == OP_with_make_ref || op == OP_with_get_ref ||
+                     op == OP_with_get_ref_undef)
+                depth -= 2;
+            else if (op == OP_with_put_var)
+                depth++;
+        }
+    }
+ done:
+    js_free_rt(ctx->rt, slot);
+    if (!found)
+        buf[0] = '\0';
+    return found;
+}
+
+static void json_free_token(JSParseState *s, JSToken *token) {"#;
+
 /// Definite initialisation of `let`/`const` locals, `this` read directly (both decided by
 /// `resolve_labels` before its peepholes; see the comments at their heads), and the emitting
 /// of the fused property reads.
@@ -1567,6 +1840,69 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
               JS_FreeCString(ctx, count);\n            \
               }\n        \
               }\n        goto fail;\n    }\n",
+    },
+    Edit {
+        file: C,
+        why: "\"x is not a function\" and \"x is not a constructor\" name what was called, as \
+              Node.js does (the helper)",
+        old: "static void json_free_token(JSParseState *s, JSToken *token) {",
+        new: CALLEE_NAME,
+    },
+    Edit {
+        file: C,
+        why: "(declared before the throwers; it needs opcode_info, defined later)",
+        old: "static JSValue JS_ThrowTypeErrorNotAConstructor(JSContext *ctx,\n",
+        new: "/* wasbox: see wb_callee_name */\n\
+              #define WB_CALLEE_NAME_MAX 96\n\
+              static bool wb_callee_name(JSContext *ctx, JSValueConst value, bool ctor,\n\
+              \x20                          char *buf, size_t size);\n\n\
+              static JSValue wb_throw_not_a_function(JSContext *ctx, JSValueConst func_obj)\n\
+              {\n\
+              \x20   char callee[WB_CALLEE_NAME_MAX];\n\
+              \x20   if (wb_callee_name(ctx, func_obj, false, callee, sizeof(callee)))\n\
+              \x20       return JS_ThrowTypeError(ctx, \"%s is not a function\", callee);\n\
+              \x20   return JS_ThrowTypeError(ctx, \"not a function\");\n\
+              }\n\n\
+              static JSValue JS_ThrowTypeErrorNotAConstructor(JSContext *ctx,\n",
+    },
+    Edit {
+        file: C,
+        why: "(not a constructor)",
+        old: "    return JS_ThrowTypeErrorAtom(ctx, \"%s is not a constructor\", name);\n\
+              fini:\n    return JS_ThrowTypeError(ctx, \"not a constructor\");\n",
+        new: "    return JS_ThrowTypeErrorAtom(ctx, \"%s is not a constructor\", name);\n\
+              fini:\n    {\n        \
+              char callee[WB_CALLEE_NAME_MAX];\n        \
+              if (wb_callee_name(ctx, func_obj, true, callee, sizeof(callee)))\n            \
+              return JS_ThrowTypeError(ctx, \"%s is not a constructor\", callee);\n    }\n    \
+              return JS_ThrowTypeError(ctx, \"not a constructor\");\n",
+    },
+    Edit {
+        file: C,
+        why: "`new x()` of a value that is not an object says \"x is not a constructor\", as \
+              Node.js does (not \"not a function\")",
+        old: "    flags |= JS_CALL_FLAG_CONSTRUCTOR;\n    \
+              if (unlikely(JS_VALUE_GET_TAG(func_obj) != JS_TAG_OBJECT))\n        \
+              goto not_a_function;\n",
+        new: "    flags |= JS_CALL_FLAG_CONSTRUCTOR;\n    \
+              if (unlikely(JS_VALUE_GET_TAG(func_obj) != JS_TAG_OBJECT))\n        \
+              return JS_ThrowTypeErrorNotAConstructor(ctx, func_obj);\n",
+    },
+    Edit {
+        file: C,
+        why: "(its label is no longer jumped to)",
+        old: "        if (!call_func) {\n        not_a_function:\n            \
+              return JS_ThrowTypeErrorNotAFunction(ctx);\n",
+        new: "        if (!call_func) {\n            \
+              return JS_ThrowTypeErrorNotAFunction(ctx);\n",
+    },
+    Edit {
+        file: C,
+        why: "(not a function: a call op of the interpreter whose callee is not callable)",
+        old: "        if (!call_func) {\n        not_a_function:\n            \
+              return JS_ThrowTypeErrorNotAFunction(caller_ctx);\n",
+        new: "        if (!call_func) {\n        not_a_function:\n            \
+              return wb_throw_not_a_function(caller_ctx, func_obj);\n",
     },
     Edit {
         file: C,

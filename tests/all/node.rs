@@ -249,9 +249,11 @@ async fn operators_with_constants_compute_as_written() {
 }
 
 /// The errors agents and test suites meet most carry Node.js's (V8's) messages: property reads
-/// and writes of `null` and `undefined` (named, computed, chained, strict), assignments to a
-/// `const` (plain, `++`, compound, from a closure), `reduce` of an empty array, bad array
-/// lengths and repeat counts. Expected lines (`errors.out`): Node.js 20's.
+/// and writes of `null` and `undefined` (named, computed, chained, strict), calls and `new` of
+/// what is not a function, naming the callee as V8 does (`f`, `o.n.q`, `g(...)`, `this.nope`,
+/// a variable assigned just before, in generators and async functions after they resumed),
+/// assignments to a `const` (plain, `++`, compound, from a closure), `reduce` of an empty
+/// array, bad array lengths and repeat counts. Expected lines (`errors.out`): Node.js 20's.
 #[tokio::test]
 async fn common_errors_read_as_nodes() {
     expect_node_output(
