@@ -648,6 +648,16 @@ static bool wb_callee_name(JSContext *ctx, JSValueConst value, bool ctor,
     return found;
 }
 
+/* a call op's callee is not callable: "x is not a function" when it can be
+   named */
+static JSValue wb_throw_not_a_function(JSContext *ctx, JSValueConst func_obj)
+{
+    char callee[WB_CALLEE_NAME_MAX];
+    if (wb_callee_name(ctx, func_obj, false, callee, sizeof(callee)))
+        return JS_ThrowTypeError(ctx, "%s is not a function", callee);
+    return JS_ThrowTypeError(ctx, "not a function");
+}
+
 static void json_free_token(JSParseState *s, JSToken *token) {"#;
 
 /// Definite initialisation of `let`/`const` locals, `this` read directly (both decided by
@@ -1855,14 +1865,8 @@ static void wb_erase_class_field_init(JSContext *ctx, JSFunctionDef *fd)
         new: "/* wasbox: see wb_callee_name */\n\
               #define WB_CALLEE_NAME_MAX 96\n\
               static bool wb_callee_name(JSContext *ctx, JSValueConst value, bool ctor,\n\
-              \x20                          char *buf, size_t size);\n\n\
-              static JSValue wb_throw_not_a_function(JSContext *ctx, JSValueConst func_obj)\n\
-              {\n\
-              \x20   char callee[WB_CALLEE_NAME_MAX];\n\
-              \x20   if (wb_callee_name(ctx, func_obj, false, callee, sizeof(callee)))\n\
-              \x20       return JS_ThrowTypeError(ctx, \"%s is not a function\", callee);\n\
-              \x20   return JS_ThrowTypeError(ctx, \"not a function\");\n\
-              }\n\n\
+              \x20                          char *buf, size_t size);\n\
+              static JSValue wb_throw_not_a_function(JSContext *ctx, JSValueConst func_obj);\n\n\
               static JSValue JS_ThrowTypeErrorNotAConstructor(JSContext *ctx,\n",
     },
     Edit {
